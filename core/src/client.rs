@@ -1,0 +1,226 @@
+//! `Client`: one set of Redis nodes and the services its locks share.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::mutex::Mutex;
+use crate::node::Node;
+use crate::renew::Renewer;
+use crate::token;
+
+/// Default bound on opening one connection (TCP connect, AUTH, script loading).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The most nodes one client accepts (Redlock deployments use 3, 5 or 7).
+pub const MAX_NODES: usize = 63;
+/// The longest owner label, in bytes.
+pub const MAX_OWNER_LEN: usize = 128;
+
+/// One set of Redis nodes — one server, or N independent masters for Redlock — plus the
+/// background services shared by all of its locks: a connection pool per node and one renew
+/// thread.
+///
+/// Cheap to clone (an `Arc` inside), `Send + Sync`; share one `Client` between threads.
+/// Opening a client does no I/O: nodes are connected on first use.
+///
+/// # Examples
+///
+/// ```no_run
+/// use redmutex::Client;
+/// use std::time::Duration;
+///
+/// let client = Client::open("redis://127.0.0.1:6379")?;
+/// let guard = client.mutex("invoice:nightly:lock").ttl(Duration::from_secs(30)).lock()?;
+/// println!("holding fence {}", guard.fence());
+/// guard.unlock()?;
+/// # Ok::<(), redmutex::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) nodes: Vec<Arc<Node>>,
+    pub(crate) quorum: usize,
+    pub(crate) node_timeout: Option<Duration>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) owner: Option<String>,
+    pub(crate) renewer: Renewer,
+}
+
+impl Inner {
+    /// The owner label of tokens made now (the default one includes the current pid).
+    pub(crate) fn label(&self) -> String {
+        self.owner.clone().unwrap_or_else(token::default_label)
+    }
+}
+
+impl Client {
+    /// A client for one Redis node, from a URL such as `redis://127.0.0.1:6379`,
+    /// `redis://user:password@host:6379/0` or `rediss://host:6380`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a malformed URL.
+    pub fn open(url: &str) -> Result<Client, Error> {
+        Client::builder().node(url).build()
+    }
+
+    /// A builder for several nodes (Redlock) or non-default timeouts and owner label.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// A lock with the given name and default options; cheap, holds no connection.
+    ///
+    /// The name is the Redis key of the lock, exactly as given. It is checked when the lock is
+    /// first used: an empty name or one longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)
+    /// bytes is an invalid argument.
+    pub fn mutex(&self, name: impl AsRef<[u8]>) -> Mutex {
+        Mutex::new(self.clone(), name.as_ref().to_vec())
+    }
+
+    /// How many nodes this client talks to.
+    pub fn node_count(&self) -> usize {
+        self.inner.nodes.len()
+    }
+
+    /// How many nodes must agree: `N/2 + 1`.
+    pub fn quorum(&self) -> usize {
+        self.inner.quorum
+    }
+
+    /// The nodes' addresses, without credentials.
+    pub fn node_names(&self) -> Vec<String> {
+        self.inner
+            .nodes
+            .iter()
+            .map(|n| n.name().to_owned())
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("nodes", &self.node_names())
+            .field("quorum", &self.inner.quorum)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Client`]: the nodes, the timeouts and the owner label.
+#[derive(Debug, Clone, Default)]
+pub struct ClientBuilder {
+    urls: Vec<String>,
+    connect_timeout: Option<Duration>,
+    node_timeout: Option<Duration>,
+    owner: Option<String>,
+}
+
+impl ClientBuilder {
+    /// Adds one node.
+    pub fn node(mut self, url: impl Into<String>) -> Self {
+        self.urls.push(url.into());
+        self
+    }
+
+    /// Adds several independent nodes: the lock is held only when a majority agrees (Redlock).
+    /// Use an odd number (3, 5, 7) of masters that fail independently.
+    pub fn nodes<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.urls.extend(urls.into_iter().map(Into::into));
+        self
+    }
+
+    /// The bound on opening one connection (TCP connect, AUTH, script loading); default 1 s.
+    /// It also bounds how long a lock call keeps retrying while no quorum of nodes is
+    /// reachable before it reports the failure.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// The per-node, per-operation timeout for every lock of this client. By default each lock
+    /// derives it from its TTL (see [`MutexOptions::node_timeout`](crate::MutexOptions)).
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = Some(timeout);
+        self
+    }
+
+    /// The owner label at the start of every token (default `hostname:pid`), so that `GET` on
+    /// a lock tells an operator who holds it. At most 128 visible ASCII characters.
+    pub fn owner(mut self, label: impl Into<String>) -> Self {
+        self.owner = Some(label.into());
+        self
+    }
+
+    /// Checks the settings and makes the client; no I/O happens here.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for no nodes, more
+    /// than 63 nodes, a malformed URL, a zero timeout or a bad owner label.
+    pub fn build(self) -> Result<Client, Error> {
+        if self.urls.is_empty() {
+            return Err(Error::invalid("a client needs at least one Redis URL"));
+        }
+        if self.urls.len() > MAX_NODES {
+            return Err(Error::invalid(format!(
+                "{} nodes given; at most {MAX_NODES} are supported",
+                self.urls.len()
+            )));
+        }
+        let connect_timeout = self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+        check_timeout("connect timeout", connect_timeout)?;
+        if let Some(t) = self.node_timeout {
+            check_timeout("node timeout", t)?;
+        }
+        if let Some(label) = &self.owner {
+            check_label(label)?;
+        }
+        let name_label = self.owner.clone().unwrap_or_else(token::default_label);
+        let client_name = format!("redmutex:{name_label}");
+        let nodes = self
+            .urls
+            .iter()
+            .map(|u| Node::open(u, &client_name, connect_timeout).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let quorum = nodes.len() / 2 + 1;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                nodes,
+                quorum,
+                node_timeout: self.node_timeout,
+                connect_timeout,
+                owner: self.owner,
+                renewer: Renewer::new(),
+            }),
+        })
+    }
+}
+
+fn check_timeout(what: &str, t: Duration) -> Result<(), Error> {
+    if t < Duration::from_millis(1) || t > Duration::from_secs(3600) {
+        return Err(Error::invalid(format!(
+            "{what} must be between 1 ms and 1 h, got {t:?}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_label(label: &str) -> Result<(), Error> {
+    if label.is_empty()
+        || label.len() > MAX_OWNER_LEN
+        || !label.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(Error::invalid(format!(
+            "the owner label must be 1 to {MAX_OWNER_LEN} visible ASCII characters, got {label:?}"
+        )));
+    }
+    Ok(())
+}

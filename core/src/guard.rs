@@ -1,0 +1,526 @@
+//! `MutexGuard`: proof of ownership, and its local held/lost state.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::client::Inner;
+use crate::error::{Error, ErrorKind, NodeReport};
+use crate::keys::Keys;
+use crate::mutex::{MIN_TTL, MutexOptions, check_ttl, drift};
+use crate::quorum::{self, Tally};
+use crate::scripts::{self, Call};
+
+type Callback = Box<dyn FnOnce() + Send + 'static>;
+
+/// Everything a guard owns, shared with the renew thread (which holds only a weak reference).
+pub(crate) struct GuardShared {
+    pub(crate) client: Arc<Inner>,
+    pub(crate) keys: Keys,
+    pub(crate) token: Vec<u8>,
+    pub(crate) fence: u64,
+    pub(crate) opts: MutexOptions,
+    pub(crate) node_timeout: Duration,
+    /// The process that took the lock: a forked child's copy neither renews nor releases it.
+    pid: u32,
+    /// When renewal stops for good (`max_hold`).
+    hold_until: Option<Instant>,
+    state: Mutex<State>,
+    lost_cv: Condvar,
+    /// Serializes network operations on this lock between its owner and the renew thread, so
+    /// that no renewal is sent after `unlock` returned.
+    pub(crate) op: Mutex<()>,
+    callbacks: Mutex<Vec<Callback>>,
+}
+
+struct State {
+    valid_until: Instant,
+    ttl: Duration,
+    lost: bool,
+    released: bool,
+    renewals: u64,
+}
+
+/// The outcome of one extension.
+pub(crate) enum Renewal {
+    /// Confirmed; look again at this instant.
+    Renewed(Instant),
+    /// Not confirmed yet, but the lock is still valid: try again at this instant.
+    Retry(Instant),
+    /// Lost or released.
+    Gone,
+}
+
+/// What the renew thread should do with a guard that is due.
+pub(crate) enum Plan {
+    /// Released, lost, or inherited through fork: forget it.
+    Forget,
+    /// Renew it with this TTL.
+    Renew(Duration),
+    /// Nothing to renew; look again at this instant (its validity deadline).
+    At(Instant),
+}
+
+impl GuardShared {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        client: Arc<Inner>,
+        keys: Keys,
+        token: Vec<u8>,
+        fence: u64,
+        opts: MutexOptions,
+        node_timeout: Duration,
+        acquired_at: Instant,
+        valid_until: Instant,
+    ) -> GuardShared {
+        GuardShared {
+            client,
+            keys,
+            token,
+            fence,
+            hold_until: opts.max_hold.map(|h| acquired_at + h),
+            state: Mutex::new(State {
+                valid_until,
+                ttl: opts.ttl,
+                lost: false,
+                released: false,
+                renewals: 0,
+            }),
+            opts,
+            node_timeout,
+            pid: std::process::id(),
+            lost_cv: Condvar::new(),
+            op: Mutex::new(()),
+            callbacks: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn owned_here(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.state.lock().valid_until
+    }
+
+    /// When the renew thread should look at this guard next after a grant or renewal at `t0`.
+    pub(crate) fn next_check(&self, t0: Instant) -> Instant {
+        let st = self.state.lock();
+        if self.opts.auto_renew {
+            t0 + st.ttl / 3
+        } else {
+            st.valid_until
+        }
+    }
+
+    pub(crate) fn plan(&self, now: Instant) -> (Plan, Vec<Callback>) {
+        if !self.owned_here() {
+            return (Plan::Forget, Vec::new());
+        }
+        let st = self.state.lock();
+        if st.released || st.lost {
+            return (Plan::Forget, Vec::new());
+        }
+        if now >= st.valid_until {
+            drop(st);
+            return (Plan::Forget, self.mark_lost());
+        }
+        if !self.opts.auto_renew {
+            return (Plan::At(st.valid_until), Vec::new());
+        }
+        let ttl = match self.hold_until {
+            Some(end) => st.ttl.min(end.saturating_duration_since(now)),
+            None => st.ttl,
+        };
+        if ttl < MIN_TTL {
+            return (Plan::At(st.valid_until), Vec::new());
+        }
+        (Plan::Renew(ttl), Vec::new())
+    }
+
+    pub(crate) fn extend_call(&self, ttl: Duration) -> Call {
+        Call::new(
+            &scripts::EXTEND,
+            vec![self.keys.lock.clone()],
+            vec![self.token.clone(), millis(ttl)],
+        )
+    }
+
+    /// Applies the answers to an extension sent at `t0` with `ttl`: a renewal counts only if a
+    /// quorum confirmed it before the current validity ran out. Returns the callbacks to run.
+    pub(crate) fn apply_extend(
+        &self,
+        t0: Instant,
+        ttl: Duration,
+        tally: &Tally,
+        set_ttl: bool,
+    ) -> (Renewal, Vec<Callback>) {
+        let n = self.client.nodes.len();
+        let quorum = self.client.quorum;
+        let now = Instant::now();
+        let mut st = self.state.lock();
+        if st.released || st.lost {
+            return (Renewal::Gone, Vec::new());
+        }
+        let new_deadline = t0 + ttl.saturating_sub(drift(ttl));
+        if tally.yes >= quorum && now < st.valid_until && now < new_deadline {
+            st.valid_until = new_deadline;
+            if set_ttl {
+                st.ttl = ttl;
+            }
+            st.renewals += 1;
+            let next = if self.opts.auto_renew {
+                t0 + st.ttl / 3
+            } else {
+                st.valid_until
+            };
+            return (Renewal::Renewed(next), Vec::new());
+        }
+        // Nodes that said "not yours" can never confirm: past n - quorum of them the lock is
+        // gone for good, whatever the others say.
+        if tally.refused > n - quorum || now >= st.valid_until {
+            drop(st);
+            return (Renewal::Gone, self.mark_lost());
+        }
+        let retry = self
+            .opts
+            .retry_delay
+            .min((st.valid_until - now) / 3)
+            .max(Duration::from_millis(1));
+        (
+            Renewal::Retry((now + retry).min(st.valid_until)),
+            Vec::new(),
+        )
+    }
+
+    /// Marks the lock lost (once) and hands back the callbacks to run, outside any lock.
+    pub(crate) fn mark_lost(&self) -> Vec<Callback> {
+        let mut st = self.state.lock();
+        if st.lost || st.released {
+            return Vec::new();
+        }
+        st.lost = true;
+        drop(st);
+        self.lost_cv.notify_all();
+        std::mem::take(&mut *self.callbacks.lock())
+    }
+
+    /// Releases on every node; used by `unlock` and `Drop`.
+    fn release(&self) -> Result<Released, Error> {
+        if !self.owned_here() {
+            return Err(Error::new(
+                ErrorKind::NotHeld,
+                "this guard was inherited through fork; only the process that took the lock releases it",
+            ));
+        }
+        let _op = self.op.lock();
+        let was_lost = {
+            let mut st = self.state.lock();
+            if st.released {
+                return Err(Error::new(
+                    ErrorKind::NotHeld,
+                    "the lock was already released",
+                ));
+            }
+            st.released = true;
+            st.lost || Instant::now() >= st.valid_until
+        };
+        self.lost_cv.notify_all();
+        self.callbacks.lock().clear();
+        let call = release_call(&self.keys, &self.token, &self.opts, true);
+        let nodes = &self.client.nodes;
+        let deadline = Instant::now() + self.node_timeout;
+        let answers = quorum::exchange(nodes, &vec![vec![call]; nodes.len()], deadline, None);
+        let tally = Tally::of_ints(nodes, &answers, 0);
+        let report = Released::from_tally(&tally);
+        let n = nodes.len();
+        if was_lost || tally.refused > n - self.client.quorum {
+            return Err(Error::from_report(
+                "the lock was lost before it was released",
+                ErrorKind::Lost,
+                tally.reports,
+                None,
+            )
+            .with_kind(ErrorKind::Lost));
+        }
+        if tally.yes >= self.client.quorum {
+            return Ok(report);
+        }
+        Err(Error::from_report(
+            "release was not confirmed by a quorum of nodes; the lock expires by its TTL",
+            ErrorKind::NoQuorum,
+            tally.reports,
+            tally.source,
+        ))
+    }
+}
+
+/// The release script call for one lock and token. `handoff` leaves the short hand-off window
+/// for waiters (a real release); a failed attempt's clean-up does not.
+pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, handoff: bool) -> Call {
+    let window = if handoff {
+        opts.handoff_window
+    } else {
+        Duration::ZERO
+    };
+    Call::new(
+        &scripts::RELEASE,
+        vec![
+            keys.lock.clone(),
+            keys.wake.clone(),
+            keys.waiters.clone(),
+            keys.handoff.clone(),
+        ],
+        vec![token.to_vec(), millis(opts.wait_cap), millis(window)],
+    )
+}
+
+pub(crate) fn millis(d: Duration) -> Vec<u8> {
+    d.as_millis().to_string().into_bytes()
+}
+
+fn fire(callbacks: Vec<Callback>) {
+    for cb in callbacks {
+        if catch_unwind(AssertUnwindSafe(cb)).is_err() {
+            log::error!("redmutex: an on-lost callback panicked");
+        }
+    }
+}
+
+pub(crate) fn run_callbacks(callbacks: Vec<Callback>) {
+    fire(callbacks)
+}
+
+/// What an explicit unlock did on each node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Released {
+    /// Nodes where our lock was deleted.
+    pub released: usize,
+    /// Nodes where the lock had already expired.
+    pub expired: usize,
+    /// Nodes where another owner's value had replaced ours (left untouched).
+    pub taken: usize,
+    /// Nodes that could not be asked.
+    pub failed: usize,
+    /// Each node's answer.
+    pub nodes: Vec<NodeReport>,
+}
+
+impl Released {
+    fn from_tally(t: &Tally) -> Released {
+        Released {
+            released: t.yes,
+            expired: t.missing,
+            taken: t.refused - t.missing,
+            failed: t.failed,
+            nodes: t.reports.clone(),
+        }
+    }
+}
+
+/// Proof that this process holds the lock, until it is released or lost.
+///
+/// The guard owns everything it needs (no borrowed lifetime), is `Send`, and releases the lock
+/// when dropped (best effort, bounded by the node timeout, never panics; use
+/// [`MutexGuard::unlock`] to learn the outcome). While it lives, the client's renew thread
+/// keeps the lock (unless auto-renew is off).
+///
+/// A guard answers "do I still hold it?" locally, without the network: [`is_held`],
+/// [`check`], [`valid_until`]. The validity deadline is on the monotonic clock and already
+/// accounts for clock drift, as the Redlock text requires.
+///
+/// [`is_held`]: MutexGuard::is_held
+/// [`check`]: MutexGuard::check
+/// [`valid_until`]: MutexGuard::valid_until
+#[must_use = "if unused the Mutex will immediately unlock"]
+pub struct MutexGuard {
+    pub(crate) shared: Arc<GuardShared>,
+}
+
+impl MutexGuard {
+    /// The fence number: strictly greater than that of every earlier holder of this name
+    /// (0 when fencing is off). Pass it to the resource you protect, and have the resource
+    /// reject writes that carry a lower number than one it has already seen.
+    pub fn fence(&self) -> u64 {
+        self.shared.fence
+    }
+
+    /// The token: the value of the lock key (`owner-label:random-hex`).
+    pub fn token(&self) -> &[u8] {
+        &self.shared.token
+    }
+
+    /// The lock's name (its Redis key).
+    pub fn name(&self) -> &[u8] {
+        &self.shared.keys.lock
+    }
+
+    /// Whether we still hold the lock, answered locally: not released, not reported lost and
+    /// before the validity deadline. Always false in a forked child.
+    pub fn is_held(&self) -> bool {
+        if !self.shared.owned_here() {
+            return false;
+        }
+        let st = self.shared.state.lock();
+        !st.lost && !st.released && Instant::now() < st.valid_until
+    }
+
+    /// `Ok` while [`is_held`](MutexGuard::is_held); no network.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Lost`] once the lock expired or was taken over.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.is_held() {
+            Ok(())
+        } else {
+            Err(Error::new(ErrorKind::Lost, "the lock is no longer held"))
+        }
+    }
+
+    /// The local validity deadline: until then, no other client can hold the lock (given the
+    /// bounded clock drift the Redlock text assumes). Renewal moves it forward.
+    pub fn valid_until(&self) -> Instant {
+        self.shared.valid_until()
+    }
+
+    /// How many renewals (automatic or [`extend`](MutexGuard::extend)) succeeded so far.
+    pub fn renewals(&self) -> u64 {
+        self.shared.state.lock().renewals
+    }
+
+    /// Sets the lease to `ttl` from now on a quorum of nodes, checking our token; later
+    /// automatic renewals use this `ttl` too. Never re-creates a lock that is gone.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Lost`] when the lock is gone or another owner has it;
+    /// [`ErrorKind::NoQuorum`] (or the node's own kind, with one node) when not enough nodes
+    /// confirmed — the lock may still be held until [`valid_until`](MutexGuard::valid_until);
+    /// [`ErrorKind::InvalidArgument`] for a TTL out of range.
+    pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
+        check_ttl(ttl)?;
+        self.check()?;
+        let shared = &self.shared;
+        let op = shared.op.lock();
+        let nodes = &shared.client.nodes;
+        let t0 = Instant::now();
+        let call = shared.extend_call(ttl);
+        let answers = quorum::exchange(
+            nodes,
+            &vec![vec![call]; nodes.len()],
+            t0 + shared.node_timeout,
+            None,
+        );
+        let tally = Tally::of_ints(nodes, &answers, 0);
+        let (result, callbacks) = shared.apply_extend(t0, ttl, &tally, true);
+        drop(op);
+        fire(callbacks);
+        match result {
+            Renewal::Renewed(next) => {
+                shared.client.renewer.schedule(next, shared);
+                Ok(())
+            }
+            _ if !self.is_held() => {
+                Err(
+                    Error::from_report("the lock was lost", ErrorKind::Lost, tally.reports, None)
+                        .with_kind(ErrorKind::Lost),
+                )
+            }
+            _ => Err(Error::from_report(
+                "extend was not confirmed by a quorum of nodes",
+                ErrorKind::NoQuorum,
+                tally.reports,
+                tally.source,
+            )),
+        }
+    }
+
+    /// Registers a callback that runs once when the lock is lost (renewal failed or another
+    /// owner took over). It runs on the client's renew thread (or, if the loss is discovered by
+    /// a call of yours, on your thread after that call); keep it short and never block in it.
+    /// If the lock is already lost, it runs at once on this thread. It never runs after the
+    /// guard was released.
+    pub fn on_lost(&self, callback: impl FnOnce() + Send + 'static) {
+        let lost = {
+            let st = self.shared.state.lock();
+            if st.released {
+                return;
+            }
+            st.lost || Instant::now() >= st.valid_until
+        };
+        if lost {
+            fire(self.shared.mark_lost());
+            fire(vec![Box::new(callback)]);
+        } else {
+            self.shared.callbacks.lock().push(Box::new(callback));
+        }
+    }
+
+    /// Blocks until the lock is lost (`true`) or `timeout` passes (`false`); for watchdog
+    /// threads. Returns `false` at once when the guard was released.
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let shared = &self.shared;
+        let mut st = shared.state.lock();
+        loop {
+            if st.released {
+                return false;
+            }
+            let now = Instant::now();
+            if st.lost || now >= st.valid_until {
+                drop(st);
+                fire(shared.mark_lost());
+                return true;
+            }
+            if now >= deadline {
+                return false;
+            }
+            let until = deadline.min(st.valid_until);
+            shared.lost_cv.wait_until(&mut st, until);
+        }
+    }
+
+    /// Releases the lock on every node (compare-and-delete: only if it still holds our token)
+    /// and reports what each node did.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Lost`] when the lock had expired or another owner had it (their value is
+    /// left in place); [`ErrorKind::NoQuorum`] (or the node's own kind, with one node) when
+    /// not enough nodes confirmed — the lock then expires by its TTL.
+    pub fn unlock(self) -> Result<Released, Error> {
+        self.shared.release()
+    }
+}
+
+impl Drop for MutexGuard {
+    fn drop(&mut self) {
+        if !self.shared.owned_here() {
+            return;
+        }
+        if self.shared.state.lock().released {
+            return;
+        }
+        match self.shared.release() {
+            Ok(_) => {}
+            Err(e) => log::warn!(
+                "redmutex: releasing {} on drop: {e}",
+                String::from_utf8_lossy(&self.shared.keys.lock)
+            ),
+        }
+    }
+}
+
+impl std::fmt::Debug for MutexGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MutexGuard")
+            .field("name", &String::from_utf8_lossy(&self.shared.keys.lock))
+            .field("fence", &self.shared.fence)
+            .field("held", &self.is_held())
+            .finish_non_exhaustive()
+    }
+}

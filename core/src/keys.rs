@@ -1,0 +1,122 @@
+//! The lock key and its companions, all in the lock key's Redis Cluster hash slot.
+
+/// Companion keys are derived from the lock name so that a script touching all of them never
+/// crosses a cluster slot.
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    /// Exactly the name the user gave.
+    pub(crate) lock: Vec<u8>,
+    /// The fence counter (never expires; one small key per name).
+    pub(crate) fence: Vec<u8>,
+    /// The wake-up list that a release pushes one element onto.
+    pub(crate) wake: Vec<u8>,
+    /// Present (with a short expiry) while someone waits for the lock.
+    pub(crate) waiters: Vec<u8>,
+    /// Present for a short window after a release that had waiters: only waiters may take it.
+    pub(crate) handoff: Vec<u8>,
+}
+
+impl Keys {
+    pub(crate) fn new(name: &[u8]) -> Keys {
+        let prefix = companion_prefix(name);
+        let with = |suffix: &str| {
+            let mut k = prefix.clone();
+            k.extend_from_slice(suffix.as_bytes());
+            k
+        };
+        Keys {
+            lock: name.to_vec(),
+            fence: with(":fence"),
+            wake: with(":wake"),
+            waiters: with(":waiters"),
+            handoff: with(":handoff"),
+        }
+    }
+}
+
+/// The part that companion keys start with: the name itself when it already has a hash tag,
+/// `{name}` when wrapping it makes the name the tag, and otherwise a short tag chosen to land
+/// in the same slot (a name with a stray `}` but no valid tag).
+fn companion_prefix(name: &[u8]) -> Vec<u8> {
+    if hash_tag(name).is_some() {
+        return name.to_vec();
+    }
+    if !name.contains(&b'}') {
+        let mut p = Vec::with_capacity(name.len() + 2);
+        p.push(b'{');
+        p.extend_from_slice(name);
+        p.push(b'}');
+        return p;
+    }
+    let slot = key_slot(name);
+    let tag = (0u32..)
+        .map(|i| format!("{i:x}"))
+        .find(|t| key_slot(t.as_bytes()) == slot)
+        .unwrap_or_default();
+    let mut p = format!("{{{tag}}}").into_bytes();
+    p.push(b':');
+    p.extend_from_slice(name);
+    p
+}
+
+/// The non-empty text between the first `{` and the next `}`, as Redis Cluster defines it.
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let len = key[open + 1..].iter().position(|&b| b == b'}')?;
+    (len > 0).then(|| &key[open + 1..open + 1 + len])
+}
+
+/// The Redis Cluster slot of a key (CRC16/XMODEM of the hash tag or whole key, mod 16384).
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
+    let data = hash_tag(key).unwrap_or(key);
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(key_slot(b"123456789"), 0x31C3 % 16384);
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
+    }
+
+    #[test]
+    fn companions_share_the_lock_slot() {
+        let names: [&[u8]; 8] = [
+            b"invoice:nightly:lock",
+            b"{tenant}:lock",
+            b"a{}b",
+            b"a}b",
+            b"}{",
+            b"x{y",
+            b"\x00\xff{}}",
+            b"report:lock",
+        ];
+        for name in names {
+            let k = Keys::new(name);
+            assert_eq!(k.lock, name);
+            let slot = key_slot(name);
+            for c in [&k.fence, &k.wake, &k.waiters, &k.handoff] {
+                assert_eq!(key_slot(c), slot, "{:?} vs {:?}", c, name);
+                assert_ne!(c, &k.lock);
+            }
+        }
+        assert_eq!(Keys::new(b"job").fence, b"{job}:fence");
+    }
+}

@@ -1,0 +1,223 @@
+//! The renew thread: one per client, keeping every auto-renewed guard alive.
+//!
+//! It owns a deadline heap of weak references to guards. Due guards are renewed in batches:
+//! one pipelined round per node carries up to `BATCH` extensions. A guard that was released
+//! or dropped cannot be upgraded any more and simply falls out of the heap.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::guard::{GuardShared, Plan, Renewal, run_callbacks};
+use crate::quorum::{self, Tally};
+
+/// Extensions per pipelined round.
+const BATCH: usize = 256;
+
+pub(crate) struct Renewer {
+    shared: Arc<Shared>,
+    /// The process whose thread serves the heap (a forked child starts its own).
+    started_in: Mutex<Option<u32>>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+    stop: bool,
+}
+
+struct Entry {
+    at: Instant,
+    seq: u64,
+    guard: Weak<GuardShared>,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl Renewer {
+    pub(crate) fn new() -> Renewer {
+        Renewer {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                cv: Condvar::new(),
+            }),
+            started_in: Mutex::new(None),
+        }
+    }
+
+    /// Asks the renew thread to look at `guard` at `at`; starts the thread on first use.
+    pub(crate) fn schedule(&self, at: Instant, guard: &Arc<GuardShared>) {
+        self.ensure_started();
+        let mut st = self.shared.state.lock();
+        push(&mut st, at, Arc::downgrade(guard));
+        let earliest = st.heap.peek().is_some_and(|Reverse(e)| e.at == at);
+        drop(st);
+        if earliest {
+            self.shared.cv.notify_one();
+        }
+    }
+
+    fn ensure_started(&self) {
+        let pid = std::process::id();
+        let mut started = self.started_in.lock();
+        if *started == Some(pid) {
+            return;
+        }
+        if started.is_some() {
+            // A forked child inherits the parent's heap but not its thread: the parent's
+            // guards are not ours to renew.
+            self.shared.state.lock().heap.clear();
+        }
+        let shared = Arc::clone(&self.shared);
+        let spawned = std::thread::Builder::new()
+            .name("redmutex-renew".into())
+            .spawn(move || run(&shared));
+        match spawned {
+            Ok(_) => *started = Some(pid),
+            Err(e) => log::error!("redmutex: cannot start the renew thread: {e}"),
+        }
+    }
+}
+
+impl Drop for Renewer {
+    fn drop(&mut self) {
+        self.shared.state.lock().stop = true;
+        self.shared.cv.notify_all();
+    }
+}
+
+fn push(st: &mut State, at: Instant, guard: Weak<GuardShared>) {
+    st.seq += 1;
+    let seq = st.seq;
+    st.heap.push(Reverse(Entry { at, seq, guard }));
+}
+
+fn run(shared: &Shared) {
+    let mut st = shared.state.lock();
+    loop {
+        if st.stop {
+            return;
+        }
+        let now = Instant::now();
+        match st.heap.peek() {
+            None => {
+                shared.cv.wait(&mut st);
+                continue;
+            }
+            Some(Reverse(e)) if e.at > now => {
+                let at = e.at;
+                shared.cv.wait_until(&mut st, at);
+                continue;
+            }
+            Some(_) => {}
+        }
+        let mut due = Vec::new();
+        while let Some(Reverse(e)) = st.heap.peek() {
+            if e.at > now || due.len() >= 16 * BATCH {
+                break;
+            }
+            if let Some(Reverse(e)) = st.heap.pop() {
+                due.push(e.guard);
+            }
+        }
+        let next = parking_lot::MutexGuard::unlocked(&mut st, || serve(due));
+        for (at, guard) in next {
+            push(&mut st, at, guard);
+        }
+    }
+}
+
+/// Handles the due guards; returns when to look at each of them next.
+fn serve(due: Vec<Weak<GuardShared>>) -> Vec<(Instant, Weak<GuardShared>)> {
+    let now = Instant::now();
+    let mut next = Vec::new();
+    let mut renew = Vec::new();
+    for weak in due {
+        let Some(guard) = weak.upgrade() else {
+            continue;
+        };
+        let (plan, callbacks) = guard.plan(now);
+        run_callbacks(callbacks);
+        match plan {
+            Plan::Forget => {}
+            Plan::At(at) => next.push((at, weak)),
+            Plan::Renew(ttl) => renew.push((guard, ttl)),
+        }
+    }
+    for chunk in renew.chunks(BATCH) {
+        renew_batch(chunk, &mut next);
+    }
+    next
+}
+
+/// One pipelined round of extensions for guards of one client.
+fn renew_batch(
+    chunk: &[(Arc<GuardShared>, Duration)],
+    next: &mut Vec<(Instant, Weak<GuardShared>)>,
+) {
+    // A guard whose owner is unlocking or extending right now is skipped: its owner's
+    // operation decides, and no renewal may follow an unlock.
+    let mut held = Vec::with_capacity(chunk.len());
+    for (guard, ttl) in chunk {
+        match guard.op.try_lock() {
+            Some(op) => held.push((guard, *ttl, op)),
+            None => next.push((
+                Instant::now() + Duration::from_millis(5),
+                Arc::downgrade(guard),
+            )),
+        }
+    }
+    let Some((first, _, _)) = held.first() else {
+        return;
+    };
+    let client = Arc::clone(&first.client);
+    let calls: Vec<_> = held.iter().map(|(g, ttl, _)| g.extend_call(*ttl)).collect();
+    let timeout = held
+        .iter()
+        .map(|(g, _, _)| g.node_timeout)
+        .max()
+        .unwrap_or(Duration::from_millis(100));
+    let t0 = Instant::now();
+    let answers = quorum::exchange(
+        &client.nodes,
+        &vec![calls; client.nodes.len()],
+        t0 + timeout,
+        None,
+    );
+    let mut callbacks = Vec::new();
+    for (j, (guard, ttl, op)) in held.into_iter().enumerate() {
+        let tally = Tally::of_ints(&client.nodes, &answers, j);
+        let (outcome, cbs) = guard.apply_extend(t0, ttl, &tally, false);
+        drop(op);
+        callbacks.extend(cbs);
+        match outcome {
+            Renewal::Renewed(at) | Renewal::Retry(at) => next.push((at, Arc::downgrade(guard))),
+            Renewal::Gone => {}
+        }
+    }
+    run_callbacks(callbacks);
+}
