@@ -1,0 +1,66 @@
+# `make test` is the project's one test command; CI runs it through .ci/run.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DELETE_ON_ERROR:
+.DEFAULT_GOAL := test
+MAKEFLAGS += --no-builtin-rules
+
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DESTDIR ?=
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+
+# Root needs no sudo; anyone else gets it where it exists, else apt-get says why it failed.
+SUDO := $(if $(filter 0,$(shell id -u)),,$(shell command -v sudo 2>/dev/null))
+
+.PHONY: deps test demo bench install-c
+
+# Only what is missing, so a machine that has everything never waits on apt-get update.
+deps:
+	@missing=(); \
+	command -v redis-server >/dev/null || missing+=(redis-server); \
+	command -v valgrind >/dev/null || missing+=(valgrind); \
+	command -v pkg-config >/dev/null || missing+=(pkg-config); \
+	command -v c++ >/dev/null || missing+=(g++); \
+	python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv); \
+	if (( $${#missing[@]} )); then \
+	  echo "deps: installing $${missing[*]}"; \
+	  $(SUDO) apt-get update; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y --no-install-recommends "$${missing[@]}"; \
+	fi
+	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+	scripts/venv.sh
+	scripts/gen-header.sh --install-only
+
+test: deps
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+	cargo test --workspace
+	scripts/gen-header.sh --check
+	scripts/test-c.sh
+	scripts/test-py.sh
+	scripts/run-examples.sh
+
+demo: deps
+	cargo run --release --example nightly_invoice -p redmutex
+
+# TODO: add the redmutex-bench crate (lock/unlock against a PING round-trip baseline,
+# DESIGN.md section 9); until then this target fails.
+bench:
+	cargo run --release -p redmutex-bench
+
+# Installs libredmutex (.so and .a), the headers and redmutex.pc, so that
+# `cc app.c $$(pkg-config --cflags --libs redmutex)` works. DESTDIR is for packagers.
+install-c:
+	cargo build --release -p redmutex-ffi
+	install -d "$(DESTDIR)$(LIBDIR)/pkgconfig" "$(DESTDIR)$(INCLUDEDIR)"
+	install -m 644 "$(TARGET_DIR)/release/libredmutex.a" "$(DESTDIR)$(LIBDIR)/"
+	install -m 755 "$(TARGET_DIR)/release/libredmutex.so" "$(DESTDIR)$(LIBDIR)/"
+	install -m 644 include/redmutex.h include/redmutex.hpp "$(DESTDIR)$(INCLUDEDIR)/"
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e "s|@VERSION@|$$(scripts/version.sh)|g" \
+	  ffi-c/redmutex.pc.in >"$(DESTDIR)$(LIBDIR)/pkgconfig/redmutex.pc"

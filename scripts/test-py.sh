@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds the Python package into .venv (maturin develop: a debug build, installed in
+# place) and runs its pytest suite. Extra arguments go to pytest.
+# The tests start their own redis-servers; redis-server must be on PATH (make deps).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+command -v redis-server >/dev/null || { echo "test-py: redis-server not found; run make deps" >&2; exit 1; }
+
+scripts/venv.sh
+# maturin installs into the environment named here, and pytest must import from it.
+export VIRTUAL_ENV="$PWD/.venv"
+export PATH="$VIRTUAL_ENV/bin:$PATH"
+
+maturin develop --manifest-path py/Cargo.toml
+python -m pytest py/tests "$@"
