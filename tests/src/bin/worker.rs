@@ -1,0 +1,85 @@
+//! A lock client in its own process, for multi-process tests.
+//!
+//! ```text
+//! worker rmw   URLS KEY COUNTER N [TTL_MS]   N critical sections of GET/SET on COUNTER
+//! worker hold  URLS KEY TTL_MS               take the lock, print "locked FENCE", sleep
+//! worker loop  URLS KEY COUNTER SECS         critical sections until SECS have passed
+//! ```
+//! URLS is comma-separated. Each mode ends with one summary line on stdout.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redmutex::{Client, TryLockError};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let urls: Vec<&str> = args[2].split(',').collect();
+    let key = args[3].as_str();
+    let client = Client::builder()
+        .nodes(urls.iter().copied())
+        .build()
+        .unwrap();
+    match args[1].as_str() {
+        "rmw" => {
+            let n: u64 = args[5].parse().unwrap();
+            let ttl = args.get(6).map_or(5000, |t| t.parse().unwrap());
+            let mut waits = 0;
+            let mut data = redis::Client::open(urls[0])
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let mutex = client.mutex(key).ttl(Duration::from_millis(ttl));
+            for _ in 0..n {
+                let guard = match mutex.try_lock() {
+                    Ok(g) => g,
+                    Err(TryLockError::WouldBlock) => {
+                        waits += 1;
+                        mutex.lock().unwrap()
+                    }
+                    Err(e) => panic!("{e}"),
+                };
+                rmw(&mut data, &args[4]);
+                guard.unlock().unwrap();
+            }
+            println!("done sections={n} waits={waits}");
+        }
+        "loop" => {
+            let secs: f64 = args[5].parse().unwrap();
+            let mut data = redis::Client::open(urls[0])
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let mutex = client.mutex(key).ttl(Duration::from_secs(5));
+            let end = Instant::now() + Duration::from_secs_f64(secs);
+            let mut n = 0;
+            while Instant::now() < end {
+                let guard = mutex.lock().unwrap();
+                rmw(&mut data, &args[4]);
+                guard.unlock().unwrap();
+                n += 1;
+            }
+            println!("done sections={n}");
+        }
+        "hold" => {
+            let ttl: u64 = args[4].parse().unwrap();
+            let guard = client
+                .mutex(key)
+                .ttl(Duration::from_millis(ttl))
+                .lock()
+                .unwrap();
+            println!("locked {}", guard.fence());
+            std::io::stdout().flush().unwrap();
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+        other => panic!("unknown mode {other}"),
+    }
+}
+
+/// A deliberately non-atomic read-modify-write: only the lock keeps it exact.
+fn rmw(conn: &mut redis::Connection, counter: &str) {
+    let v: Option<u64> = conn.get(counter).unwrap();
+    std::thread::yield_now();
+    let _: () = conn.set(counter, v.unwrap_or(0) + 1).unwrap();
+}
