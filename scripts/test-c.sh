@@ -17,6 +17,20 @@ done
 
 version=$(scripts/version.sh)
 
+sources=()
+if (($#)); then
+  for name in "$@"; do
+    for src in tests/c/"$name".c tests/c/"$name".cpp; do
+      if [[ -f "$src" ]]; then sources+=("$src"); fi
+    done
+  done
+else
+  shopt -s nullglob
+  sources=(tests/c/test_*.c tests/c/test_*.cpp)
+  shopt -u nullglob
+fi
+((${#sources[@]})) || { echo "test-c: no tests match: $*" >&2; exit 1; }
+
 # Debug: these tests check the ABI, not speed, and a debug build is much faster to make.
 cargo build -p redmutex-ffi
 target_dir=${CARGO_TARGET_DIR:-target}
@@ -38,21 +52,10 @@ fi
 echo "test-c: REDMUTEX_TEST_URL=$REDMUTEX_TEST_URL"
 echo "test-c: REDMUTEX_TEST_URLS5=$REDMUTEX_TEST_URLS5"
 
-if (($#)); then
-  sources=()
-  for name in "$@"; do
-    found=(tests/c/"$name".c tests/c/"$name".cpp)
-    sources+=($(ls "${found[@]}" 2>/dev/null || true))
-  done
-else
-  sources=(tests/c/test_*.c tests/c/test_*.cpp)
-fi
-((${#sources[@]})) || { echo "test-c: no tests match: $*" >&2; exit 1; }
-
 common=(-g -Iinclude -Itests/c -Wall -Wextra -Wpedantic -Werror "-DEXPECTED_VERSION=\"$version\"")
 # A Rust staticlib leaves its system libraries to the final link.
 rust_libs=("$lib" -lpthread -ldl -lm)
-sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+sanitize=("-fsanitize=address,undefined" -fno-sanitize-recover=all -fno-omit-frame-pointer)
 
 compile() { # compile SOURCE BINARY EXTRA_FLAGS...
   local src=$1 bin=$2

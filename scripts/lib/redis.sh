@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Throwaway redis-server processes for test scripts; source it, don't run it.
 #
 #   source scripts/lib/redis.sh
