@@ -226,6 +226,14 @@ impl TryLockError {
             TryLockError::Error(e) => e.kind(),
         }
     }
+
+    /// The per-node report of the inner error (empty for `WouldBlock`).
+    pub fn nodes(&self) -> &[NodeReport] {
+        match self {
+            TryLockError::WouldBlock => &[],
+            TryLockError::Error(e) => e.nodes(),
+        }
+    }
 }
 
 impl From<TryLockError> for Error {

@@ -178,9 +178,10 @@ impl GuardShared {
             };
             return (Renewal::Renewed(next), Vec::new());
         }
-        // Nodes that said "not yours" can never confirm: past n - quorum of them the lock is
-        // gone for good, whatever the others say.
-        if tally.refused > n - quorum || now >= st.valid_until {
+        // Nodes that said "not yours" can never confirm, and nodes that are down (refused the
+        // connection, not merely slow) cannot either: past n - quorum of them, no renewal can
+        // succeed, so the loss is reported now rather than at the validity deadline.
+        if tally.refused + tally.down > n - quorum || now >= st.valid_until {
             drop(st);
             return (Renewal::Gone, self.mark_lost());
         }

@@ -90,7 +90,7 @@ mod tests {
     #[test]
     fn slots_match_redis() {
         // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(key_slot(b"123456789"), 0x31C3 % 16384);
+        assert_eq!(key_slot(b"123456789"), 0x31C3);
         assert_eq!(key_slot(b"foo"), 12182);
         assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
         assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));

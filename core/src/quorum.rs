@@ -162,6 +162,8 @@ pub(crate) struct Tally {
     pub(crate) missing: usize,
     /// Nodes that could not be asked or answered with an error.
     pub(crate) failed: usize,
+    /// Of `failed`: nodes that are down (refused or dropped us twice), not merely slow.
+    pub(crate) down: usize,
     /// Each node's answer, for error reports.
     pub(crate) reports: Vec<NodeReport>,
     /// One underlying redis error, for `Error::source`.
@@ -172,6 +174,9 @@ impl Tally {
     /// Records a node that could not be asked or answered with an error.
     pub(crate) fn fail(&mut self, node: &Node, e: RedisError) {
         self.failed += 1;
+        if !e.is_timeout() && e.is_connection_dropped() {
+            self.down += 1;
+        }
         self.reports.push(NodeReport {
             node: node.name().to_owned(),
             outcome: outcome_of(&e),

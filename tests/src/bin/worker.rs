@@ -5,7 +5,9 @@
 //! worker hold  URLS KEY TTL_MS               take the lock, print "locked FENCE", sleep
 //! worker loop  URLS KEY COUNTER SECS         critical sections until SECS have passed
 //! ```
-//! URLS is comma-separated. Each mode ends with one summary line on stdout.
+//! URLS is comma-separated; the counter lives on the first of them, or on `DATA_URL` when that
+//! environment variable is set (for tests that restart lock nodes). Each mode ends with one
+//! summary line on stdout.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -26,10 +28,7 @@ fn main() {
             let n: u64 = args[5].parse().unwrap();
             let ttl = args.get(6).map_or(5000, |t| t.parse().unwrap());
             let mut waits = 0;
-            let mut data = redis::Client::open(urls[0])
-                .unwrap()
-                .get_connection()
-                .unwrap();
+            let mut data = data_conn(&urls);
             let mutex = client.mutex(key).ttl(Duration::from_millis(ttl));
             for _ in 0..n {
                 let guard = match mutex.try_lock() {
@@ -47,10 +46,7 @@ fn main() {
         }
         "loop" => {
             let secs: f64 = args[5].parse().unwrap();
-            let mut data = redis::Client::open(urls[0])
-                .unwrap()
-                .get_connection()
-                .unwrap();
+            let mut data = data_conn(&urls);
             let mutex = client.mutex(key).ttl(Duration::from_secs(5));
             let end = Instant::now() + Duration::from_secs_f64(secs);
             let mut n = 0;
@@ -82,4 +78,9 @@ fn rmw(conn: &mut redis::Connection, counter: &str) {
     let v: Option<u64> = conn.get(counter).unwrap();
     std::thread::yield_now();
     let _: () = conn.set(counter, v.unwrap_or(0) + 1).unwrap();
+}
+
+fn data_conn(urls: &[&str]) -> redis::Connection {
+    let url = std::env::var("DATA_URL").unwrap_or_else(|_| urls[0].to_owned());
+    redis::Client::open(url).unwrap().get_connection().unwrap()
 }

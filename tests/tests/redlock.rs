@@ -1,0 +1,380 @@
+//! Redlock: one lock over N independent real redis-servers.
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redmutex::{Client, ErrorKind, NodeOutcome, TryLockError};
+use redmutex_tests::{RedisServer, RedisServers, free_port};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum State {
+    Free,
+    Foreign,
+    Down,
+}
+
+/// Every combination of free / held by a foreign value / down, for N = 3 and N = 5: one
+/// attempt succeeds exactly when the free nodes form a majority, a failure tells taken from
+/// unreachable, and no key with our token survives anywhere.
+#[test]
+fn every_combination_of_node_states() {
+    for n in [3usize, 5] {
+        let servers = RedisServers::start(n);
+        let dead: Vec<String> = (0..n)
+            .map(|_| format!("redis://127.0.0.1:{}", free_port()))
+            .collect();
+        let mut clients: HashMap<u32, Client> = HashMap::new();
+        let mut conns: Vec<_> = servers.iter().map(|s| s.conn()).collect();
+        for combo in 0..3u32.pow(n as u32) {
+            let states: Vec<State> = (0..n)
+                .map(|i| match (combo / 3u32.pow(i as u32)) % 3 {
+                    0 => State::Free,
+                    1 => State::Foreign,
+                    _ => State::Down,
+                })
+                .collect();
+            let down_mask = states
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| **s == State::Down)
+                .fold(0u32, |m, (i, _)| m | 1 << i);
+            let client = clients.entry(down_mask).or_insert_with(|| {
+                let urls: Vec<String> = (0..n)
+                    .map(|i| {
+                        if down_mask & (1 << i) != 0 {
+                            dead[i].clone()
+                        } else {
+                            servers[i].url()
+                        }
+                    })
+                    .collect();
+                Client::builder()
+                    .nodes(urls)
+                    .owner("combo")
+                    .build()
+                    .unwrap()
+            });
+            for (i, s) in states.iter().enumerate() {
+                let _: () = if *s == State::Foreign {
+                    conns[i].set("combo:lock", "foreign").unwrap()
+                } else {
+                    conns[i].del("combo:lock").unwrap()
+                };
+            }
+            let free = states.iter().filter(|s| **s == State::Free).count();
+            let result = client
+                .mutex("combo:lock")
+                .ttl(Duration::from_secs(10))
+                .try_lock();
+            match result {
+                Ok(guard) => {
+                    assert!(free > n / 2, "{states:?}: granted without a majority");
+                    guard.unlock().unwrap();
+                }
+                Err(TryLockError::WouldBlock) => {
+                    assert!(free <= n / 2, "{states:?}: refused with a free majority");
+                    let answered = states.iter().filter(|s| **s != State::Down).count();
+                    assert!(
+                        answered > n / 2,
+                        "{states:?}: 'taken' though most nodes were down"
+                    );
+                }
+                Err(TryLockError::Error(e)) => {
+                    assert!(free <= n / 2, "{states:?}: {e}");
+                    assert_eq!(e.kind(), ErrorKind::NoQuorum, "{states:?}: {e}");
+                    for (i, report) in e.nodes().iter().enumerate() {
+                        let ok = match states[i] {
+                            State::Free => report.outcome == NodeOutcome::Ok,
+                            State::Foreign => matches!(&report.outcome,
+                                NodeOutcome::Taken { holder, .. } if holder == b"foreign"),
+                            State::Down => matches!(report.outcome, NodeOutcome::Unreachable(_)),
+                        };
+                        assert!(ok, "{states:?}: node {i} reported {report}");
+                    }
+                }
+                Err(e) => panic!("{e}"),
+            }
+            for (i, s) in states.iter().enumerate() {
+                if *s == State::Down {
+                    continue;
+                }
+                let v: Option<String> = conns[i].get("combo:lock").unwrap();
+                assert!(
+                    v.is_none() || v.as_deref() == Some("foreign"),
+                    "{states:?}: node {i} kept {v:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn no_quorum_is_reported_in_time_when_three_of_five_are_down() {
+    let servers = RedisServers::start(5);
+    let urls = servers.urls();
+    let node_timeout = Duration::from_millis(50);
+    // Refused: three URLs where nobody listens.
+    let mut refused = urls.clone();
+    for u in refused.iter_mut().take(3) {
+        *u = format!("redis://127.0.0.1:{}", free_port());
+    }
+    let client = Client::builder()
+        .nodes(refused)
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let err = client
+        .mutex("down:lock")
+        .try_lock_for(Duration::from_secs(1))
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NoQuorum, "{err}");
+    assert!(
+        started.elapsed() <= Duration::from_secs(1) + node_timeout + Duration::from_millis(100)
+    );
+
+    // Frozen: three servers stopped with SIGSTOP.
+    let client = Client::builder()
+        .nodes(urls.clone())
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    client.mutex("down:lock").lock().unwrap().unlock().unwrap();
+    for s in servers.iter().take(3) {
+        s.pause();
+    }
+    let started = Instant::now();
+    let err = client
+        .mutex("down:lock")
+        .try_lock_for(Duration::from_secs(1))
+        .unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind(), ErrorKind::NoQuorum, "{err}");
+    assert!(
+        took <= Duration::from_secs(1) + node_timeout + Duration::from_millis(100),
+        "{took:?}"
+    );
+    assert!(
+        err.nodes()
+            .iter()
+            .take(3)
+            .all(|r| matches!(r.outcome, NodeOutcome::Unreachable(_))),
+        "{err}"
+    );
+    for s in servers.iter().take(3) {
+        s.resume();
+    }
+
+    // Two down: still a majority.
+    let mut two_down = urls;
+    for u in two_down.iter_mut().take(2) {
+        *u = format!("redis://127.0.0.1:{}", free_port());
+    }
+    let client = Client::builder()
+        .nodes(two_down)
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    client
+        .mutex("down:lock")
+        .try_lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+}
+
+#[test]
+fn a_node_frozen_during_acquire_keeps_no_key_of_the_failed_attempt() {
+    let servers = RedisServers::start(3);
+    let client = Client::builder()
+        .nodes(servers.urls())
+        .owner("late-grant")
+        .node_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let mutex = client.mutex("late:lock").ttl(Duration::from_secs(30));
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    let _: () = servers[1].conn().set("late:lock", "foreign").unwrap();
+    servers[0].pause();
+    assert!(mutex.try_lock().is_err());
+    servers[0].resume();
+    // The frozen node applies our SET when it wakes, and then the undo queued behind it: well
+    // within the 30 s TTL, nothing of ours is left.
+    let mut conn = servers[0].conn();
+    let v: Option<String> = conn.get("late:lock").unwrap();
+    assert!(v.is_none(), "left behind: {v:?}");
+    let v: Option<String> = servers[2].conn().get("late:lock").unwrap();
+    assert!(v.is_none(), "left behind: {v:?}");
+}
+
+#[test]
+fn renewal_survives_a_minority_and_reports_the_loss_of_the_majority() {
+    let mut servers = RedisServers::start(5);
+    let ttl = Duration::from_millis(600);
+    let node_timeout = Duration::from_millis(50);
+    let client = Client::builder()
+        .nodes(servers.urls())
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    let guard = client.mutex("renew5:lock").ttl(ttl).lock().unwrap();
+    let lost = Arc::new(AtomicBool::new(false));
+    let l = Arc::clone(&lost);
+    guard.on_lost(move || l.store(true, Ordering::SeqCst));
+    let start = Instant::now();
+    let mut killed = 0;
+    while start.elapsed() < ttl * 10 {
+        // The first minority node dies after 2 TTLs, the second after 4.
+        if killed < 2 && start.elapsed() >= ttl * (2 + 2 * killed as u32) {
+            servers[killed].kill();
+            killed += 1;
+        }
+        assert!(guard.is_held(), "lost with {killed} nodes down");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(killed, 2);
+    assert!(guard.renewals() >= 10);
+    servers[2].kill();
+    let died = Instant::now();
+    assert!(guard.wait_lost(ttl * 2));
+    let took = died.elapsed();
+    assert!(
+        took <= ttl / 3 + node_timeout + Duration::from_millis(60),
+        "{took:?}"
+    );
+    assert!(
+        lost.load(Ordering::SeqCst)
+            || redmutex_tests::wait_until(Duration::from_millis(200), || lost
+                .load(Ordering::SeqCst))
+    );
+}
+
+/// Four processes on five nodes while nodes are frozen and killed (a killed node comes back
+/// only after a TTL, as Redlock requires of nodes without persistence): the counter is exact.
+#[test]
+fn exclusion_holds_while_nodes_fail() {
+    let mut servers = RedisServers::start(5);
+    let data = RedisServer::start();
+    let _ = &mut servers;
+    let urls = servers.urls().join(",");
+    let procs: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(WORKER)
+                .args(["rmw", &urls, "chaos:lock", "chaos:counter", "100", "1000"])
+                .env("DATA_URL", data.url())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let done = Arc::new(AtomicBool::new(false));
+    let chaos = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let mut round = 0usize;
+            while !done.load(Ordering::SeqCst) {
+                let i = round % 5;
+                if round.is_multiple_of(2) {
+                    servers[i].pause();
+                    std::thread::sleep(Duration::from_millis(150));
+                    servers[i].resume();
+                } else {
+                    servers[i].kill();
+                    std::thread::sleep(Duration::from_millis(1100));
+                    servers[i].restart();
+                }
+                round += 1;
+            }
+            round
+        })
+    };
+    let outputs: Vec<_> = procs
+        .into_iter()
+        .map(|p| p.wait_with_output().unwrap())
+        .collect();
+    done.store(true, Ordering::SeqCst);
+    let rounds = chaos.join().unwrap();
+    for out in &outputs {
+        assert!(out.status.success(), "{out:?}");
+    }
+    assert!(rounds >= 2, "too few faults injected ({rounds})");
+    let count: u64 = data.conn().get("chaos:counter").unwrap();
+    assert_eq!(count, 400);
+}
+
+/// 500 grants across 3 clients while a random minority of nodes is clogged by foreign values,
+/// with failed attempts on a clogged majority in between (they bump some counters): every
+/// fence is greater than all earlier ones.
+#[test]
+fn fences_stay_monotonic_across_different_majorities() {
+    let servers = RedisServers::start(5);
+    let clients: Vec<Client> = (0..3)
+        .map(|_| Client::builder().nodes(servers.urls()).build().unwrap())
+        .collect();
+    let mut conns: Vec<_> = servers.iter().map(|s| s.conn()).collect();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut last = 0u64;
+    let mut diverged = false;
+    let mut grants = 0;
+    let mut round = 0;
+    while grants < 500 {
+        round += 1;
+        let clogged_count = if round.is_multiple_of(7) {
+            3
+        } else {
+            (rand() % 3) as usize
+        };
+        let mut clogged = Vec::new();
+        while clogged.len() < clogged_count {
+            let i = (rand() % 5) as usize;
+            if !clogged.contains(&i) {
+                clogged.push(i);
+            }
+        }
+        for &i in &clogged {
+            let _: () = conns[i].set("fence5:lock", "foreign").unwrap();
+        }
+        let client = &clients[(rand() % 3) as usize];
+        match client.mutex("fence5:lock").try_lock() {
+            Ok(guard) => {
+                assert!(clogged_count < 3);
+                assert!(guard.fence() > last, "fence {} after {last}", guard.fence());
+                last = guard.fence();
+                grants += 1;
+                guard.unlock().unwrap();
+            }
+            Err(TryLockError::WouldBlock) => assert_eq!(clogged_count, 3),
+            Err(e) => panic!("{e}"),
+        }
+        for &i in &clogged {
+            let _: () = conns[i].del("fence5:lock").unwrap();
+        }
+        if !clogged.is_empty() {
+            let counters: Vec<u64> = conns
+                .iter_mut()
+                .map(|c| {
+                    c.get::<_, Option<u64>>("{fence5:lock}:fence")
+                        .unwrap()
+                        .unwrap_or(0)
+                })
+                .collect();
+            diverged |= counters.iter().any(|c| *c != counters[0]);
+        }
+    }
+    assert!(
+        diverged,
+        "the nodes' counters never diverged: the test proved nothing"
+    );
+}
