@@ -328,7 +328,7 @@ fn fences_stay_monotonic_across_different_majorities() {
     let mut last = 0u64;
     let mut diverged = false;
     let mut grants = 0;
-    let mut round = 0;
+    let mut round = 0u32;
     while grants < 500 {
         round += 1;
         let clogged_count = if round.is_multiple_of(7) {
