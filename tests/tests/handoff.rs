@@ -1,0 +1,189 @@
+//! Fast hand-off: waiters learn of a release within about a round trip, fairly, and a lost
+//! wake-up costs at most the wait cap.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redmutex::{Client, MutexOptions};
+use redmutex_tests::{RedisServer, wait_until};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
+
+/// Whether some connection of `server` is blocked in BLPOP right now.
+fn someone_blocked(server: &RedisServer) -> bool {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.conn())
+        .unwrap();
+    list.lines().any(|l| l.contains("cmd=blpop"))
+}
+
+#[test]
+fn a_blocked_waiter_gets_the_lock_within_50ms_of_the_release() {
+    let server = RedisServer::start();
+    let holder = Client::open(&server.url()).unwrap().mutex("handoff:lock");
+    let waiter = Client::open(&server.url()).unwrap().mutex("handoff:lock");
+    let mut worst = Duration::ZERO;
+    for trial in 0..100 {
+        let guard = holder.lock().unwrap();
+        let w = waiter.clone();
+        let t = std::thread::spawn(move || {
+            let g = w.lock().unwrap();
+            let at = Instant::now();
+            g.unlock().unwrap();
+            at
+        });
+        assert!(wait_until(Duration::from_secs(5), || someone_blocked(
+            &server
+        )));
+        let released = Instant::now();
+        guard.unlock().unwrap();
+        let took = t.join().unwrap() - released;
+        worst = worst.max(took);
+        assert!(took <= Duration::from_millis(50), "trial {trial}: {took:?}");
+    }
+    eprintln!("worst hand-off of 100: {worst:?}");
+}
+
+#[test]
+fn four_looping_processes_each_get_a_fair_share() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let procs: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(WORKER)
+                .args(["loop", &url, "fair:lock", "fair:counter", "2"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let counts: Vec<u64> = procs
+        .into_iter()
+        .map(|p| {
+            let out = p.wait_with_output().unwrap();
+            assert!(out.status.success());
+            let text = String::from_utf8(out.stdout).unwrap();
+            text.trim()
+                .trim_start_matches("done sections=")
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    let total: u64 = counts.iter().sum();
+    let counter: u64 = server.conn().get("fair:counter").unwrap();
+    assert_eq!(counter, total, "lost updates");
+    assert!(total >= 40, "too little contention to judge: {counts:?}");
+    for c in &counts {
+        assert!(*c * 10 >= total, "starved: {counts:?}");
+    }
+}
+
+/// A worker process waiting in `lock()`; killed when dropped.
+struct Waiter {
+    child: Child,
+    locked: mpsc::Receiver<Instant>,
+}
+
+impl Waiter {
+    fn start(url: &str, key: &str) -> Waiter {
+        let mut child = Command::new(WORKER)
+            .args(["hold", url, key, "5000"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, locked) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if line.starts_with("locked") {
+                    let _ = tx.send(Instant::now());
+                }
+            }
+        });
+        Waiter { child, locked }
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as libc::pid_t, sig) },
+            0
+        );
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cap() -> Duration {
+    MutexOptions::default().wait_cap
+}
+
+/// Slack for process scheduling on a loaded machine, on top of the bound under test.
+const SLACK: Duration = Duration::from_millis(150);
+
+#[test]
+fn a_waiter_paused_across_the_release_still_gets_the_lock_within_the_cap() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = client.mutex("paused:lock").lock().unwrap();
+    let waiter = Waiter::start(&server.url(), "paused:lock");
+    assert!(wait_until(Duration::from_secs(5), || someone_blocked(
+        &server
+    )));
+    waiter.signal(libc::SIGSTOP);
+    guard.unlock().unwrap();
+    std::thread::sleep(Duration::from_millis(300)); // the pause outlives the signal's expiry
+    let resumed = Instant::now();
+    waiter.signal(libc::SIGCONT);
+    let at = waiter.locked.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(at - resumed <= cap() + SLACK, "{:?}", at - resumed);
+}
+
+#[test]
+fn a_release_without_a_signal_costs_at_most_the_cap() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    // A foreign holder that never signals: plain SET NX PX, then plain DEL.
+    let _: () = redis::cmd("SET")
+        .arg("nosignal:lock")
+        .arg("foreign")
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut conn)
+        .unwrap();
+    let waiter = Waiter::start(&server.url(), "nosignal:lock");
+    assert!(wait_until(Duration::from_secs(5), || someone_blocked(
+        &server
+    )));
+    let _: () = conn.del("nosignal:lock").unwrap();
+    let freed = Instant::now();
+    let at = waiter.locked.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(at - freed <= cap() + SLACK, "{:?}", at - freed);
+}
+
+#[test]
+fn a_waiter_survives_its_node_restarting() {
+    let mut server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = client.mutex("restart:lock").lock().unwrap();
+    let waiter = Waiter::start(&server.url(), "restart:lock");
+    assert!(wait_until(Duration::from_secs(5), || someone_blocked(
+        &server
+    )));
+    server.restart();
+    let back = Instant::now();
+    let at = waiter.locked.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(at - back <= cap() + SLACK, "{:?}", at - back);
+    drop(guard);
+}
