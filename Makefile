@@ -14,7 +14,13 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # Root needs no sudo; anyone else gets it where it exists, else apt-get says why it failed.
 SUDO := $(if $(filter 0,$(shell id -u)),,$(shell command -v sudo 2>/dev/null))
 
-.PHONY: deps test demo bench install-c
+.PHONY: deps deps-redis test demo bench install-c
+
+# The demo needs only a redis-server binary (it starts its own server on loopback).
+deps-redis:
+	@command -v redis-server >/dev/null || { \
+	  $(SUDO) apt-get update; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server; }
 
 # Only what is missing, so a machine that has everything never waits on apt-get update.
 deps:
@@ -45,8 +51,8 @@ test: deps
 	scripts/test-py.sh
 	scripts/run-examples.sh
 
-demo: deps
-	cargo run --release --example nightly_invoice -p redmutex
+demo: deps-redis
+	cargo run --release -q -p redmutex-examples --bin nightly_invoice
 
 # TODO: add the redmutex-bench crate (lock/unlock against a PING round-trip baseline,
 # DESIGN.md section 9); until then this target fails.
