@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use redmutex::Client;
-use redmutex_tests::RedisServer;
+use redmutex_tests::{RedisServer, wait_until};
 
 #[test]
 fn one_renew_thread_per_client() {
@@ -19,12 +19,22 @@ fn one_renew_thread_per_client() {
                 .unwrap()
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(400));
+    // Every guard renewed a few times (TTL 300 ms: past its first lease).
+    assert!(wait_until(Duration::from_secs(3), || guards
+        .iter()
+        .all(|g| g.renewals() >= 3)));
     assert!(guards.iter().all(|g| g.is_held()));
-    let renewers = std::fs::read_dir("/proc/self/task")
+    assert_eq!(renewers(), 1);
+    // A dropped client (with its guards) stops its thread.
+    drop(guards);
+    drop(client);
+    assert!(wait_until(Duration::from_secs(2), || renewers() == 0));
+}
+
+fn renewers() -> usize {
+    std::fs::read_dir("/proc/self/task")
         .unwrap()
         .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
         .filter(|c| c.trim() == "redmutex-renew")
-        .count();
-    assert_eq!(renewers, 1);
+        .count()
 }
