@@ -1,0 +1,219 @@
+//! `redmutex`: a distributed lock for the command line, on Redis (flock for a fleet).
+//!
+//! ```text
+//! 0 2 * * *  redmutex run --key invoice:nightly --ttl 30s --no-wait -- /opt/billing/send-invoices
+//! ```
+
+mod duration;
+mod report;
+mod run;
+mod sys;
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use redmutex::Client;
+
+use report::{EXIT_CONFLICT, EXIT_LOST, EXIT_OSERR, EXIT_USAGE, fail};
+use run::OnLost;
+
+const EXAMPLES: &str = "\
+Examples:
+  # Exactly one of the servers sends tonight's invoices; the others exit 75.
+  redmutex run --key invoice:nightly --ttl 30s --no-wait -- /opt/billing/send-invoices
+
+  # Take turns: wait up to 10 minutes for the lock, on three Redis masters (Redlock).
+  redmutex run --url redis://r1:6379 --url redis://r2:6379 --url redis://r3:6379 \\
+      --key reports:build --wait 10m -- make reports
+
+  # Who holds it?
+  REDMUTEX_URL=redis://r1:6379 redmutex status invoice:nightly";
+
+const RUN_HELP: &str = "\
+The command gets the lock's fence number in REDMUTEX_FENCE: pass it to the resource you
+protect, so that it can refuse writes from a holder that has lost the lock meanwhile.
+
+Signals: SIGINT, SIGTERM and SIGHUP sent to redmutex are forwarded to the command; the lock
+is released once the command has exited. Outside a terminal the command leads its own
+process group, and signals go to the whole group.
+
+Exit status:
+  the command's      its exit status; 128+N when signal N killed it
+  75                 not acquired within the wait (--conflict-exit-code)
+  74                 the lock was lost while the command ran, so it was stopped
+                     (--lost-exit-code; with --on-lost=ignore, the command's status)
+  64                 bad arguments: a malformed duration or URL, no URL
+  69                 Redis unavailable: unreachable, no quorum, credentials refused
+  126, 127           the command could not be run / was not found
+  128+N              signal N arrived while waiting for the lock; the command was not run
+
+Examples:
+  redmutex run --key invoice:nightly --ttl 30s --no-wait -- /opt/billing/send-invoices
+  redmutex run --key db:migrate --wait 5m --max-hold 1h -- ./migrate.sh
+  redmutex run --key sync --on-lost=kill --kill-after 30s -- rsync -a src/ dst/";
+
+#[derive(Parser)]
+#[command(
+    name = "redmutex",
+    version,
+    about = "A distributed lock on Redis for the command line: flock for a fleet.",
+    after_help = EXAMPLES
+)]
+struct Cli {
+    /// A Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS); repeat it
+    /// for Redlock, where a majority of independent masters must agree. Default: the
+    /// comma-separated list in REDMUTEX_URL.
+    #[arg(long = "url", value_name = "URL", global = true)]
+    urls: Vec<String>,
+
+    /// How long to keep trying while Redis cannot be reached before giving up.
+    #[arg(long, value_name = "DUR", global = true, default_value = "1s", value_parser = duration::parse)]
+    connect_timeout: Duration,
+
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a command while holding a lock: acquire, renew while it runs, release.
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
+    /// Show who holds a lock, for how long, and the last fence number (or "free").
+    Status {
+        /// The lock's name (its Redis key).
+        key: String,
+    },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The lock's name (its Redis key), the same on every server.
+    #[arg(long, value_name = "KEY")]
+    key: String,
+
+    /// The lease: how long the lock outlives a holder that stopped renewing (crashed,
+    /// frozen, cut off). Renewed every TTL/3 while the command runs.
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = duration::parse)]
+    ttl: Duration,
+
+    /// Wait at most this long for the lock. Default: as long as it takes (like flock).
+    #[arg(long, value_name = "DUR", value_parser = duration::parse, conflicts_with = "no_wait")]
+    wait: Option<Duration>,
+
+    /// Do not wait: exit at once (code 75) when someone else holds the lock.
+    #[arg(long)]
+    no_wait: bool,
+
+    /// Stop renewing after this long: the lock then expires and counts as lost.
+    #[arg(long, value_name = "DUR", value_parser = duration::parse)]
+    max_hold: Option<Duration>,
+
+    /// What to do with the command when the lock is lost while it runs.
+    #[arg(long, value_enum, value_name = "ACTION", default_value_t = OnLost::Kill)]
+    on_lost: OnLost,
+
+    /// After a lost lock, how long the command has between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = duration::parse)]
+    kill_after: Duration,
+
+    /// The exit code when the lock was not acquired.
+    #[arg(long, value_name = "N", default_value_t = EXIT_CONFLICT)]
+    conflict_exit_code: u8,
+
+    /// The exit code when the lock was lost while the command ran (--on-lost=kill).
+    #[arg(long, value_name = "N", default_value_t = EXIT_LOST)]
+    lost_exit_code: u8,
+
+    /// The command and its arguments (after --).
+    #[arg(value_name = "COMMAND", required = true, trailing_var_arg = true)]
+    command: Vec<OsString>,
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { EXIT_USAGE } else { 0 });
+        }
+    };
+    std::process::exit(dispatch(cli));
+}
+
+fn dispatch(cli: Cli) -> i32 {
+    // Before any other thread exists, so that every thread inherits the signal mask.
+    let events = match &cli.command {
+        Cmd::Run(_) => match sys::Events::install() {
+            Ok(e) => Some(e),
+            Err(e) => {
+                fail(format_args!("cannot set up signal handling: {e}"));
+                return EXIT_OSERR;
+            }
+        },
+        Cmd::Status { .. } => None,
+    };
+    let urls = if cli.urls.is_empty() {
+        from_env()
+    } else {
+        cli.urls
+    };
+    if urls.is_empty() {
+        fail("no Redis URL: pass --url redis://host:6379 or set REDMUTEX_URL");
+        return EXIT_USAGE;
+    }
+    let client = match Client::builder()
+        .nodes(urls)
+        .connect_timeout(cli.connect_timeout)
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            fail(report::describe(&e));
+            return report::exit_code(&e);
+        }
+    };
+    match cli.command {
+        Cmd::Run(a) => run::run(
+            events.as_ref().expect("installed for run"),
+            &client,
+            &run::Plan {
+                key: a.key,
+                ttl: a.ttl,
+                wait: if a.no_wait {
+                    Some(Duration::ZERO)
+                } else {
+                    a.wait
+                },
+                max_hold: a.max_hold,
+                on_lost: a.on_lost,
+                kill_after: a.kill_after,
+                conflict_exit_code: a.conflict_exit_code.into(),
+                lost_exit_code: a.lost_exit_code.into(),
+                command: a.command,
+            },
+        ),
+        Cmd::Status { key } => match client.mutex(&key).status() {
+            Ok(st) => {
+                println!("{}", report::status_line(&st));
+                0
+            }
+            Err(e) => {
+                fail(report::describe(&e));
+                report::exit_code(&e)
+            }
+        },
+    }
+}
+
+/// `REDMUTEX_URL`: comma-separated URLs.
+fn from_env() -> Vec<String> {
+    std::env::var("REDMUTEX_URL")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect()
+}

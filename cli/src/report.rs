@@ -1,0 +1,204 @@
+//! One-line messages and exit codes.
+
+use std::time::Duration;
+
+use redmutex::{Error, ErrorKind, LockStatus, NodeOutcome};
+
+use crate::duration;
+
+/// Bad arguments: a malformed duration or URL, no URL at all (`EX_USAGE`).
+pub const EXIT_USAGE: i32 = 64;
+/// Redis could not be used: unreachable, no quorum, refused credentials, server errors
+/// (`EX_UNAVAILABLE`).
+pub const EXIT_UNAVAILABLE: i32 = 69;
+/// The operating system failed us: no pipe, no signal handler (`EX_OSERR`).
+pub const EXIT_OSERR: i32 = 71;
+/// Default: the lock was lost while the command ran (`EX_IOERR`).
+pub const EXIT_LOST: u8 = 74;
+/// Default: the lock was not acquired within the wait (`EX_TEMPFAIL`).
+pub const EXIT_CONFLICT: u8 = 75;
+/// The command was found but could not be started.
+pub const EXIT_CANNOT_EXEC: i32 = 126;
+/// The command was not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// Prints `redmutex: <message>` on stderr.
+pub fn fail(message: impl std::fmt::Display) {
+    eprintln!("redmutex: {message}");
+}
+
+/// The exit code for a failed Redis operation.
+pub fn exit_code(e: &Error) -> i32 {
+    match e.kind() {
+        ErrorKind::InvalidArgument => EXIT_USAGE,
+        _ => EXIT_UNAVAILABLE,
+    }
+}
+
+/// A failed Redis operation in one line: `cannot reach redis://…: connection refused`.
+pub fn describe(e: &Error) -> String {
+    let nodes = e.nodes();
+    let failed: Vec<String> = nodes
+        .iter()
+        .filter_map(|n| match &n.outcome {
+            NodeOutcome::Unreachable(why) => {
+                Some(format!("cannot reach {}: {}", n.node, brief(why)))
+            }
+            NodeOutcome::Auth(why) => Some(format!(
+                "{} refused our credentials: {}",
+                n.node,
+                one_line(why)
+            )),
+            NodeOutcome::Error(why) => Some(format!(
+                "{} answered with an error: {}",
+                n.node,
+                one_line(why)
+            )),
+            _ => None,
+        })
+        .collect();
+    match e.kind() {
+        ErrorKind::InvalidArgument => one_line(e.message()),
+        _ if nodes.len() > 1 && !failed.is_empty() => {
+            let answered = nodes.len() - failed.len();
+            format!(
+                "no quorum: {answered} of {} Redis nodes answered, {} needed; {}",
+                nodes.len(),
+                nodes.len() / 2 + 1,
+                failed.join("; ")
+            )
+        }
+        _ if failed.len() == 1 => failed[0].clone(),
+        _ => one_line(&e.to_string()),
+    }
+}
+
+/// The usual cause in two or three words, else the first line of the text.
+fn brief(why: &str) -> String {
+    let lower = why.to_ascii_lowercase();
+    let known = [
+        ("refused", "connection refused"),
+        ("timed out", "timed out"),
+        ("timeout", "timed out"),
+        ("would block", "timed out"),
+        ("temporarily unavailable", "timed out"),
+        ("reset by peer", "connection reset"),
+        ("broken pipe", "connection closed"),
+        ("no route to host", "no route to host"),
+        ("network is unreachable", "network unreachable"),
+        ("failed to lookup address", "unknown host"),
+        ("name or service not known", "unknown host"),
+    ];
+    known
+        .iter()
+        .find(|(needle, _)| lower.contains(needle))
+        .map_or_else(|| one_line(why), |(_, short)| (*short).to_owned())
+}
+
+/// Text of unknown origin (an error, a foreign lock value) made safe for one line.
+pub fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.trim().chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Who holds a lock, from its value: the owner label of a redmutex token (`host:pid`, the
+/// token without its random part), or a foreign value as it is.
+pub fn holder(value: &[u8]) -> String {
+    let text = String::from_utf8_lossy(value);
+    let label = match text.rsplit_once(':') {
+        Some((label, random))
+            if !label.is_empty()
+                && random.len() >= 32
+                && random.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            label
+        }
+        _ => &text,
+    };
+    let mut label = one_line(label);
+    if label.len() > 200 {
+        let cut = (0..=200)
+            .rev()
+            .find(|i| label.is_char_boundary(*i))
+            .unwrap_or(0);
+        label.truncate(cut);
+        label.push('…');
+    }
+    label
+}
+
+fn expiry(ttl: Option<Duration>) -> String {
+    match ttl {
+        Some(t) => format!("expires in {}", duration::show(t)),
+        None => "no expiry".to_owned(),
+    }
+}
+
+/// `held by web-1:4242, expires in 27.3s, last fence 42` or `free, last fence 42`.
+pub fn status_line(st: &LockStatus) -> String {
+    match &st.holder {
+        Some(h) => format!(
+            "held by {}, {}, last fence {}",
+            holder(h),
+            expiry(st.ttl),
+            st.fence
+        ),
+        None => format!("free, last fence {}", st.fence),
+    }
+}
+
+/// The conflict line: who holds `key`, for how long.
+pub fn conflict_line(
+    key: &str,
+    status: Result<LockStatus, Error>,
+    waited: Option<Duration>,
+) -> String {
+    let gave_up = match waited {
+        Some(w) if !w.is_zero() => format!("; gave up after {}", duration::show(w)),
+        _ => String::new(),
+    };
+    let key = one_line(key);
+    match status {
+        Ok(LockStatus {
+            holder: Some(h),
+            ttl,
+            ..
+        }) => format!("{key} is held by {} ({}){gave_up}", holder(&h), expiry(ttl)),
+        Ok(_) => format!("{key} was held by someone else and is free now{gave_up}"),
+        Err(_) => format!("{key} is held by someone else{gave_up}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holder_strips_the_random_part_of_a_token() {
+        let token = format!("web-1:4242:{}", "ab12".repeat(8));
+        assert_eq!(holder(token.as_bytes()), "web-1:4242");
+        assert_eq!(holder(b"cron on db-2"), "cron on db-2");
+        assert_eq!(holder(b"x:abc"), "x:abc");
+        assert_eq!(holder(b"two\nlines"), "two\\nlines");
+    }
+
+    #[test]
+    fn brief_reasons() {
+        assert_eq!(
+            brief("Connection refused (os error 111)"),
+            "connection refused"
+        );
+        assert_eq!(
+            brief("Resource temporarily unavailable (os error 11)"),
+            "timed out"
+        );
+        assert_eq!(brief("something\nelse"), "something\\nelse");
+    }
+}

@@ -1,0 +1,758 @@
+//! The `redmutex` binary against real redis-server processes: the acceptance of issue 7
+//! (exclusion, waiting in turn, exit status, loss, signals, unreachable Redis), `status`,
+//! bad input and Redlock.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use redmutex_tests::{RedisServer, RedisServers, TempDir, free_port, wait_until};
+
+const BIN: &str = env!("CARGO_BIN_EXE_redmutex");
+/// The bound on any single wait in these tests; far above what a healthy run needs.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// `redmutex --url ... ARGS` with a clean environment: no REDMUTEX_URL, no terminal, the
+/// forwarded signals at their defaults (a test runner started with `&` ignores SIGINT, and
+/// an ignored signal stays ignored by design), and stdout/stderr captured in files.
+struct Redmutex {
+    cmd: Command,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Redmutex {
+    fn new(dir: &Path, urls: &[String]) -> Redmutex {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let id = SEQ.fetch_add(1, Ordering::Relaxed);
+        let (out, err) = (dir.join(format!("out.{id}")), dir.join(format!("err.{id}")));
+        let mut cmd = Command::new(BIN);
+        cmd.env_remove("REDMUTEX_URL")
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap());
+        for u in urls {
+            cmd.arg("--url").arg(u);
+        }
+        // SAFETY: only signal(2), which is async-signal-safe, between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+                Ok(())
+            });
+        }
+        Redmutex { cmd, out, err }
+    }
+
+    fn args<'a>(mut self, args: impl IntoIterator<Item = &'a str>) -> Redmutex {
+        self.cmd.args(args);
+        self
+    }
+
+    fn env(mut self, key: &str, value: &str) -> Redmutex {
+        self.cmd.env(key, value);
+        self
+    }
+
+    fn spawn(mut self) -> Running {
+        Running {
+            child: self.cmd.spawn().unwrap(),
+            out: self.out,
+            err: self.err,
+        }
+    }
+
+    /// Runs to completion (bounded).
+    fn run(self) -> Finished {
+        self.spawn().finish()
+    }
+}
+
+/// A running `redmutex`; killed if the test fails first.
+struct Running {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Running {
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child, which is not reaped yet (we own `child`).
+        assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap()
+    }
+
+    /// Waits (bounded) for the exit and returns the exit code and output.
+    fn finish(mut self) -> Finished {
+        let mut status = None;
+        let exited = wait_until(BOUND, || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        assert!(exited, "redmutex did not exit within {BOUND:?}");
+        let status = status.unwrap();
+        Finished {
+            code: status
+                .code()
+                .unwrap_or_else(|| panic!("redmutex died of a signal: {status:?}")),
+            stdout: std::fs::read_to_string(&self.out).unwrap(),
+            stderr: std::fs::read_to_string(&self.err).unwrap(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Finished {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Finished {
+    /// The single stderr line, which must start with `redmutex: `.
+    fn error_line(&self) -> &str {
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "expected one stderr line: {:?}",
+            self.stderr
+        );
+        assert!(lines[0].starts_with("redmutex: "), "{}", lines[0]);
+        lines[0]
+    }
+}
+
+fn get(server: &RedisServer, key: &str) -> Option<String> {
+    redis::cmd("GET")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+fn set(server: &RedisServer, key: &str, value: &str, px: Option<u64>) {
+    let mut cmd = redis::cmd("SET");
+    cmd.arg(key).arg(value);
+    if let Some(px) = px {
+        cmd.arg("PX").arg(px);
+    }
+    let () = cmd.query(&mut server.conn()).unwrap();
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Waits (bounded) until `path` contains `text`.
+fn wait_for(path: &Path, text: &str) {
+    assert!(
+        wait_until(BOUND, || read(path).contains(text)),
+        "{} never contained {text:?}: {:?}",
+        path.display(),
+        read(path)
+    );
+}
+
+/// Whether a process runs (a zombie whose parent died does not count).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// Whether `parent` has a child process named `comm` (Linux `/proc`).
+fn has_child(parent: i32, comm: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // "pid (comm) state ppid ..."
+        let Some((head, tail)) = stat.rsplit_once(") ") else {
+            return false;
+        };
+        let ppid = tail.split(' ').nth(1);
+        head.ends_with(&format!("({comm}")) && ppid == Some(parent.to_string().as_str())
+    })
+}
+
+/// A shell command that reports its signals in `log` and otherwise runs until killed.
+const TRAPPING: &str = r#"trap 'echo "got signal" >> log; exit 7' TERM INT HUP
+echo started >> log
+while :; do sleep 0.02; done"#;
+
+#[test]
+fn three_at_once_with_no_wait_exactly_one_runs() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    let runs: Vec<Running> = (0..3)
+        .map(|_| {
+            Redmutex::new(dir.path(), &urls)
+                .args(["run", "--key", "nightly", "--ttl", "5s", "--no-wait", "--"])
+                .args(["sh", "-c", r#"echo "$REDMUTEX_FENCE" >> out.txt; sleep 1"#])
+                .spawn()
+        })
+        .collect();
+    let pids: Vec<i32> = runs.iter().map(Running::pid).collect();
+    let results: Vec<Finished> = runs.into_iter().map(Running::finish).collect();
+
+    let lines = read(&dir.path().join("out.txt"));
+    assert_eq!(lines.lines().count(), 1, "{lines:?}");
+    assert!(lines.trim().parse::<u64>().unwrap() >= 1, "fence {lines:?}");
+    let winners: Vec<usize> = (0..3).filter(|i| results[*i].code == 0).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    let winner_pid = pids[winners[0]];
+    for (i, r) in results.iter().enumerate() {
+        if i == winners[0] {
+            continue;
+        }
+        assert_eq!(r.code, 75, "{r:?}");
+        // The conflict line names the holder (its owner label is host:pid) and its TTL.
+        let line = r.error_line();
+        assert!(
+            line.starts_with("redmutex: nightly is held by ")
+                && line.contains(&format!(":{winner_pid} (expires in ")),
+            "{line}"
+        );
+    }
+    assert_eq!(get(&server, "nightly"), None, "released after the command");
+}
+
+#[test]
+fn with_wait_runs_take_turns() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    let script = r#"echo "start $(date +%s%N) $REDMUTEX_FENCE" >> log
+sleep 0.3
+echo "end $(date +%s%N)" >> log"#;
+    let runs: Vec<Running> = (0..3)
+        .map(|_| {
+            Redmutex::new(dir.path(), &urls)
+                .args(["run", "--key", "turns", "--wait", "5s", "--", "sh", "-c"])
+                .args([script])
+                .spawn()
+        })
+        .collect();
+    for r in runs {
+        let r = r.finish();
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let log = read(&dir.path().join("log"));
+    let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(lines.len(), 6, "{log}");
+    let mut last_end = 0u128;
+    let mut last_fence = 0u64;
+    for pair in lines.chunks(2) {
+        assert_eq!((pair[0][0], pair[1][0]), ("start", "end"), "overlap: {log}");
+        let (start, end): (u128, u128) = (pair[0][1].parse().unwrap(), pair[1][1].parse().unwrap());
+        let fence: u64 = pair[0][2].parse().unwrap();
+        assert!(start >= last_end && end > start, "overlap: {log}");
+        assert!(fence > last_fence, "fences must increase: {log}");
+        (last_end, last_fence) = (end, fence);
+    }
+}
+
+#[test]
+fn exit_status_is_the_commands_and_the_lock_is_released() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    let run = |script: &str| {
+        Redmutex::new(dir.path(), &urls)
+            .args(["run", "--key", "status", "--", "sh", "-c", script])
+            .run()
+    };
+    let r = run("exit 3");
+    assert_eq!((r.code, r.stderr.as_str()), (3, ""));
+    assert_eq!(get(&server, "status"), None);
+
+    // Killed by a signal: 128 + N, as a shell reports it.
+    let r = run("kill -KILL $$");
+    assert_eq!(r.code, 128 + libc::SIGKILL, "{r:?}");
+    assert_eq!(get(&server, "status"), None);
+
+    let r = run(r#"echo "fence=$REDMUTEX_FENCE""#);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "fence=3\n"));
+
+    // A command that cannot be run: 127, and the lock is not kept.
+    let r = Redmutex::new(dir.path(), &urls)
+        .args(["run", "--key", "status", "--", "./no-such-command"])
+        .run();
+    assert_eq!(r.code, 127, "{r:?}");
+    assert!(
+        r.error_line().contains("cannot run ./no-such-command"),
+        "{r:?}"
+    );
+    assert_eq!(get(&server, "status"), None);
+}
+
+#[test]
+fn an_overwritten_lock_stops_the_command_with_the_lost_code() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    let log = dir.path().join("log");
+    let ttl = Duration::from_millis(1500);
+    let run = Redmutex::new(dir.path(), &[server.url()])
+        .args([
+            "run", "--key", "lost", "--ttl", "1500ms", "--", "sh", "-c", TRAPPING,
+        ])
+        .spawn();
+    wait_for(&log, "started");
+    set(&server, "lost", "someone-else", None);
+    let overwritten = Instant::now();
+    wait_for(&log, "got signal");
+    let took = overwritten.elapsed();
+    // Renewal every TTL/3 notices; the operation timeout is 2 % of the TTL (min 20 ms). The
+    // slack covers process scheduling on a busy machine.
+    let bound = ttl / 3 + Duration::from_millis(30) + Duration::from_millis(500);
+    assert!(took <= bound, "SIGTERM came {took:?} after the overwrite");
+    let r = run.finish();
+    assert_eq!(r.code, 74, "{r:?}");
+    // (The shell may add its own "Terminated" for its killed `sleep`.)
+    assert!(
+        r.stderr.starts_with(
+            "redmutex: lost the lock lost (renewal failed or another owner took it); \
+             sending SIGTERM to the command\n"
+        ),
+        "{r:?}"
+    );
+    assert_eq!(
+        get(&server, "lost").as_deref(),
+        Some("someone-else"),
+        "the new owner's lock must be left alone"
+    );
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_with_its_children() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    let log = dir.path().join("log");
+    let script = r#"trap '' TERM
+sleep 30 &
+echo "started $!" >> log
+wait"#;
+    let run = Redmutex::new(dir.path(), &[server.url()])
+        .args([
+            "run",
+            "--key",
+            "stubborn",
+            "--ttl",
+            "600ms",
+            "--kill-after",
+            "300ms",
+        ])
+        .args(["--", "sh", "-c", script])
+        .spawn();
+    wait_for(&log, "started");
+    let grandchild: i32 = read(&log)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(alive(grandchild));
+    set(&server, "stubborn", "someone-else", None);
+    let r = run.finish();
+    assert_eq!(r.code, 74, "{r:?}");
+    assert!(r.stderr.contains("sending SIGTERM"), "{r:?}");
+    assert!(
+        r.stderr
+            .contains("ignored SIGTERM for 300ms; sending SIGKILL"),
+        "{r:?}"
+    );
+    assert!(
+        wait_until(BOUND, || !alive(grandchild)),
+        "the command's own children must be killed too"
+    );
+}
+
+#[test]
+fn on_lost_ignore_lets_the_command_finish() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    let log = dir.path().join("log");
+    let script = r#"echo started >> log
+while [ ! -e go ]; do sleep 0.02; done
+exit 5"#;
+    let run = Redmutex::new(dir.path(), &[server.url()])
+        .args([
+            "run",
+            "--key",
+            "lenient",
+            "--ttl",
+            "600ms",
+            "--on-lost=ignore",
+        ])
+        .args(["--", "sh", "-c", script])
+        .spawn();
+    wait_for(&log, "started");
+    set(&server, "lenient", "someone-else", None);
+    assert!(
+        wait_until(BOUND, || run.stderr().contains("the command runs on")),
+        "{}",
+        run.stderr()
+    );
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let r = run.finish();
+    assert_eq!(r.code, 5, "{r:?}");
+    assert_eq!(get(&server, "lenient").as_deref(), Some("someone-else"));
+}
+
+#[test]
+fn signals_reach_the_command_and_the_lock_is_released_after_it_exits() {
+    let server = RedisServer::start();
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let dir = TempDir::new("redmutex-cli");
+        let log = dir.path().join("log");
+        let run = Redmutex::new(dir.path(), &[server.url()])
+            .args(["run", "--key", "forward", "--", "sh", "-c", TRAPPING])
+            .spawn();
+        wait_for(&log, "started");
+        assert!(get(&server, "forward").is_some());
+        run.signal(sig);
+        let r = run.finish();
+        assert_eq!(r.code, 7, "signal {sig}: {r:?}");
+        assert!(read(&log).contains("got signal"), "signal {sig}");
+        assert_eq!(get(&server, "forward"), None, "signal {sig}");
+    }
+
+    // A command that does not handle the signal dies of it (redmutex must not hand it a
+    // mask that blocks it); the exit code says so, as a shell's would.
+    let dir = TempDir::new("redmutex-cli");
+    let run = Redmutex::new(dir.path(), &[server.url()])
+        .args(["run", "--key", "forward", "--", "sleep", "30"])
+        .spawn();
+    assert!(wait_until(BOUND, || has_child(run.pid(), "sleep")));
+    run.signal(libc::SIGTERM);
+    let r = run.finish();
+    assert_eq!((r.code, r.stderr.as_str()), (128 + libc::SIGTERM, ""));
+    assert_eq!(get(&server, "forward"), None);
+}
+
+#[test]
+fn a_signal_while_waiting_gives_up_without_running_the_command() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    set(&server, "busy", "someone-else", Some(20_000));
+    let run = Redmutex::new(dir.path(), &[server.url()])
+        .args(["run", "--key", "busy", "--", "touch", "ran"])
+        .spawn();
+    // Its connections are named after it: it is waiting (its handlers come first).
+    let pid = run.pid();
+    assert!(wait_until(BOUND, || {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut server.conn())
+            .unwrap();
+        list.contains(&format!(":{pid} "))
+    }));
+    run.signal(libc::SIGINT);
+    let r = run.finish();
+    assert_eq!(r.code, 128 + libc::SIGINT, "{r:?}");
+    assert!(r.error_line().contains("interrupted by SIGINT"), "{r:?}");
+    assert!(!dir.path().join("ran").exists());
+    assert_eq!(get(&server, "busy").as_deref(), Some("someone-else"));
+}
+
+#[test]
+fn an_unreachable_redis_fails_fast_in_one_line_without_running_the_command() {
+    let dir = TempDir::new("redmutex-cli");
+    let port = free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let started = Instant::now();
+    let r = Redmutex::new(dir.path(), std::slice::from_ref(&url))
+        .args([
+            "run",
+            "--key",
+            "k",
+            "--connect-timeout",
+            "500ms",
+            "--",
+            "touch",
+            "ran",
+        ])
+        .run();
+    let took = started.elapsed();
+    assert_eq!(r.code, 69, "{r:?}");
+    assert_eq!(
+        r.error_line(),
+        format!("redmutex: cannot reach {url}: connection refused")
+    );
+    assert!(took < Duration::from_millis(500 + 1000), "took {took:?}");
+    assert!(!dir.path().join("ran").exists());
+
+    // A frozen server accepts the connection but never answers.
+    let server = RedisServer::start();
+    server.pause();
+    let started = Instant::now();
+    let r = Redmutex::new(dir.path(), &[server.url()])
+        .args([
+            "run",
+            "--key",
+            "k",
+            "--connect-timeout",
+            "500ms",
+            "--",
+            "touch",
+            "ran",
+        ])
+        .run();
+    let took = started.elapsed();
+    server.resume();
+    assert_eq!(r.code, 69, "{r:?}");
+    assert_eq!(
+        r.error_line(),
+        format!("redmutex: cannot reach {}: timed out", server.url())
+    );
+    assert!(took < Duration::from_millis(500 + 1000), "took {took:?}");
+    assert!(!dir.path().join("ran").exists());
+}
+
+#[test]
+fn conflict_with_a_wait_and_a_custom_exit_code() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    set(&server, "held", "cron on db-2", Some(20_000));
+    let started = Instant::now();
+    let r = Redmutex::new(dir.path(), &[server.url()])
+        .args([
+            "run",
+            "--key",
+            "held",
+            "--wait",
+            "300ms",
+            "--conflict-exit-code",
+            "9",
+        ])
+        .args(["--", "touch", "ran"])
+        .run();
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(r.code, 9, "{r:?}");
+    let line = r.error_line();
+    assert!(
+        line.starts_with("redmutex: held is held by cron on db-2 (expires in ")
+            && line.ends_with("; gave up after 300ms"),
+        "{line}"
+    );
+    assert!(!dir.path().join("ran").exists());
+}
+
+#[test]
+fn status_shows_holder_ttl_and_fence_or_free() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    let status = || {
+        Redmutex::new(dir.path(), &urls)
+            .args(["status", "st"])
+            .run()
+    };
+
+    let r = status();
+    assert_eq!((r.code, r.stdout.as_str()), (0, "free, last fence 0\n"));
+
+    let log = dir.path().join("log");
+    let run = Redmutex::new(dir.path(), &urls)
+        .args([
+            "run", "--key", "st", "--ttl", "20s", "--", "sh", "-c", TRAPPING,
+        ])
+        .spawn();
+    wait_for(&log, "started");
+    let r = status();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("held by "), "{r:?}");
+    assert!(
+        r.stdout.contains(&format!(":{}, expires in ", run.pid())),
+        "{r:?}"
+    );
+    assert!(r.stdout.ends_with("s, last fence 1\n"), "{r:?}");
+    run.signal(libc::SIGTERM);
+    assert_eq!(run.finish().code, 7);
+
+    set(&server, "st", "someone-else", Some(20_000));
+    let r = status();
+    assert!(
+        r.stdout.starts_with("held by someone-else, expires in ")
+            && r.stdout.ends_with(", last fence 1\n"),
+        "{r:?}"
+    );
+    let () = redis::cmd("DEL")
+        .arg("st")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(status().stdout, "free, last fence 1\n");
+
+    let r = Redmutex::new(dir.path(), &[format!("redis://127.0.0.1:{}", free_port())])
+        .args(["status", "st"])
+        .run();
+    assert_eq!(r.code, 69, "{r:?}");
+    assert!(r.error_line().contains("connection refused"), "{r:?}");
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    let dir = TempDir::new("redmutex-cli");
+    let url = [String::from("redis://127.0.0.1:6379")];
+    let usage = |urls: &[String], args: &[&str]| {
+        let r = Redmutex::new(dir.path(), urls)
+            .args(args.iter().copied())
+            .run();
+        assert_eq!(r.code, 64, "{args:?}: {r:?}");
+        assert!(r.stdout.is_empty());
+        r.stderr
+    };
+    let err = usage(&url, &["run", "--key", "k", "--ttl", "5x", "--", "true"]);
+    assert!(
+        err.contains("invalid value '5x' for '--ttl <DUR>'"),
+        "{err}"
+    );
+    let err = usage(&url, &["run", "--key", "k", "--wait", "10", "--", "true"]);
+    assert!(err.contains("has no unit"), "{err}");
+    let err = usage(
+        &url,
+        &[
+            "run",
+            "--key",
+            "k",
+            "--wait",
+            "1s",
+            "--no-wait",
+            "--",
+            "true",
+        ],
+    );
+    assert!(err.contains("cannot be used with"), "{err}");
+    let err = usage(&url, &["run", "--key", "k"]);
+    assert!(err.contains("<COMMAND>"), "{err}");
+
+    // Errors found after parsing: one line.
+    let r = Redmutex::new(dir.path(), &[])
+        .args(["run", "--key", "k", "--", "true"])
+        .run();
+    assert_eq!(r.code, 64);
+    assert_eq!(
+        r.error_line(),
+        "redmutex: no Redis URL: pass --url redis://host:6379 or set REDMUTEX_URL"
+    );
+    let r = Redmutex::new(dir.path(), &["localhost:6379".into()])
+        .args(["status", "k"])
+        .run();
+    assert_eq!(r.code, 64);
+    assert!(
+        r.error_line()
+            .starts_with("redmutex: malformed Redis URL localhost:6379"),
+        "{r:?}"
+    );
+    let r = Redmutex::new(dir.path(), &url)
+        .args(["run", "--key", "k", "--ttl", "5ms", "--", "true"])
+        .run();
+    assert_eq!(r.code, 64);
+    assert!(r.error_line().contains("TTL must be between"), "{r:?}");
+
+    let r = Redmutex::new(dir.path(), &[]).args(["run", "--help"]).run();
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.contains("Examples:") && r.stdout.contains("Exit status:"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn redlock_over_several_urls() {
+    let mut servers = RedisServers::start(3);
+    let dir = TempDir::new("redmutex-cli");
+    let urls = servers.urls();
+    let log = dir.path().join("log");
+    let script = r#"echo "started $REDMUTEX_FENCE" >> log
+while [ ! -e go ]; do sleep 0.02; done"#;
+    let run = Redmutex::new(dir.path(), &urls)
+        .args(["run", "--key", "red", "--", "sh", "-c", script])
+        .spawn();
+    wait_for(&log, "started 1");
+    let token = get(&servers[0], "red").unwrap();
+    assert!(token.contains(&format!(":{}:", run.pid())), "{token}");
+    for s in servers.iter() {
+        assert_eq!(get(s, "red").as_ref(), Some(&token), "held on every node");
+    }
+    let r = Redmutex::new(dir.path(), &urls)
+        .args(["status", "red"])
+        .run();
+    assert!(
+        r.stdout.starts_with("held by ") && r.stdout.ends_with(", last fence 1\n"),
+        "{r:?}"
+    );
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    assert_eq!(run.finish().code, 0);
+    for s in servers.iter() {
+        assert_eq!(get(s, "red"), None, "released on every node");
+    }
+
+    // REDMUTEX_URL, comma-separated; a majority is enough.
+    let env = urls.join(",");
+    servers[2].kill();
+    let r = Redmutex::new(dir.path(), &[])
+        .env("REDMUTEX_URL", &env)
+        .args([
+            "run",
+            "--key",
+            "red",
+            "--",
+            "sh",
+            "-c",
+            "echo $REDMUTEX_FENCE",
+        ])
+        .run();
+    assert_eq!((r.code, r.stdout.as_str()), (0, "2\n"), "{r:?}");
+
+    servers[1].kill();
+    let r = Redmutex::new(dir.path(), &[])
+        .env("REDMUTEX_URL", &env)
+        .args([
+            "run",
+            "--key",
+            "red",
+            "--connect-timeout",
+            "300ms",
+            "--",
+            "touch",
+            "ran",
+        ])
+        .run();
+    assert_eq!(r.code, 69, "{r:?}");
+    let line = r.error_line();
+    assert!(
+        line.starts_with(
+            "redmutex: no quorum: 1 of 3 Redis nodes answered, 2 needed; cannot reach "
+        ) && line.contains("connection refused"),
+        "{line}"
+    );
+    assert!(!dir.path().join("ran").exists());
+}
