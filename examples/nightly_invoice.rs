@@ -25,10 +25,20 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some("--worker") {
         return worker(&args[2], &args[3], args[4].parse().unwrap_or(0));
     }
-    let given = args.get(1).cloned().or_else(|| std::env::var("REDMUTEX_URL").ok());
+    let given = args
+        .get(1)
+        .cloned()
+        .or_else(|| std::env::var("REDMUTEX_URL").ok());
     let server = given.is_none().then(redmutex_tests::RedisServer::start);
     let url = given.unwrap_or_else(|| server.as_ref().map(|s| s.url()).unwrap_or_default());
-    println!("redis: {url}{}", if server.is_some() { " (started by the demo)" } else { "" });
+    println!(
+        "redis: {url}{}",
+        if server.is_some() {
+            " (started by the demo)"
+        } else {
+            ""
+        }
+    );
 
     let mut conn = match redis::Client::open(url.as_str()).and_then(|c| c.get_connection()) {
         Ok(c) => c,
@@ -60,7 +70,11 @@ fn main() -> ExitCode {
         "invoices sent: {} for {} customers — {}",
         sent.len(),
         CUSTOMERS.len(),
-        if sent.len() == CUSTOMERS.len() { "each customer got exactly one" } else { "WRONG" }
+        if sent.len() == CUSTOMERS.len() {
+            "each customer got exactly one"
+        } else {
+            "WRONG"
+        }
     );
     if sent.len() != CUSTOMERS.len() || !ok {
         return ExitCode::FAILURE;
@@ -77,10 +91,15 @@ fn worker(url: &str, name: &str, start_at: u128) -> ExitCode {
         }
     };
     let mutex = client.mutex(LOCK).ttl(Duration::from_secs(30));
-    std::thread::sleep(Duration::from_millis(start_at.saturating_sub(now_ms()) as u64));
+    std::thread::sleep(Duration::from_millis(
+        start_at.saturating_sub(now_ms()) as u64
+    ));
     match mutex.try_lock() {
         Ok(guard) => {
-            println!("{name}: got the lock (fence {}), sending invoices", guard.fence());
+            println!(
+                "{name}: got the lock (fence {}), sending invoices",
+                guard.fence()
+            );
             let mut conn = redis::Client::open(url)
                 .and_then(|c| c.get_connection())
                 .expect("connect for the invoices");
@@ -123,7 +142,10 @@ fn worker(url: &str, name: &str, start_at: u128) -> ExitCode {
                 .filter(|r| !matches!(r.outcome, NodeOutcome::Ok))
                 .map(|r| r.to_string())
                 .collect();
-            eprintln!("{name}: cannot take the lock ({}): {e} {reports:?}", e.kind());
+            eprintln!(
+                "{name}: cannot take the lock ({}): {e} {reports:?}",
+                e.kind()
+            );
             if e.kind() == ErrorKind::InvalidArgument {
                 return ExitCode::from(2);
             }
