@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod history;
 mod server;
 mod tempdir;
 
