@@ -28,7 +28,9 @@ pub fn mono_ns() -> i64 {
     // SAFETY: clock_gettime writes into the timespec we own.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC) failed");
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+    #[allow(clippy::useless_conversion)] // time_t and c_long are i64 on 64-bit Linux only
+    let ns = i64::from(ts.tv_sec) * 1_000_000_000 + i64::from(ts.tv_nsec);
+    ns
 }
 
 /// What happened.

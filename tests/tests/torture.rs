@@ -1,0 +1,589 @@
+//! The torture suite (issue 8): several `torture` processes contend for one lock under
+//! injected faults, each writes a history, and the checker (`redmutex_tests::history`) judges
+//! them. Negative controls (a plain-`DEL` release, a client ignoring its validity, Redlock with
+//! nodes restarted without persistence) must be flagged by the checker.
+//!
+//! Quick by default (one fixed seed per scenario, small N, TTLs of 200–500 ms). Set
+//! `REDMUTEX_TORTURE_LONG=1` for the long sweep: more seeds and more sections per client.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redmutex_tests::history::{self, Event, Kind, mono_ns};
+use redmutex_tests::{RedisServer, RedisServers, TempDir, wait_until};
+
+const TORTURE: &str = env!("CARGO_BIN_EXE_torture");
+const MS: i64 = 1_000_000;
+/// Every scenario's processes must finish within this.
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn long() -> bool {
+    std::env::var_os("REDMUTEX_TORTURE_LONG").is_some_and(|v| v != "0" && !v.is_empty())
+}
+
+/// Seeds to run each scenario with: one quick, several in the long sweep.
+fn seeds(base: u64) -> Vec<u64> {
+    if long() {
+        (0..5).map(|i| base + 1000 * i).collect()
+    } else {
+        vec![base]
+    }
+}
+
+/// One scenario: its scratch directory, data server and client processes.
+struct Run {
+    dir: TempDir,
+    data: RedisServer,
+    key: String,
+    procs: Vec<Proc>,
+}
+
+struct Proc {
+    name: String,
+    child: Child,
+    history: PathBuf,
+}
+
+/// The summary line a driver prints.
+#[derive(Debug, Default, Clone, Copy)]
+struct Summary {
+    sections: u64,
+    waits: u64,
+    lost: u64,
+    rejected: u64,
+}
+
+impl Run {
+    fn new(key: &str) -> Run {
+        Run {
+            dir: TempDir::new("redmutex-torture"),
+            data: RedisServer::start(),
+            key: key.to_owned(),
+            procs: Vec::new(),
+        }
+    }
+
+    /// Starts one client; `args` are the scenario-specific flags.
+    fn spawn(&mut self, name: &str, urls: &[String], args: &[&str]) {
+        let history = self.dir.path().join(format!("{name}.jsonl"));
+        let child = Command::new(TORTURE)
+            .arg("--urls")
+            .arg(urls.join(","))
+            .args(["--key", &self.key, "--client", name])
+            .arg("--history")
+            .arg(&history)
+            .arg("--data-url")
+            .arg(self.data.url())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn torture");
+        self.procs.push(Proc {
+            name: name.to_owned(),
+            child,
+            history,
+        });
+    }
+
+    fn proc(&mut self, name: &str) -> &mut Proc {
+        self.procs.iter_mut().find(|p| p.name == name).unwrap()
+    }
+
+    fn history_of(&self, name: &str) -> Vec<Event> {
+        let p = self.procs.iter().find(|p| p.name == name).unwrap();
+        history::read_histories(&[&p.history]).unwrap()
+    }
+
+    /// Waits (bounded) until `name` holds the lock: its last event is an acquire or a use.
+    fn wait_holding(&self, name: &str) {
+        assert!(
+            wait_until(Duration::from_secs(10), || {
+                self.history_of(name)
+                    .last()
+                    .is_some_and(|e| matches!(e.event, Kind::Acquire | Kind::Use | Kind::Renew))
+            }),
+            "{name} never acquired"
+        );
+    }
+
+    fn signal(&mut self, name: &str, sig: libc::c_int) {
+        let pid = self.proc(name).child.id() as libc::pid_t;
+        // SAFETY: plain syscall on our own, not yet reaped child.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+
+    /// Waits (bounded) for every process; returns each one's summary (None: no summary, e.g.
+    /// killed). Kills everything and panics on timeout or a failed client.
+    fn finish(&mut self) -> Vec<(String, Option<Summary>)> {
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        let mut out = Vec::new();
+        for p in &mut self.procs {
+            let status = loop {
+                if let Some(s) = p.child.try_wait().unwrap() {
+                    break s;
+                }
+                if Instant::now() >= deadline {
+                    // `Drop` kills every process.
+                    panic!("{} did not finish within {RUN_TIMEOUT:?}", p.name);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            let mut stdout = String::new();
+            p.child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut stdout)
+                .unwrap();
+            let summary = parse_summary(&stdout);
+            if summary.is_none() {
+                use std::os::unix::process::ExitStatusExt;
+                assert_eq!(
+                    status.signal(),
+                    Some(libc::SIGKILL),
+                    "{} failed: {status}",
+                    p.name
+                );
+            }
+            out.push((p.name.clone(), summary));
+        }
+        out
+    }
+
+    fn events(&self) -> Vec<Event> {
+        let paths: Vec<&Path> = self.procs.iter().map(|p| p.history.as_path()).collect();
+        history::read_histories(&paths).unwrap()
+    }
+
+    fn counter(&self) -> u64 {
+        let v: Option<u64> = redis::cmd("GET")
+            .arg(format!("{}:counter", self.key))
+            .query(&mut self.data.conn())
+            .unwrap();
+        v.unwrap_or(0)
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            // SAFETY: plain syscalls on our own children; a stopped one is continued first.
+            unsafe {
+                libc::kill(p.child.id() as libc::pid_t, libc::SIGCONT);
+            }
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
+fn parse_summary(stdout: &str) -> Option<Summary> {
+    let line = stdout.lines().find(|l| l.starts_with("done "))?;
+    let mut s = Summary::default();
+    for kv in line.split_whitespace().skip(1) {
+        let (k, v) = kv.split_once('=')?;
+        let slot = match k {
+            "sections" => &mut s.sections,
+            "waits" => &mut s.waits,
+            "lost" => &mut s.lost,
+            "rejected" => &mut s.rejected,
+            _ => continue,
+        };
+        *slot = v.parse().ok()?;
+    }
+    Some(s)
+}
+
+fn total(summaries: &[(String, Option<Summary>)]) -> Summary {
+    summaries
+        .iter()
+        .filter_map(|(_, s)| *s)
+        .fold(Summary::default(), |a, s| Summary {
+            sections: a.sections + s.sections,
+            waits: a.waits + s.waits,
+            lost: a.lost + s.lost,
+            rejected: a.rejected + s.rejected,
+        })
+}
+
+fn summary_of(summaries: &[(String, Option<Summary>)], name: &str) -> Summary {
+    summaries
+        .iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, s)| *s)
+        .unwrap_or_else(|| panic!("no summary from {name}"))
+}
+
+fn ms(ns: i64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// No fault: 8 processes, N sections each, on `nodes` lock nodes.
+fn no_fault(nodes: usize, seed: u64, fenced: bool) {
+    let servers = RedisServers::start(nodes);
+    let mut run = Run::new(&format!("none{nodes}:lock"));
+    let n = if long() { "25" } else { "4" };
+    for i in 0..8u64 {
+        let seed = (seed + i).to_string();
+        let mut args = vec![
+            "--n",
+            n,
+            "--hold-ms",
+            "1:8",
+            "--ttl-ms",
+            "500",
+            "--seed",
+            &seed,
+        ];
+        if fenced {
+            args.push("--fenced");
+        }
+        run.spawn(&format!("c{i}"), &servers.urls(), &args);
+    }
+    let summaries = run.finish();
+    let report = history::check(&run.events());
+    let t = total(&summaries);
+    eprintln!(
+        "none/{nodes} nodes/seed {seed}: {report}; {} sections, {} waits, {} handovers",
+        t.sections,
+        t.waits,
+        report.handovers()
+    );
+    assert!(report.is_clean(), "{report}");
+    let n: u64 = n.parse().unwrap();
+    assert_eq!(t.sections, 8 * n, "every section completes without faults");
+    assert_eq!(run.counter(), t.sections, "counter == completed sections");
+    assert_eq!((t.lost, t.rejected), (0, 0));
+    assert_eq!(report.holds.len() as u64, 8 * n);
+    // Contention really happened: acquires waited, and the lock changed hands often.
+    assert!(t.waits >= 4, "only {} waits", t.waits);
+    assert!(
+        report.handovers() >= 8,
+        "only {} handovers",
+        report.handovers()
+    );
+}
+
+#[test]
+fn no_fault_8_processes_1_node() {
+    for seed in seeds(11) {
+        no_fault(1, seed, false);
+    }
+}
+
+#[test]
+fn no_fault_8_processes_5_nodes_fenced() {
+    for seed in seeds(21) {
+        no_fault(5, seed, true);
+    }
+}
+
+/// A holder SIGKILLed mid-lease: the next acquire comes within TTL + 50 ms of the kill.
+fn holder_killed(seed: u64) {
+    const TTL: i64 = 400;
+    let server = RedisServer::start();
+    let urls = vec![server.url()];
+    let mut run = Run::new("kill:lock");
+    let ttl = TTL.to_string();
+    run.spawn(
+        "victim",
+        &urls,
+        &[
+            "--n",
+            "1",
+            "--hold-ms",
+            "10000",
+            "--ttl-ms",
+            &ttl,
+            "--seed",
+            "1",
+        ],
+    );
+    run.wait_holding("victim");
+    for i in 0..3u64 {
+        let seed = (seed + i).to_string();
+        run.spawn(
+            &format!("c{i}"),
+            &urls,
+            &[
+                "--n",
+                "2",
+                "--hold-ms",
+                "5:20",
+                "--ttl-ms",
+                &ttl,
+                "--seed",
+                &seed,
+            ],
+        );
+    }
+    // Let the victim renew at least once, so the kill lands mid-lease.
+    assert!(wait_until(Duration::from_secs(5), || {
+        run.history_of("victim")
+            .iter()
+            .any(|e| e.event == Kind::Renew)
+    }));
+    run.signal("victim", libc::SIGKILL);
+    let kill_ns = mono_ns();
+    let summaries = run.finish();
+    let events = run.events();
+    let report = history::check(&events);
+    let recovery = history::recovery_ns(&events, "kill:lock", "victim", kill_ns).unwrap();
+    let last = history::last_event_ns(&events, "victim").unwrap();
+    let from_last = history::recovery_ns(&events, "kill:lock", "victim", last).unwrap();
+    let t = total(&summaries);
+    eprintln!(
+        "kill/seed {seed}: {report}; recovery {:.1} ms after the kill ({:.1} ms after its last event), TTL {TTL} ms",
+        ms(recovery),
+        ms(from_last)
+    );
+    assert!(report.is_clean(), "{report}");
+    assert!(
+        t.waits >= 3,
+        "the others must have waited for the victim: {t:?}"
+    );
+    assert!(
+        recovery <= (TTL + 50) * MS,
+        "next acquire {:.1} ms after the kill",
+        ms(recovery)
+    );
+    assert_eq!(t.sections, 6);
+    assert_eq!(run.counter(), t.sections, "the killed section never wrote");
+}
+
+#[test]
+fn holder_sigkilled() {
+    for seed in seeds(31) {
+        holder_killed(seed);
+    }
+}
+
+/// A holder SIGSTOPped for 3×TTL then resumed: it learns of the loss within TTL/3 + node
+/// timeout of the resume, never uses after its validity, its late release leaves the new
+/// holder's key alone, and the (fenced) counter is exact.
+fn holder_stopped(seed: u64) {
+    const TTL: i64 = 400;
+    const NODE_TIMEOUT: i64 = 20;
+    let server = RedisServer::start();
+    let urls = vec![server.url()];
+    let mut run = Run::new("stop:lock");
+    let (ttl, nt) = (TTL.to_string(), NODE_TIMEOUT.to_string());
+    let common = ["--ttl-ms", &ttl, "--node-timeout-ms", &nt, "--fenced"];
+    let victim_args = [
+        &["--n", "1", "--hold-ms", "600", "--seed", "1"][..],
+        &common,
+    ]
+    .concat();
+    run.spawn("victim", &urls, &victim_args);
+    run.wait_holding("victim");
+    for i in 0..3u64 {
+        let seed = (seed + i).to_string();
+        // Long holds, so that someone holds the lock when the victim's late release comes.
+        let args = [
+            &["--n", "3", "--hold-ms", "150:300", "--seed", &seed][..],
+            &common,
+        ]
+        .concat();
+        run.spawn(&format!("c{i}"), &urls, &args);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    run.signal("victim", libc::SIGSTOP);
+    let stop_ns = mono_ns();
+    std::thread::sleep(Duration::from_millis(3 * TTL as u64));
+    let resume_ns = mono_ns();
+    run.signal("victim", libc::SIGCONT);
+    let summaries = run.finish();
+    let events = run.events();
+    let report = history::check(&events);
+    let t = total(&summaries);
+    let victim = summary_of(&summaries, "victim");
+    let lost = events
+        .iter()
+        .find(|e| e.client == "victim" && e.event == Kind::Lost)
+        .expect("the victim must report its loss");
+    let detect = lost.t_ns - resume_ns;
+    let release = events
+        .iter()
+        .find(|e| e.client == "victim" && e.event == Kind::Release)
+        .unwrap();
+    let took_over = report
+        .holds
+        .iter()
+        .filter(|h| h.client != "victim" && h.start_ns > stop_ns && h.start_ns < resume_ns)
+        .count();
+    let held_at_late_release = report
+        .holds
+        .iter()
+        .any(|h| h.client != "victim" && h.start_ns < release.t_ns && release.t_ns < h.end_ns);
+    eprintln!(
+        "stop/seed {seed}: {report}; loss reported {:.1} ms after the resume (bound {:.1} ms), \
+         {took_over} grants while stopped, another holder at the late release: {held_at_late_release}",
+        ms(detect),
+        ms(TTL * MS / 3 + NODE_TIMEOUT * MS)
+    );
+    assert!(report.is_clean(), "{report}");
+    assert!(
+        took_over >= 1,
+        "nobody took over while the victim was stopped"
+    );
+    assert!(
+        detect <= TTL * MS / 3 + NODE_TIMEOUT * MS,
+        "loss reported {:.1} ms after the resume",
+        ms(detect)
+    );
+    assert!(
+        held_at_late_release,
+        "nobody held the lock at the victim's late release: the check proves nothing"
+    );
+    assert_eq!(victim.lost, 1);
+    assert_eq!(victim.sections, 0);
+    // Its late release left the new holder's key alone: every other client released normally.
+    for (name, s) in &summaries {
+        if name != "victim" {
+            assert_eq!(s.unwrap().lost, 0, "{name} lost its lock");
+        }
+    }
+    assert_eq!(t.sections, 9);
+    assert_eq!(run.counter(), t.sections, "counter exact");
+}
+
+#[test]
+fn holder_sigstopped_for_three_ttls() {
+    for seed in seeds(41) {
+        holder_stopped(seed);
+    }
+}
+
+/// Negative control: a client that releases with a plain `DEL` after its lease ran out deletes
+/// the next holder's lock, and its next grant overlaps that holder.
+#[test]
+fn negative_control_plain_del_is_flagged() {
+    let server = RedisServer::start();
+    let urls = vec![server.url()];
+    let mut run = Run::new("neg:del");
+    run.spawn(
+        "bad",
+        &urls,
+        &[
+            "--n",
+            "2",
+            "--ttl-ms",
+            "200",
+            "--no-renew",
+            "--mode",
+            "plain-del",
+            "--pause-after-acquire-ms",
+            "500",
+        ],
+    );
+    run.wait_holding("bad");
+    run.spawn(
+        "good",
+        &urls,
+        &[
+            "--n",
+            "1",
+            "--ttl-ms",
+            "3000",
+            "--no-renew",
+            "--hold-ms",
+            "1000",
+        ],
+    );
+    let summaries = run.finish();
+    let report = history::check(&run.events());
+    eprintln!("plain DEL: {report}");
+    assert!(summary_of(&summaries, "good").waits >= 1);
+    assert!(report.count("overlap") >= 1, "not flagged: {report}");
+}
+
+/// Negative control: a client that keeps using after a pause longer than its validity.
+#[test]
+fn negative_control_ignoring_validity_is_flagged() {
+    let server = RedisServer::start();
+    let urls = vec![server.url()];
+    let mut run = Run::new("neg:validity");
+    run.spawn(
+        "bad",
+        &urls,
+        &[
+            "--n",
+            "1",
+            "--ttl-ms",
+            "200",
+            "--no-renew",
+            "--mode",
+            "ignore-validity",
+            "--pause-after-acquire-ms",
+            "400",
+            "--hold-ms",
+            "50",
+        ],
+    );
+    run.wait_holding("bad");
+    run.spawn(
+        "good",
+        &urls,
+        &["--n", "2", "--ttl-ms", "200", "--hold-ms", "100"],
+    );
+    let summaries = run.finish();
+    let report = history::check(&run.events());
+    eprintln!("ignore validity: {report}");
+    assert!(summary_of(&summaries, "good").waits >= 1);
+    assert!(
+        report.count("use-outside-hold") >= 1,
+        "not flagged: {report}"
+    );
+}
+
+/// Negative control: Redlock whose nodes lose the lock on restart (no persistence). A holds
+/// nodes 0–2 (3 and 4 are down); 3 and 4 come back empty and node 2 restarts empty, so B
+/// gets a quorum (2, 3, 4) while A still holds.
+#[test]
+fn negative_control_redlock_restart_without_persistence_is_flagged() {
+    let mut servers = RedisServers::start(5);
+    let urls = servers.urls();
+    servers[3].kill();
+    servers[4].kill();
+    let mut run = Run::new("neg:redlock");
+    run.spawn(
+        "a",
+        &urls,
+        &[
+            "--n",
+            "1",
+            "--ttl-ms",
+            "3000",
+            "--no-renew",
+            "--hold-ms",
+            "1500",
+            "--node-timeout-ms",
+            "50",
+        ],
+    );
+    run.wait_holding("a");
+    servers[3].restart();
+    servers[4].restart();
+    servers[2].restart();
+    run.spawn(
+        "b",
+        &urls,
+        &[
+            "--n",
+            "1",
+            "--ttl-ms",
+            "3000",
+            "--hold-ms",
+            "100",
+            "--node-timeout-ms",
+            "50",
+        ],
+    );
+    run.finish();
+    let report = history::check(&run.events());
+    eprintln!("redlock restart: {report}");
+    assert!(report.count("overlap") >= 1, "not flagged: {report}");
+}
