@@ -712,18 +712,33 @@ impl Mutex {
             .take()
             .or_else(|| node.connect(started + plan.node_timeout).ok());
         if let Some(mut conn) = conn {
+            // Redis checks blocking timeouts on its cron tick (every 100 ms at the default
+            // hz 10), so a BLPOP may return up to a tick late. The wait must end on time (a
+            // crashed holder's key expires exactly then), so our own read deadline ends it,
+            // and a connection whose BLPOP is still pending is dropped, never reused. Long
+            // waits ask the server for a tick less, so that they usually end cleanly.
+            let tick = Duration::from_millis(100);
+            let server_block = if block > tick + tick / 2 {
+                block - tick
+            } else {
+                block
+            };
             // BLPOP takes seconds with millisecond precision; 0 would mean "forever".
-            let secs = format!("{:.3}", block.as_secs_f64().max(0.001));
+            let secs = format!("{:.3}", server_block.as_secs_f64().max(0.001));
             let packed = redis::cmd("BLPOP")
                 .arg(plan.keys.wake.as_slice())
                 .arg(secs)
                 .get_packed_command();
-            let waited = node::set_timeouts(&conn, Instant::now() + block + plan.node_timeout)
+            let waited = node::set_timeouts(&conn, started + block + Duration::from_millis(2))
                 .and_then(|()| conn.send_packed_command(&packed))
                 .and_then(|()| conn.recv_response());
-            if waited.is_ok() {
-                node.put(conn);
-                return;
+            match waited {
+                Ok(_) => {
+                    node.put(conn);
+                    return;
+                }
+                Err(e) if e.is_timeout() => return,
+                Err(_) => {}
             }
         }
         let left = block.saturating_sub(started.elapsed());
