@@ -9,6 +9,37 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+/*
+ * redmutex: a blocking distributed mutex on Redis, C API.
+ *
+ *   redmutex_client *client = NULL;
+ *   const char *urls[] = {"redis://127.0.0.1:6379"};
+ *   if (redmutex_client_new(urls, 1, &client) != REDMUTEX_RESULT_OK) { ... }
+ *   redmutex_guard *guard = NULL;
+ *   redmutex_result r = redmutex_lock(client, "invoice:nightly:lock", 30000, -1, &guard);
+ *   if (r == REDMUTEX_RESULT_OK) {
+ *     ... work while redmutex_guard_is_held(guard), pass redmutex_guard_fence(guard) on ...
+ *     r = redmutex_unlock(guard);
+ *   }
+ *   redmutex_client_free(client);
+ *
+ * Conventions:
+ * - Handles (redmutex_client, redmutex_guard, the options) are opaque. `_new` makes one,
+ *   `_free` destroys it, and `_free(NULL)` does nothing.
+ * - A function that can fail returns a redmutex_result; REDMUTEX_RESULT_OK is 0. Its outputs
+ *   go through out-pointers (last in the argument list) that are written only on success.
+ *   After a failure, redmutex_last_error_message() has the details for the calling thread.
+ * - NULL where a pointer is required, a string that is not UTF-8 and a value out of range
+ *   are answered with an error code, never a crash. Functions that return a plain value
+ *   (bool, uint64_t) return false or 0 for a NULL handle.
+ * - A byte buffer is always followed by its size_t length. Durations are milliseconds.
+ * - An internal error (a Rust panic) never unwinds into C: it comes back as
+ *   REDMUTEX_RESULT_PANIC (or false / 0 / NULL from functions without a result).
+ * - Each type's comment states which threads may use it and who frees it.
+ * - fork(): a child's copies of the parent's guards never renew and never release the
+ *   parent's locks. The child makes its own client; inherited handles are only freed.
+ */
+
 /**
  * Major version of this library, as in `Cargo.toml`.
  */
@@ -24,6 +55,173 @@
  */
 #define REDMUTEX_VERSION_PATCH 0
 
+/**
+ * What a call did: `REDMUTEX_RESULT_OK` (0) or why it failed.
+ *
+ * The numbers are stable and never reused. Values 1 to 99 mirror the library's error kinds
+ * one to one; values from 100 on are about the call itself (a NULL pointer, bad UTF-8, a bug).
+ * Functions that take a result (such as `redmutex_result_name`) take a `uint32_t` and accept
+ * any value, so a result from a newer library is never undefined behaviour.
+ *
+ * After a failure, `redmutex_last_error_message` gives the details on the same thread.
+ */
+enum redmutex_result
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * Success.
+   */
+  REDMUTEX_RESULT_OK = 0,
+  /**
+   * The lock is held by someone else and the wait (if any) ran out.
+   */
+  REDMUTEX_RESULT_WOULD_BLOCK = 1,
+  /**
+   * Fewer than a majority of the nodes agreed; the message has each node's answer.
+   */
+  REDMUTEX_RESULT_NO_QUORUM = 2,
+  /**
+   * The lock was lost: it expired, or another owner's value replaced ours.
+   */
+  REDMUTEX_RESULT_LOST = 3,
+  /**
+   * The guard no longer holds the lock: it was released, or it was inherited through
+   * `fork()` (only the process that took a lock releases it).
+   */
+  REDMUTEX_RESULT_NOT_HELD = 4,
+  /**
+   * The Redis server could not be reached, or the connection broke or timed out.
+   */
+  REDMUTEX_RESULT_CONNECTION = 5,
+  /**
+   * A Redis server refused the credentials (`WRONGPASS`, `NOAUTH`, `NOPERM`).
+   */
+  REDMUTEX_RESULT_AUTH = 6,
+  /**
+   * A Redis server answered with an error (for example `OOM`, `READONLY`).
+   */
+  REDMUTEX_RESULT_SERVER = 7,
+  /**
+   * An argument was out of range or malformed (an empty lock name, a TTL of 0, a bad URL);
+   * nothing was sent to Redis.
+   */
+  REDMUTEX_RESULT_INVALID_ARGUMENT = 8,
+  /**
+   * The interrupt check set with `redmutex_lock_options_set_interrupt` stopped the wait.
+   */
+  REDMUTEX_RESULT_INTERRUPTED = 9,
+  /**
+   * A required pointer argument was NULL.
+   */
+  REDMUTEX_RESULT_NULL_PARAMETER = 100,
+  /**
+   * A string argument was not valid UTF-8.
+   */
+  REDMUTEX_RESULT_INVALID_UTF8 = 101,
+  /**
+   * The library hit an internal error (a Rust panic) and stopped it at the API boundary.
+   * Please report it, with the message from `redmutex_last_error_message`.
+   */
+  REDMUTEX_RESULT_PANIC = 102,
+  /**
+   * A failure this version of the C API has no dedicated code for.
+   */
+  REDMUTEX_RESULT_OTHER = 103,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum redmutex_result redmutex_result;
+#else
+typedef uint32_t redmutex_result;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * A connection to one Redis server, or to several independent masters (Redlock), shared by
+ * all the locks taken through it: a connection pool per node and one renew thread.
+ *
+ * Thread-safety: a client is shared by many threads; every function that takes a
+ * `const redmutex_client *` may be called on the same client from any number of threads at
+ * once.
+ *
+ * Ownership: made by `redmutex_client_new` or `redmutex_client_new_with_options`, freed
+ * exactly once by `redmutex_client_free`. Guards taken through a client stay valid (and
+ * keep being renewed) after the client is freed; the connections and the renew thread go
+ * away with the last guard.
+ *
+ * After `fork()`, the child makes its own client: a client inherited from the parent may
+ * only be freed there (as may inherited guards, which never release the parent's lock).
+ */
+typedef struct redmutex_client redmutex_client;
+
+/**
+ * Settings for `redmutex_client_new_with_options`: timeouts and the owner label.
+ *
+ * Thread-safety: none of its own; do not change an options handle while another thread uses
+ * it. It may be read by several threads at once.
+ *
+ * Ownership: made by `redmutex_client_options_new`, freed exactly once by
+ * `redmutex_client_options_free`. A client copies what it needs, so the options may be freed
+ * or reused as soon as `redmutex_client_new_with_options` returns.
+ */
+typedef struct redmutex_client_options redmutex_client_options;
+
+/**
+ * A held lock: proof that this process holds it, until it is released or lost.
+ *
+ * While the guard lives, the client's renew thread extends the lease (unless auto-renew is
+ * off). Whether the lock is still held is answered locally, without the network, by
+ * `redmutex_guard_is_held`: the lease minus the time the grant took minus a clock-drift
+ * allowance, on the monotonic clock.
+ *
+ * Thread-safety: a guard belongs to one caller at a time. The functions that take a
+ * `const redmutex_guard *` may be called from several threads at once (a watchdog thread
+ * may call `redmutex_guard_is_held` or `redmutex_guard_wait_lost`), but `redmutex_unlock` and
+ * `redmutex_guard_free` must not overlap any other call on the same guard.
+ *
+ * Ownership: made by the `redmutex_lock*` functions; ended exactly once by `redmutex_unlock`
+ * (release, report the outcome, free) or `redmutex_guard_free` (release best effort, free).
+ * A guard inherited by a child through `fork()` is a copy the child can only free: it never
+ * renews and never releases the parent's lock, and `redmutex_guard_is_held` is false there.
+ */
+typedef struct redmutex_guard redmutex_guard;
+
+/**
+ * Settings of one lock for `redmutex_lock_with_options`: TTL, auto-renew, max hold, fencing,
+ * timeouts and an interrupt check. Every default is a finite lease.
+ *
+ * Thread-safety: none of its own; do not change an options handle while another thread uses
+ * it. Several threads may lock with the same options at once.
+ *
+ * Ownership: made by `redmutex_lock_options_new`, freed exactly once by
+ * `redmutex_lock_options_free`. A lock call copies the settings, so the options may be
+ * changed or freed as soon as it returns.
+ */
+typedef struct redmutex_lock_options redmutex_lock_options;
+
+/**
+ * Called by a blocking `redmutex_lock_with_options` on the calling thread after every
+ * wake-up, so at least once per wait cap (250 ms unless set with
+ * `redmutex_lock_options_set_wait_cap`); returning true stops the wait with
+ * `REDMUTEX_RESULT_INTERRUPTED`. Use it to honour a shutdown flag or a signal. It must
+ * return quickly and must not call into this library for the same lock.
+ */
+typedef bool (*redmutex_interrupt_callback)(void *user_data);
+
+/**
+ * Called once when a held lock is lost (it expired, renewal failed, or another owner took
+ * it over), with the `user_data` given to `redmutex_guard_on_lost`.
+ *
+ * It usually runs on the client's renew thread, so whatever `user_data` points to must be
+ * safe to use from there. It may also run on the caller's thread inside
+ * `redmutex_guard_on_lost` (when the lock is already lost), `redmutex_guard_extend` or
+ * `redmutex_guard_wait_lost`. Keep it short; it must not block, must not unwind (no C++
+ * exception, no `longjmp`) and must not unlock or free its own guard.
+ */
+typedef void (*redmutex_lost_callback)(void *user_data);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -34,6 +232,405 @@ extern "C" {
  * The string is static: never free it. Safe to call from any thread at any time.
  */
 const char *redmutex_version(void);
+
+/**
+ * Returns the name of a result value, such as `"REDMUTEX_RESULT_NO_QUORUM"`, or
+ * `"REDMUTEX_RESULT_UNKNOWN"` for a value this library does not know.
+ *
+ * The string is static: never free it. Safe to call from any thread at any time.
+ */
+const char *redmutex_result_name(uint32_t result);
+
+/**
+ * Copies the detailed message of the calling thread's last failure into `buf`.
+ *
+ * The message names the failure and its cause, such as the server's error text, the node
+ * that failed, or each node's answer when several were asked. Every function that returns a
+ * result other than `REDMUTEX_RESULT_OK` sets it for the calling thread; successes leave it
+ * as it was. Before any failure it is the empty string.
+ *
+ * Like `snprintf`: writes at most `len - 1` bytes of the message (cut at a character
+ * boundary) and a terminating NUL, and sets `*out_n` to the length of the whole message,
+ * without the NUL. The message was cut short when `*out_n >= len`. `buf` may be NULL only
+ * when `len` is 0, to learn the length.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` (and leaves the stored
+ * message alone) when `out_n` is NULL, or `buf` is NULL while `len` is not 0.
+ */
+redmutex_result redmutex_last_error_message(char *buf, size_t len, size_t *out_n);
+
+/**
+ * Makes a client for `urls_len` Redis URLs (`redis://host:port`,
+ * `redis://user:password@host:port/db`) with default settings. With several URLs, each is an
+ * independent master and a lock is held only when a majority grants it (Redlock).
+ *
+ * Does no I/O: nodes are connected on first use, so an unreachable server shows up at the
+ * first lock, not here.
+ *
+ * On success writes a new client to `*out_client`, which the caller frees with
+ * `redmutex_client_free`; on failure leaves `*out_client` alone.
+ *
+ * Returns `REDMUTEX_RESULT_OK`; `REDMUTEX_RESULT_NULL_PARAMETER` when `urls`, one of its
+ * first `urls_len` entries or `out_client` is NULL; `REDMUTEX_RESULT_INVALID_UTF8`;
+ * `REDMUTEX_RESULT_INVALID_ARGUMENT` for no URL, more than 63, or a malformed one.
+ */
+redmutex_result redmutex_client_new(const char *const *urls,
+                                    size_t urls_len,
+                                    struct redmutex_client **out_client);
+
+/**
+ * Like `redmutex_client_new`, with the settings in `options` (see
+ * `redmutex_client_options_new`).
+ *
+ * Returns as `redmutex_client_new`, plus `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is
+ * NULL and `REDMUTEX_RESULT_INVALID_ARGUMENT` for a setting out of range (a timeout outside
+ * 1 ms to 1 h, a bad owner label).
+ */
+redmutex_result redmutex_client_new_with_options(const char *const *urls,
+                                                 size_t urls_len,
+                                                 const struct redmutex_client_options *options,
+                                                 struct redmutex_client **out_client);
+
+/**
+ * Frees a client. Locks taken through it keep their guards (see `redmutex_client`). Must be
+ * called at most once per client, after every other call on it has returned. NULL is a
+ * no-op.
+ */
+void redmutex_client_free(struct redmutex_client *client);
+
+/**
+ * Makes client options with every setting at its default: connect timeout 1 s, per-node
+ * timeout derived from each lock's TTL, owner label `hostname:pid`.
+ *
+ * On success writes the new options to `*out_options` (free them with
+ * `redmutex_client_options_free`). Returns `REDMUTEX_RESULT_OK`, or
+ * `REDMUTEX_RESULT_NULL_PARAMETER` when `out_options` is NULL.
+ */
+redmutex_result redmutex_client_options_new(struct redmutex_client_options **out_options);
+
+/**
+ * Frees client options. Must be called at most once per options handle. NULL is a no-op.
+ */
+void redmutex_client_options_free(struct redmutex_client_options *options);
+
+/**
+ * Sets the bound on opening one connection (TCP connect, AUTH, script loading), in
+ * milliseconds; default 1000. It also bounds how long a lock call keeps retrying while no
+ * majority of nodes is reachable before it reports `REDMUTEX_RESULT_CONNECTION` or
+ * `REDMUTEX_RESULT_NO_QUORUM`. Checked (1 ms to 1 h) when the client is made.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_client_options_set_connect_timeout(struct redmutex_client_options *options,
+                                                            uint64_t timeout_ms);
+
+/**
+ * Sets the per-node, per-request timeout of every lock taken through the client, in
+ * milliseconds (default: 2 % of each lock's TTL, between 20 and 250 ms). A lock's own
+ * `redmutex_lock_options_set_node_timeout` takes precedence. Checked (1 ms to 1 h) when the
+ * client is made.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_client_options_set_node_timeout(struct redmutex_client_options *options,
+                                                         uint64_t timeout_ms);
+
+/**
+ * Sets the owner label that starts every lock value this client writes (default
+ * `hostname:pid`), so that `GET` on a lock key tells an operator who holds it. 1 to 128
+ * visible ASCII characters, checked when the client is made. The string is copied.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NULL_PARAMETER` when `options` or `owner`
+ * is NULL, or `REDMUTEX_RESULT_INVALID_UTF8`.
+ */
+redmutex_result redmutex_client_options_set_owner(struct redmutex_client_options *options,
+                                                  const char *owner);
+
+/**
+ * Takes the lock named by the NUL-terminated UTF-8 string `name` (its Redis key), with a
+ * lease of `ttl_ms` milliseconds (10 ms to 24 h) that the client's renew thread extends
+ * every `ttl_ms / 3` while the guard lives.
+ *
+ * `wait_ms`: `-1` waits as long as it takes, `0` makes one attempt, a positive value waits
+ * at most that many milliseconds. Waiters are woken by the release, not by polling. Even
+ * `-1` gives up with `REDMUTEX_RESULT_CONNECTION` / `REDMUTEX_RESULT_NO_QUORUM` when no
+ * majority of the nodes could be reached for the client's connect timeout.
+ *
+ * On success writes a new guard to `*out_guard`: the caller owns it and ends it with
+ * `redmutex_unlock` (or `redmutex_guard_free`). On failure leaves `*out_guard` alone.
+ *
+ * Returns `REDMUTEX_RESULT_OK`; `REDMUTEX_RESULT_WOULD_BLOCK` when someone else held the lock
+ * for the whole wait; `REDMUTEX_RESULT_NO_QUORUM`, `REDMUTEX_RESULT_CONNECTION`,
+ * `REDMUTEX_RESULT_AUTH`, `REDMUTEX_RESULT_SERVER`; `REDMUTEX_RESULT_NULL_PARAMETER`,
+ * `REDMUTEX_RESULT_INVALID_UTF8`; `REDMUTEX_RESULT_INVALID_ARGUMENT` for an empty name or one
+ * over 512 bytes, a TTL out of range or `wait_ms < -1`.
+ *
+ * Thread-safety: any number of threads may lock through one client at once.
+ */
+redmutex_result redmutex_lock(const struct redmutex_client *client,
+                              const char *name,
+                              uint64_t ttl_ms,
+                              int64_t wait_ms,
+                              struct redmutex_guard **out_guard);
+
+/**
+ * Like `redmutex_lock`, for a name of `name_len` arbitrary bytes (it may hold NUL bytes and
+ * need not be UTF-8).
+ */
+redmutex_result redmutex_lock_bytes(const struct redmutex_client *client,
+                                    const uint8_t *name,
+                                    size_t name_len,
+                                    uint64_t ttl_ms,
+                                    int64_t wait_ms,
+                                    struct redmutex_guard **out_guard);
+
+/**
+ * Like `redmutex_lock_bytes`, with the TTL and every other setting taken from `options`
+ * (see `redmutex_lock_options_new`). Also returns `REDMUTEX_RESULT_INTERRUPTED` when the
+ * options' interrupt check stopped the wait, and `REDMUTEX_RESULT_INVALID_ARGUMENT` for a
+ * setting out of range.
+ */
+redmutex_result redmutex_lock_with_options(const struct redmutex_client *client,
+                                           const uint8_t *name,
+                                           size_t name_len,
+                                           const struct redmutex_lock_options *options,
+                                           int64_t wait_ms,
+                                           struct redmutex_guard **out_guard);
+
+/**
+ * Asks Redis whether anyone holds the lock named by the NUL-terminated UTF-8 string `name`
+ * (a redmutex holder or any client that locks with `SET NX`). The answer may be stale by
+ * the time the caller reads it; use it for monitoring, never instead of taking the lock.
+ *
+ * On success writes the answer to `*out_locked`. Returns `REDMUTEX_RESULT_OK`,
+ * `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION` when too few nodes answered,
+ * `REDMUTEX_RESULT_NULL_PARAMETER`, `REDMUTEX_RESULT_INVALID_UTF8` or
+ * `REDMUTEX_RESULT_INVALID_ARGUMENT`.
+ */
+redmutex_result redmutex_is_locked(const struct redmutex_client *client,
+                                   const char *name,
+                                   bool *out_locked);
+
+/**
+ * Like `redmutex_is_locked`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_is_locked_bytes(const struct redmutex_client *client,
+                                         const uint8_t *name,
+                                         size_t name_len,
+                                         bool *out_locked);
+
+/**
+ * Makes lock options with the defaults: TTL 30 s, auto-renew on, no max hold, fencing on,
+ * per-node timeout from the client or derived from the TTL, no interrupt check.
+ *
+ * On success writes the new options to `*out_options` (free them with
+ * `redmutex_lock_options_free`). Returns `REDMUTEX_RESULT_OK`, or
+ * `REDMUTEX_RESULT_NULL_PARAMETER` when `out_options` is NULL.
+ */
+redmutex_result redmutex_lock_options_new(struct redmutex_lock_options **out_options);
+
+/**
+ * Frees lock options. Must be called at most once per options handle. NULL is a no-op.
+ */
+void redmutex_lock_options_free(struct redmutex_lock_options *options);
+
+/**
+ * Sets the lease in milliseconds: how long the lock survives its holder's silence (default
+ * 30000; 10 ms to 24 h, checked by the lock call).
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_lock_options_set_ttl(struct redmutex_lock_options *options,
+                                              uint64_t ttl_ms);
+
+/**
+ * Turns renewal by the client's renew thread on (the default) or off. Without it the lock
+ * ends after its TTL unless `redmutex_guard_extend` is called.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_lock_options_set_auto_renew(struct redmutex_lock_options *options,
+                                                     bool on);
+
+/**
+ * Stops renewal `max_hold_ms` milliseconds after the lock was taken, so a stuck holder
+ * loses the lock then; `0` means no limit (the default). Checked by the lock call.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_lock_options_set_max_hold(struct redmutex_lock_options *options,
+                                                   uint64_t max_hold_ms);
+
+/**
+ * Turns fence numbers on (the default) or off. With fencing off, `redmutex_guard_fence`
+ * returns 0; turn it off for names of unbounded cardinality, since each name keeps one
+ * counter key that never expires.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_lock_options_set_fencing(struct redmutex_lock_options *options, bool on);
+
+/**
+ * Sets the per-node, per-request timeout in milliseconds (1 ms up to the TTL, checked by
+ * the lock call); `0` restores the default (the client's setting, else 2 % of the TTL
+ * between 20 and 250 ms).
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_lock_options_set_node_timeout(struct redmutex_lock_options *options,
+                                                       uint64_t timeout_ms);
+
+/**
+ * Sets the base of the randomized retry delay in milliseconds (default 50; 1 ms to 60 s),
+ * used when no wake-up signal can be awaited and between renewal retries.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_lock_options_set_retry_delay(struct redmutex_lock_options *options,
+                                                      uint64_t delay_ms);
+
+/**
+ * Sets the longest a waiter blocks for a wake-up signal before it tries again, in
+ * milliseconds (default 250; 1 ms to 60 s): the most a lost wake-up can cost, and how
+ * often the interrupt check runs.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_lock_options_set_wait_cap(struct redmutex_lock_options *options,
+                                                   uint64_t cap_ms);
+
+/**
+ * Sets how long, after a release that had waiters, newcomers must leave the lock to a
+ * waiter, in milliseconds (default 20; 0 turns the hand-off off; at most the TTL). It stops
+ * a holder that re-locks at once from starving the waiters.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_lock_options_set_handoff_window(struct redmutex_lock_options *options,
+                                                         uint64_t window_ms);
+
+/**
+ * Sets an interrupt check for blocking lock calls with these options (see
+ * `redmutex_interrupt_callback`); `user_data` is passed to it as is and may be NULL.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` or
+ * `callback` is NULL.
+ */
+redmutex_result redmutex_lock_options_set_interrupt(struct redmutex_lock_options *options,
+                                                    redmutex_interrupt_callback callback,
+                                                    void *user_data);
+
+/**
+ * Releases the lock (only if it still holds our value: compare-and-delete on every node)
+ * and frees the guard, whatever the outcome. After it returns, no on-lost callback of this
+ * guard is running or will run. `guard` is invalid afterwards, even on failure.
+ *
+ * Returns `REDMUTEX_RESULT_OK` when a majority of nodes released it;
+ * `REDMUTEX_RESULT_LOST` when the lock had already expired or another owner had it (their
+ * value is left alone); `REDMUTEX_RESULT_NO_QUORUM` (or the node's own code, such as
+ * `REDMUTEX_RESULT_CONNECTION`, with one node) when too few nodes confirmed: the lock then
+ * ends by its TTL; `REDMUTEX_RESULT_NOT_HELD` for a copy inherited through `fork()`, which
+ * is freed without touching the parent's lock; `REDMUTEX_RESULT_NULL_PARAMETER`.
+ */
+redmutex_result redmutex_unlock(struct redmutex_guard *guard);
+
+/**
+ * Releases the lock best effort (bounded by the per-node timeout, outcome ignored) and
+ * frees the guard: for error paths, where `redmutex_unlock`'s report is not needed. A copy
+ * inherited through `fork()` is freed without releasing anything. After it returns, no
+ * on-lost callback of this guard is running or will run. Must be called at most once per
+ * guard, and not after `redmutex_unlock`. NULL is a no-op.
+ */
+void redmutex_guard_free(struct redmutex_guard *guard);
+
+/**
+ * Returns the fence number of this grant: strictly greater than that of every earlier
+ * holder of the lock's name (0 when fencing is off, or when `guard` is NULL). Pass it to the
+ * resource you protect, and have that resource refuse writes carrying a lower number than
+ * one it has already seen. Local, no network.
+ */
+uint64_t redmutex_guard_fence(const struct redmutex_guard *guard);
+
+/**
+ * Returns whether the lock is still held, answered locally without the network: not
+ * released, not reported lost, and before the validity deadline. False when `guard` is NULL
+ * and always false in a forked child. Check it before each step of the protected work.
+ */
+bool redmutex_guard_is_held(const struct redmutex_guard *guard);
+
+/**
+ * Returns the milliseconds left until the validity deadline (rounded down), during which no
+ * other client can hold the lock; renewal moves the deadline forward. 0 when the lock is no
+ * longer held or `guard` is NULL. Local, no network.
+ */
+uint64_t redmutex_guard_valid_ms(const struct redmutex_guard *guard);
+
+/**
+ * Returns how many renewals (automatic or by `redmutex_guard_extend`) succeeded so far; 0
+ * when `guard` is NULL.
+ */
+uint64_t redmutex_guard_renewals(const struct redmutex_guard *guard);
+
+/**
+ * Returns `REDMUTEX_RESULT_OK` while the lock is held (as `redmutex_guard_is_held`, no
+ * network) and `REDMUTEX_RESULT_LOST` once it is not; `REDMUTEX_RESULT_NULL_PARAMETER` when
+ * `guard` is NULL.
+ */
+redmutex_result redmutex_guard_check(const struct redmutex_guard *guard);
+
+/**
+ * Sets the lease to `ttl_ms` milliseconds from now on a majority of nodes (only where the
+ * lock still holds our value; a lock that is gone is never re-created). Later automatic
+ * renewals use this TTL too.
+ *
+ * Returns `REDMUTEX_RESULT_OK`; `REDMUTEX_RESULT_LOST` when the lock is gone or another owner
+ * has it; `REDMUTEX_RESULT_NO_QUORUM` (or the node's own code with one node) when too few
+ * nodes confirmed, in which case the lock may still be held until its validity deadline;
+ * `REDMUTEX_RESULT_INVALID_ARGUMENT` for a TTL outside 10 ms to 24 h;
+ * `REDMUTEX_RESULT_NULL_PARAMETER`.
+ */
+redmutex_result redmutex_guard_extend(const struct redmutex_guard *guard, uint64_t ttl_ms);
+
+/**
+ * Registers `callback` to be called once, with `user_data`, when the lock is lost (see
+ * `redmutex_lost_callback` for where it runs and what it may do). If the lock is already
+ * lost, it runs at once on this thread. It never runs once `redmutex_unlock` or
+ * `redmutex_guard_free` has returned, so `user_data` may be freed then. Several callbacks may
+ * be registered; each runs once.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `guard` or
+ * `callback` is NULL. `user_data` may be NULL.
+ */
+redmutex_result redmutex_guard_on_lost(const struct redmutex_guard *guard,
+                                       redmutex_lost_callback callback,
+                                       void *user_data);
+
+/**
+ * Blocks until the lock is lost or `timeout_ms` milliseconds pass, for watchdog threads;
+ * no network. On success writes to `*out_lost` whether the lock was lost (true) or the time
+ * ran out while it was still held (false).
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `guard` or
+ * `out_lost` is NULL.
+ */
+redmutex_result redmutex_guard_wait_lost(const struct redmutex_guard *guard,
+                                         uint64_t timeout_ms,
+                                         bool *out_lost);
+
+/**
+ * Copies the guard's token, the value of the lock key (`owner-label:random-hex`), into
+ * `buf` as a NUL-terminated string, like `redmutex_last_error_message`: at most `len - 1`
+ * bytes and a NUL, and `*out_n` set to the token's full length (cut short when
+ * `*out_n >= len`). `buf` may be NULL only when `len` is 0. An operator can match it
+ * against `GET <name>` in Redis. Local, no network.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `guard` or `out_n`
+ * is NULL, or `buf` is NULL while `len` is not 0.
+ */
+redmutex_result redmutex_guard_token(const struct redmutex_guard *guard,
+                                     char *buf,
+                                     size_t len,
+                                     size_t *out_n);
 
 #ifdef __cplusplus
 }  // extern "C"

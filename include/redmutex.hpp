@@ -1,8 +1,31 @@
-/* Header-only C++ wrapper over the C API in redmutex.h (C++17). */
+/*
+ * redmutex.hpp: a header-only C++17 wrapper over the C API in redmutex.h.
+ *
+ *   redmutex::Client client("redis://127.0.0.1:6379");
+ *   if (auto guard = client.try_lock("invoice:nightly:lock", std::chrono::seconds(30))) {
+ *     send_invoices(guard->fence());   // released when `guard` goes out of scope
+ *   } else {
+ *     // someone else sends them
+ *   }
+ *
+ * Failures throw redmutex::Error, which carries the C result code and the library's
+ * message. A Client is shared by many threads; a Guard belongs to one owner at a time and is
+ * move-only. Link with -lredmutex (see `pkg-config --libs redmutex`).
+ */
 #ifndef REDMUTEX_HPP
 #define REDMUTEX_HPP
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "redmutex.h"
 
@@ -10,6 +33,334 @@ namespace redmutex {
 
 /** Version of the linked library, such as "0.1.0". Thread-safe; the view never dangles. */
 inline std::string_view version() noexcept { return redmutex_version(); }
+
+/** A failed call: the C result code (`REDMUTEX_RESULT_*`) and the library's detailed message. */
+class Error : public std::runtime_error {
+ public:
+  Error(redmutex_result code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+
+  /** The C result code, such as REDMUTEX_RESULT_NO_QUORUM. */
+  redmutex_result code() const noexcept { return code_; }
+
+  /** The code's name, such as "REDMUTEX_RESULT_NO_QUORUM". */
+  const char* code_name() const noexcept { return redmutex_result_name(code_); }
+
+ private:
+  redmutex_result code_;
+};
+
+namespace detail {
+
+/** The calling thread's last failure message (see redmutex_last_error_message). */
+inline std::string last_error_message() {
+  std::size_t n = 0;
+  if (redmutex_last_error_message(nullptr, 0, &n) != REDMUTEX_RESULT_OK) return {};
+  std::string message(n + 1, '\0');
+  if (redmutex_last_error_message(message.data(), message.size(), &n) != REDMUTEX_RESULT_OK) {
+    return {};
+  }
+  message.resize(n < message.size() ? n : message.size() - 1);
+  return message;
+}
+
+[[noreturn]] inline void throw_error(redmutex_result code) {
+  throw Error(code, last_error_message());
+}
+
+inline void check(redmutex_result code) {
+  if (code != REDMUTEX_RESULT_OK) throw_error(code);
+}
+
+inline std::uint64_t to_ms(std::chrono::milliseconds d) {
+  return d.count() < 0 ? 0 : static_cast<std::uint64_t>(d.count());
+}
+
+struct ClientOptionsDeleter {
+  void operator()(redmutex_client_options* o) const noexcept { redmutex_client_options_free(o); }
+};
+struct LockOptionsDeleter {
+  void operator()(redmutex_lock_options* o) const noexcept { redmutex_lock_options_free(o); }
+};
+
+}  // namespace detail
+
+/** Settings of a Client; unset values keep the library's defaults. */
+struct ClientOptions {
+  /** Bound on opening one connection, and on retrying while Redis is unreachable (1 s). */
+  std::optional<std::chrono::milliseconds> connect_timeout;
+  /** Per-node, per-request timeout of every lock (default: derived from each lock's TTL). */
+  std::optional<std::chrono::milliseconds> node_timeout;
+  /** Label at the start of every lock value (default "hostname:pid"). */
+  std::optional<std::string> owner;
+};
+
+/** Settings of one lock. */
+struct LockOptions {
+  /** The lease: how long the lock survives its holder's silence. */
+  std::chrono::milliseconds ttl{30000};
+  /** Whether the client's renew thread extends the lease while the guard lives. */
+  bool auto_renew = true;
+  /** Renewal stops this long after the lock was taken (default: never). */
+  std::optional<std::chrono::milliseconds> max_hold;
+  /** Whether grants carry fence numbers. */
+  bool fencing = true;
+  /** Per-node, per-request timeout (default: the client's, else derived from the TTL). */
+  std::optional<std::chrono::milliseconds> node_timeout;
+};
+
+/**
+ * A held lock. Move-only; releases the lock (best effort) when destroyed, unless it was
+ * released with unlock() or moved from. A moved-from or released Guard is empty
+ * (`!guard`). The const member functions may be called from several threads at once; the
+ * destructor, unlock() and assignment must not overlap any other call.
+ */
+class Guard {
+ public:
+  Guard() noexcept = default;
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+  Guard(Guard&& other) noexcept
+      : guard_(std::exchange(other.guard_, nullptr)), callbacks_(std::move(other.callbacks_)) {}
+  Guard& operator=(Guard&& other) noexcept {
+    if (this != &other) {
+      reset();
+      guard_ = std::exchange(other.guard_, nullptr);
+      callbacks_ = std::move(other.callbacks_);
+    }
+    return *this;
+  }
+  ~Guard() { reset(); }
+
+  /** Whether this Guard owns a lock handle (it may still have been lost: see is_held). */
+  explicit operator bool() const noexcept { return guard_ != nullptr; }
+
+  /** The fence number of this grant (0 with fencing off or when empty). */
+  std::uint64_t fence() const noexcept { return redmutex_guard_fence(guard_); }
+
+  /** Whether the lock is still held, answered locally (false when empty). */
+  bool is_held() const noexcept { return redmutex_guard_is_held(guard_); }
+
+  /** Time left until the validity deadline (zero once not held). */
+  std::chrono::milliseconds valid_for() const noexcept {
+    return std::chrono::milliseconds(
+        static_cast<std::chrono::milliseconds::rep>(redmutex_guard_valid_ms(guard_)));
+  }
+
+  /** Throws Error (REDMUTEX_RESULT_LOST) once the lock is no longer held. */
+  void check() const { detail::check(redmutex_guard_check(guard_)); }
+
+  /** Sets the lease to `ttl` from now on a majority of nodes. */
+  void extend(std::chrono::milliseconds ttl) const {
+    detail::check(redmutex_guard_extend(guard_, detail::to_ms(ttl)));
+  }
+
+  /** Blocks until the lock is lost (true) or `timeout` passes (false). */
+  bool wait_lost(std::chrono::milliseconds timeout) const {
+    bool lost = false;
+    detail::check(redmutex_guard_wait_lost(guard_, detail::to_ms(timeout), &lost));
+    return lost;
+  }
+
+  /**
+   * Calls `callback` once when the lock is lost, usually on the client's renew thread (see
+   * redmutex_lost_callback). Exceptions it throws are swallowed. It never runs once the
+   * Guard was released or destroyed.
+   */
+  void on_lost(std::function<void()> callback) {
+    auto stored = std::make_unique<std::function<void()>>(std::move(callback));
+    detail::check(redmutex_guard_on_lost(guard_, &Guard::call_lost, stored.get()));
+    callbacks_.push_back(std::move(stored));
+  }
+
+  /** The value of the lock key ("owner-label:random-hex"). */
+  std::string token() const {
+    std::size_t n = 0;
+    detail::check(redmutex_guard_token(guard_, nullptr, 0, &n));
+    std::string token(n + 1, '\0');
+    detail::check(redmutex_guard_token(guard_, token.data(), token.size(), &n));
+    token.resize(n);
+    return token;
+  }
+
+  /**
+   * Releases the lock and reports the outcome; the Guard is empty afterwards either way.
+   * Throws Error: REDMUTEX_RESULT_LOST when the lock had expired or been taken over,
+   * REDMUTEX_RESULT_NO_QUORUM (or a connection error) when too few nodes confirmed.
+   */
+  void unlock() {
+    redmutex_result r = redmutex_unlock(std::exchange(guard_, nullptr));
+    callbacks_.clear();
+    detail::check(r);
+  }
+
+  /** The C handle, still owned by this Guard. */
+  redmutex_guard* native_handle() const noexcept { return guard_; }
+
+ private:
+  friend class Client;
+  explicit Guard(redmutex_guard* guard) noexcept : guard_(guard) {}
+
+  static void call_lost(void* user_data) noexcept {
+    try {
+      (*static_cast<std::function<void()>*>(user_data))();
+    } catch (...) {
+      // Nothing may unwind into the library.
+    }
+  }
+
+  void reset() noexcept {
+    // Frees the handle first: once redmutex_guard_free returns, no callback runs any more,
+    // so the stored functions can go.
+    redmutex_guard_free(std::exchange(guard_, nullptr));
+    callbacks_.clear();
+  }
+
+  redmutex_guard* guard_ = nullptr;
+  std::vector<std::unique_ptr<std::function<void()>>> callbacks_;
+};
+
+/**
+ * A connection to one Redis server or to several independent masters (Redlock).
+ * Move-only; shared by many threads (all member functions are const and thread-safe).
+ * Guards taken through it stay valid after it is destroyed.
+ */
+class Client {
+ public:
+  /** A client for one Redis URL, such as "redis://127.0.0.1:6379". */
+  explicit Client(std::string_view url, const ClientOptions& options = {})
+      : Client(std::vector<std::string>{std::string(url)}, options) {}
+
+  /** A client for several independent masters: a lock needs a majority (Redlock). */
+  explicit Client(const std::vector<std::string>& urls, const ClientOptions& options = {}) {
+    std::vector<const char*> pointers;
+    for (const std::string& url : urls) {
+      if (url.find('\0') != std::string::npos) {
+        throw Error(REDMUTEX_RESULT_INVALID_ARGUMENT, "invalid argument: a URL holds a NUL byte");
+      }
+      pointers.push_back(url.c_str());
+    }
+    static const char* const none = nullptr;
+    const char* const* array = pointers.empty() ? &none : pointers.data();
+
+    redmutex_client_options* raw = nullptr;
+    detail::check(redmutex_client_options_new(&raw));
+    std::unique_ptr<redmutex_client_options, detail::ClientOptionsDeleter> opts(raw);
+    if (options.connect_timeout) {
+      detail::check(redmutex_client_options_set_connect_timeout(
+          opts.get(), detail::to_ms(*options.connect_timeout)));
+    }
+    if (options.node_timeout) {
+      detail::check(redmutex_client_options_set_node_timeout(
+          opts.get(), detail::to_ms(*options.node_timeout)));
+    }
+    if (options.owner) {
+      detail::check(redmutex_client_options_set_owner(opts.get(), options.owner->c_str()));
+    }
+    detail::check(redmutex_client_new_with_options(array, pointers.size(), opts.get(), &client_));
+  }
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  Client(Client&& other) noexcept : client_(std::exchange(other.client_, nullptr)) {}
+  Client& operator=(Client&& other) noexcept {
+    if (this != &other) {
+      redmutex_client_free(client_);
+      client_ = std::exchange(other.client_, nullptr);
+    }
+    return *this;
+  }
+  ~Client() { redmutex_client_free(client_); }
+
+  /** Waits as long as it takes for the lock (throws Error when Redis stays unreachable). */
+  Guard lock(std::string_view name,
+             std::chrono::milliseconds ttl = std::chrono::milliseconds(30000)) const {
+    return lock(name, with_ttl(ttl));
+  }
+  Guard lock(std::string_view name, const LockOptions& options) const {
+    std::optional<Guard> guard = acquire(name, options, -1);
+    if (!guard) detail::throw_error(REDMUTEX_RESULT_WOULD_BLOCK);
+    return std::move(*guard);
+  }
+
+  /** One attempt: the Guard, or nullopt when someone else holds the lock. */
+  std::optional<Guard> try_lock(std::string_view name,
+                                std::chrono::milliseconds ttl = std::chrono::milliseconds(30000))
+      const {
+    return acquire(name, with_ttl(ttl), 0);
+  }
+  std::optional<Guard> try_lock(std::string_view name, const LockOptions& options) const {
+    return acquire(name, options, 0);
+  }
+
+  /** Waits at most `wait`: the Guard, or nullopt when someone else held it all along. */
+  std::optional<Guard> try_lock_for(
+      std::string_view name, std::chrono::milliseconds wait,
+      std::chrono::milliseconds ttl = std::chrono::milliseconds(30000)) const {
+    return acquire(name, with_ttl(ttl), wait.count() < 0 ? 0 : wait.count());
+  }
+  std::optional<Guard> try_lock_for(std::string_view name, std::chrono::milliseconds wait,
+                                    const LockOptions& options) const {
+    return acquire(name, options, wait.count() < 0 ? 0 : wait.count());
+  }
+
+  /** Whether anyone holds the lock right now (for monitoring; may be stale at once). */
+  bool is_locked(std::string_view name) const {
+    bool locked = false;
+    detail::check(redmutex_is_locked_bytes(client_, bytes(name), name.size(), &locked));
+    return locked;
+  }
+
+  /** The C handle, still owned by this Client. */
+  redmutex_client* native_handle() const noexcept { return client_; }
+
+ private:
+  static LockOptions with_ttl(std::chrono::milliseconds ttl) {
+    LockOptions options;
+    options.ttl = ttl;
+    return options;
+  }
+
+  static const std::uint8_t* bytes(std::string_view s) noexcept {
+    // A non-NULL pointer even for an empty name, so the library reports the empty name.
+    return reinterpret_cast<const std::uint8_t*>(s.empty() ? "" : s.data());
+  }
+
+  std::optional<Guard> acquire(std::string_view name, const LockOptions& options,
+                               std::int64_t wait_ms) const {
+    redmutex_lock_options* raw = nullptr;
+    detail::check(redmutex_lock_options_new(&raw));
+    std::unique_ptr<redmutex_lock_options, detail::LockOptionsDeleter> opts(raw);
+    detail::check(redmutex_lock_options_set_ttl(opts.get(), detail::to_ms(options.ttl)));
+    detail::check(redmutex_lock_options_set_auto_renew(opts.get(), options.auto_renew));
+    detail::check(redmutex_lock_options_set_fencing(opts.get(), options.fencing));
+    if (options.max_hold) {
+      // The C API spells "no limit" as 0; here that is std::nullopt, so 0 is out of range.
+      if (options.max_hold->count() <= 0) {
+        throw Error(REDMUTEX_RESULT_INVALID_ARGUMENT, "invalid argument: max_hold must be positive");
+      }
+      detail::check(
+          redmutex_lock_options_set_max_hold(opts.get(), detail::to_ms(*options.max_hold)));
+    }
+    if (options.node_timeout) {
+      // Likewise 0 means "the default" in C, which here is std::nullopt.
+      if (options.node_timeout->count() <= 0) {
+        throw Error(REDMUTEX_RESULT_INVALID_ARGUMENT,
+                    "invalid argument: node_timeout must be positive");
+      }
+      detail::check(
+          redmutex_lock_options_set_node_timeout(opts.get(), detail::to_ms(*options.node_timeout)));
+    }
+    redmutex_guard* guard = nullptr;
+    redmutex_result r = redmutex_lock_with_options(client_, bytes(name), name.size(), opts.get(),
+                                                   wait_ms, &guard);
+    if (r == REDMUTEX_RESULT_WOULD_BLOCK) return std::nullopt;
+    detail::check(r);
+    return Guard(guard);
+  }
+
+  redmutex_client* client_ = nullptr;
+};
 
 }  // namespace redmutex
 

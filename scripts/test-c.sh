@@ -7,6 +7,7 @@
 # Tests read REDMUTEX_TEST_URL (one server) and REDMUTEX_TEST_URLS5 (five, comma-separated).
 # When unset, this script starts throwaway redis-servers on free loopback ports for them.
 # Needs cc, c++, redis-server and valgrind (`make deps` installs what is missing).
+# valgrind reads tests/c/valgrind.supp: glibc's and Rust std's per-thread bookkeeping only.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -81,7 +82,8 @@ for src in "${sources[@]}"; do
   name=$(basename "${src%.*}")
   echo "== $name (valgrind)"
   compile "$src" "$out/$name"
-  valgrind --quiet --error-exitcode=1 --leak-check=full "$out/$name" ||
+  valgrind --quiet --error-exitcode=1 --leak-check=full \
+    --suppressions=tests/c/valgrind.supp "$out/$name" ||
     failed+=("$name (valgrind)")
 done
 

@@ -5,6 +5,24 @@
 //! The bindings stay thin: behaviour lives in the `redmutex` crate.
 
 #![warn(missing_docs)]
+// The C names (`redmutex_client`, `redmutex_result`, …) are the contract.
+#![allow(non_camel_case_types)]
+
+// cbindgen writes the header in declaration order: results, clients, locks, guards.
+mod result;
+
+mod client;
+
+mod lock;
+
+mod guard;
+
+mod ptr;
+
+pub use client::*;
+pub use guard::*;
+pub use lock::*;
+pub use result::*;
 
 use std::ffi::{CStr, c_char};
 

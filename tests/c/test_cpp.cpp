@@ -1,9 +1,41 @@
-// Compiles include/redmutex.hpp as a C++17 user would, and checks it agrees with the C API.
+// Compiles include/redmutex.hpp as a C++17 user would, and checks the RAII release, the
+// move-only Guard and the exceptions against a real redis-server.
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
 
 #include "redmutex.hpp"
 #include "testing.h"
+
+using namespace std::chrono_literals;
+
+static std::string url() { return testing_env("REDMUTEX_TEST_URL"); }
+
+static std::string unique_name(const char* what) {
+  static std::atomic<unsigned> counter{0};
+  return "redmutex-cpp-test:" + std::to_string(getpid()) + ":" + std::to_string(counter++) +
+         ":" + what;
+}
+
+// The code of the redmutex::Error that `f` throws, or REDMUTEX_RESULT_OK if it throws none.
+template <typename F>
+static redmutex_result code_of(F&& f, std::string* message = nullptr) {
+  try {
+    f();
+  } catch (const redmutex::Error& e) {
+    if (message != nullptr) *message = e.what();
+    return e.code();
+  }
+  return REDMUTEX_RESULT_OK;
+}
 
 static void test_version_matches_c_api() {
   std::string_view version = redmutex::version();
@@ -11,7 +43,132 @@ static void test_version_matches_c_api() {
   CHECK(version == EXPECTED_VERSION);
 }
 
+static void test_guard_releases_at_the_end_of_its_scope() {
+  redmutex::Client client(url());
+  redmutex::Client other(url());
+  std::string name = unique_name("raii");
+  {
+    redmutex::Guard guard = client.lock(name, 30s);
+    CHECK(guard);
+    CHECK(guard.is_held());
+    CHECK(guard.fence() >= 1);
+    CHECK(client.is_locked(name));
+    CHECK(!other.try_lock(name));
+  }
+  // Released by the destructor: another client gets it at once.
+  CHECK(!client.is_locked(name));
+  std::optional<redmutex::Guard> again = other.try_lock(name);
+  CHECK(again.has_value());
+  CHECK(again->is_held());
+}
+
+static void test_guard_is_move_only_and_moves_ownership() {
+  redmutex::Client client(url());
+  std::string first = unique_name("move-a");
+  std::string second = unique_name("move-b");
+  redmutex::Guard a = client.lock(first);
+  redmutex::Guard b = std::move(a);
+  CHECK(!a);
+  CHECK(!a.is_held());
+  CHECK(b.is_held());
+  CHECK(client.is_locked(first));
+
+  // Assigning over a Guard releases the lock it held.
+  b = client.lock(second);
+  CHECK(!client.is_locked(first));
+  CHECK(client.is_locked(second));
+
+  std::vector<redmutex::Guard> held;
+  held.push_back(std::move(b));
+  CHECK(held.back().is_held());
+  held.clear();
+  CHECK(!client.is_locked(second));
+}
+
+static void test_try_lock_for_waits_for_the_release() {
+  redmutex::Client client(url());
+  std::string name = unique_name("wait");
+  std::optional<redmutex::Guard> holder = client.try_lock(name);
+  CHECK(holder);
+  CHECK(!client.try_lock_for(name, 100ms));
+  std::thread releaser([&holder] {
+    std::this_thread::sleep_for(200ms);
+    holder->unlock();
+  });
+  std::optional<redmutex::Guard> waiter = client.try_lock_for(name, 5s);
+  releaser.join();
+  CHECK(waiter);
+  CHECK(!*holder);
+  waiter->unlock();
+  CHECK(!*waiter);
+}
+
+static void test_errors_carry_the_result_code_and_message() {
+  std::string message;
+  CHECK(code_of([] { redmutex::Client client(std::vector<std::string>{}); }, &message) ==
+        REDMUTEX_RESULT_INVALID_ARGUMENT);
+  CHECK(code_of([] { redmutex::Client client("http://not-redis"); }) ==
+        REDMUTEX_RESULT_INVALID_ARGUMENT);
+  redmutex::Client client(url());
+  CHECK(code_of([&] { client.lock(unique_name("ttl"), 0ms); }, &message) ==
+        REDMUTEX_RESULT_INVALID_ARGUMENT);
+  CHECK(message.find("TTL") != std::string::npos);
+  CHECK(code_of([&] { client.lock(""); }) == REDMUTEX_RESULT_INVALID_ARGUMENT);
+
+  redmutex::ClientOptions options;
+  options.connect_timeout = 200ms;
+  redmutex::Client down("redis://127.0.0.1:1", options);
+  redmutex::Error error(REDMUTEX_RESULT_OK, "");
+  try {
+    down.lock(unique_name("down"));
+  } catch (const redmutex::Error& e) {
+    error = e;
+  }
+  CHECK(error.code() == REDMUTEX_RESULT_CONNECTION);
+  CHECK(std::strcmp(error.code_name(), "REDMUTEX_RESULT_CONNECTION") == 0);
+  CHECK(std::string(error.what()).find("127.0.0.1:1") != std::string::npos);
+}
+
+static void test_unlock_reports_a_lost_lock_and_on_lost_runs() {
+  redmutex::Client client(url());
+  std::string name = unique_name("lost");
+  redmutex::LockOptions options;
+  options.ttl = 300ms;
+  options.auto_renew = false;
+  CHECK(!client.is_locked(name));  // opens the connection before the short lease starts
+  std::optional<redmutex::Guard> guard = client.try_lock_for(name, 5s, options);
+  CHECK(guard);
+  std::atomic<int> calls{0};
+  guard->on_lost([&calls] { calls++; });
+  guard->on_lost([] { throw std::runtime_error("swallowed, never unwinds into C"); });
+  CHECK(guard->wait_lost(5s));
+  for (int i = 0; i < 500 && calls.load() == 0; i++) std::this_thread::sleep_for(10ms);
+  CHECK(calls.load() == 1);
+  CHECK(code_of([&] { guard->check(); }) == REDMUTEX_RESULT_LOST);
+  CHECK(code_of([&] { guard->unlock(); }) == REDMUTEX_RESULT_LOST);
+  CHECK(!*guard);
+}
+
+static void test_token_and_owner_label() {
+  redmutex::ClientOptions options;
+  options.owner = "cpp-worker";
+  redmutex::Client client(url(), options);
+  redmutex::Guard guard = client.lock(unique_name("token"));
+  std::string token = guard.token();
+  CHECK(token.rfind("cpp-worker:", 0) == 0);
+  CHECK(token.size() == std::strlen("cpp-worker:") + 32);
+  CHECK(guard.valid_for() > 20s);
+  guard.extend(60s);
+  CHECK(guard.valid_for() > 50s);
+}
+
 int main() {
   RUN(test_version_matches_c_api);
+  RUN(test_guard_releases_at_the_end_of_its_scope);
+  RUN(test_guard_is_move_only_and_moves_ownership);
+  RUN(test_try_lock_for_waits_for_the_release);
+  RUN(test_errors_carry_the_result_code_and_message);
+  RUN(test_unlock_reports_a_lost_lock_and_on_lost_runs);
+  RUN(test_token_and_owner_label);
   return TESTING_SUMMARY();
 }

@@ -1,0 +1,154 @@
+/* Redlock through the C API: five independent redis-servers (REDMUTEX_TEST_URLS5), some of
+ * them replaced by loopback ports where nobody listens. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "redmutex.h"
+#include "support.h"
+#include "testing.h"
+
+/* A loopback port that refuses connections: bound by us but never listening, so nobody else
+ * can take it while the test runs. Returns the socket (close it after) or -1. */
+static int closed_port(char *url, size_t url_len) {
+  struct sockaddr_in addr;
+  socklen_t len = sizeof addr;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  memset(&addr, 0, sizeof addr);
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+      getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  snprintf(url, url_len, "redis://127.0.0.1:%u", (unsigned)ntohs(addr.sin_port));
+  return fd;
+}
+
+/* A client on `up` of the five test servers plus `5 - up` dead ports. */
+struct cluster {
+  char storage[1024];
+  char dead[5][64];
+  int fds[5];
+  const char *urls[5];
+  redmutex_client *client;
+};
+
+static bool cluster_open(struct cluster *c, int up, long connect_timeout_ms) {
+  const char *live[5];
+  redmutex_client_options *options = NULL;
+  int i;
+  bool ok;
+  for (i = 0; i < 5; i++) c->fds[i] = -1;
+  c->client = NULL;
+  if (test_urls5(c->storage, sizeof c->storage, live) != 5) return false;
+  for (i = 0; i < 5; i++) {
+    if (i < up) {
+      c->urls[i] = live[i];
+    } else {
+      c->fds[i] = closed_port(c->dead[i], sizeof c->dead[i]);
+      if (c->fds[i] < 0) return false;
+      c->urls[i] = c->dead[i];
+    }
+  }
+  if (redmutex_client_options_new(&options) != REDMUTEX_RESULT_OK) return false;
+  redmutex_client_options_set_connect_timeout(options, (uint64_t)connect_timeout_ms);
+  ok = redmutex_client_new_with_options(c->urls, 5, options, &c->client) == REDMUTEX_RESULT_OK;
+  redmutex_client_options_free(options);
+  return ok;
+}
+
+static void cluster_close(struct cluster *c) {
+  int i;
+  redmutex_client_free(c->client);
+  for (i = 0; i < 5; i++) {
+    if (c->fds[i] >= 0) close(c->fds[i]);
+  }
+}
+
+static void test_five_nodes_lock_and_unlock(void) {
+  char name[128];
+  struct cluster c;
+  redmutex_guard *guard = NULL;
+  redmutex_guard *other = NULL;
+  bool locked = false;
+  CHECK(cluster_open(&c, 5, 1000));
+  unique_name(name, sizeof name, "five");
+
+  CHECK_OK(redmutex_lock(c.client, name, 30000, 0, &guard));
+  CHECK(redmutex_guard_fence(guard) >= 1);
+  CHECK_OK(redmutex_is_locked(c.client, name, &locked));
+  CHECK(locked);
+  CHECK_RESULT(redmutex_lock(c.client, name, 30000, 0, &other), REDMUTEX_RESULT_WOULD_BLOCK);
+  CHECK_OK(redmutex_unlock(guard));
+  cluster_close(&c);
+}
+
+static void test_two_of_five_down_still_locks(void) {
+  char name[128];
+  struct cluster c;
+  redmutex_guard *guard = NULL;
+  CHECK(cluster_open(&c, 3, 1000));
+  unique_name(name, sizeof name, "three-up");
+
+  CHECK_OK(redmutex_lock(c.client, name, 30000, 0, &guard));
+  CHECK(redmutex_guard_is_held(guard));
+  CHECK_OK(redmutex_guard_extend(guard, 30000));
+  CHECK_OK(redmutex_unlock(guard));
+  cluster_close(&c);
+}
+
+static void test_three_of_five_down_is_no_quorum(void) {
+  char name[128];
+  struct cluster c;
+  redmutex_guard *guard = (redmutex_guard *)&guard;
+  bool locked = true;
+  CHECK(cluster_open(&c, 2, 1000));
+  unique_name(name, sizeof name, "two-up");
+
+  CHECK_RESULT(redmutex_lock(c.client, name, 30000, 0, &guard), REDMUTEX_RESULT_NO_QUORUM);
+  CHECK(guard == (redmutex_guard *)&guard);
+  /* The message reports every node: two granted, three unreachable, with their addresses. */
+  CHECK(last_error_contains("no quorum"));
+  CHECK(last_error_contains(c.dead[2] + strlen("redis://")));
+  CHECK(last_error_contains(c.dead[4] + strlen("redis://")));
+  CHECK(last_error_contains("unreachable"));
+  CHECK_RESULT(redmutex_is_locked(c.client, name, &locked), REDMUTEX_RESULT_NO_QUORUM);
+  CHECK(locked);
+  cluster_close(&c);
+}
+
+static void test_three_of_five_down_stops_a_forever_wait(void) {
+  char name[128];
+  struct cluster c;
+  redmutex_guard *guard = NULL;
+  double started;
+  CHECK(cluster_open(&c, 2, 300));
+  unique_name(name, sizeof name, "two-up-forever");
+
+  started = now_ms();
+  CHECK_RESULT(redmutex_lock(c.client, name, 30000, -1, &guard), REDMUTEX_RESULT_NO_QUORUM);
+  CHECK(now_ms() - started < 10000);
+  CHECK(guard == NULL);
+  /* The grants the two live nodes gave were undone: a quorum of live nodes locks at once. */
+  cluster_close(&c);
+  CHECK(cluster_open(&c, 5, 1000));
+  CHECK_OK(redmutex_lock(c.client, name, 30000, 0, &guard));
+  CHECK_OK(redmutex_unlock(guard));
+  cluster_close(&c);
+}
+
+int main(void) {
+  RUN(test_five_nodes_lock_and_unlock);
+  RUN(test_two_of_five_down_still_locks);
+  RUN(test_three_of_five_down_is_no_quorum);
+  RUN(test_three_of_five_down_stops_a_forever_wait);
+  return TESTING_SUMMARY();
+}
