@@ -1,5 +1,15 @@
 //! The native module `redmutex._redmutex`; the public Python API is re-exported by the
-//! `redmutex` package in `py/python/redmutex/`.
+//! `redmutex` package in `py/python/redmutex/`, and described in its type stubs.
+//!
+//! Every call that may wait or touch the network runs with the GIL released, and every
+//! locking decision is the core crate's: this crate only converts arguments, errors and
+//! threads.
+
+mod args;
+mod callbacks;
+mod client;
+mod errors;
+mod lock;
 
 use pyo3::prelude::*;
 
@@ -7,5 +17,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _redmutex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<client::Client>()?;
+    m.add_class::<lock::Lock>()?;
+    errors::register(m)?;
     Ok(())
 }

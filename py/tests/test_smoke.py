@@ -25,9 +25,22 @@ def test_native_module_is_private_and_reexported():
     from redmutex import _redmutex
 
     assert _redmutex.__version__ == redmutex.__version__
-    assert redmutex.__all__ == ["__version__"]
+    for name in redmutex.__all__:
+        assert getattr(redmutex, name) is getattr(_redmutex, name)
+    assert set(redmutex.__all__) >= {"Client", "Lock", "LockError", "LockLostError"}
+
+
+def test_public_classes_live_in_the_package():
+    for name in redmutex.__all__:
+        obj = getattr(redmutex, name)
+        if isinstance(obj, type):
+            assert obj.__module__ == "redmutex", name
+            assert obj.__doc__, name
 
 
 def test_package_is_typed():
     package_dir = pathlib.Path(redmutex.__file__).parent
     assert (package_dir / "py.typed").is_file()
+    stubs = (package_dir / "_redmutex.pyi").read_text()
+    for name in redmutex.__all__:
+        assert re.search(rf"^(class {name}\b|{name}:)", stubs, re.M), name

@@ -1,5 +1,44 @@
-"""A blocking distributed mutex on Redis, with a Rust core."""
+"""A blocking distributed mutex on Redis, with a Rust core.
 
-from redmutex._redmutex import __version__
+    import redmutex
 
-__all__ = ["__version__"]
+    client = redmutex.Client("redis://127.0.0.1:6379")   # or a list of URLs (Redlock)
+    lock = client.lock("invoice:nightly:lock", ttl=30.0)
+    with lock:                                            # waits; releases on exit
+        send_invoices(fence=lock.fence)
+
+A Lock mirrors threading.Lock and redis-py's Lock: acquire(blocking=True, timeout=None),
+release(), locked() (anyone holds it: asks Redis), owned() (we hold it: local), extend(ttl),
+and `with lock:`. While held, the lease (ttl) is renewed on a background thread; if it is lost
+anyway, check(), release() and the fence property raise LockLostError and the on_lost callable
+is called. Every network wait releases the GIL and honours Ctrl-C.
+
+Errors derive from LockError; bad arguments raise TypeError or ValueError before anything is
+sent to Redis.
+"""
+
+from redmutex._redmutex import (
+    AuthenticationError,
+    Client,
+    Lock,
+    LockConnectionError,
+    LockError,
+    LockLostError,
+    NoQuorumError,
+    NotHeldError,
+    ServerError,
+    __version__,
+)
+
+__all__ = [
+    "AuthenticationError",
+    "Client",
+    "Lock",
+    "LockConnectionError",
+    "LockError",
+    "LockLostError",
+    "NoQuorumError",
+    "NotHeldError",
+    "ServerError",
+    "__version__",
+]

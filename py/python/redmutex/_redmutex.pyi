@@ -1,3 +1,231 @@
-"""Type stubs for the native module; keep in step with py/src/lib.rs."""
+"""Type stubs for the native module; keep in step with py/src/*.rs."""
+
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import final
+
+__all__ = [
+    "AuthenticationError",
+    "Client",
+    "Lock",
+    "LockConnectionError",
+    "LockError",
+    "LockLostError",
+    "NoQuorumError",
+    "NotHeldError",
+    "ServerError",
+    "__version__",
+]
 
 __version__: str
+
+class LockError(Exception):
+    """Base class of the errors redmutex raises (bad arguments raise TypeError or ValueError)."""
+
+class LockLostError(LockError):
+    """The lock was lost: it expired, or another owner's value replaced ours.
+
+    Raised by check(), release(), extend() and the fence property once the lease is gone;
+    another process may hold the lock now.
+    """
+
+class NoQuorumError(LockError):
+    """Fewer than a majority of the nodes answered or agreed; the message lists each node."""
+
+class LockConnectionError(LockError, ConnectionError):
+    """A Redis node could not be reached, or the connection broke or timed out."""
+
+class AuthenticationError(LockError):
+    """A Redis node refused the credentials (WRONGPASS, NOAUTH, NOPERM)."""
+
+class NotHeldError(LockError, RuntimeError):
+    """This Lock does not hold the lock: never acquired, already released, or inherited
+    through fork."""
+
+class ServerError(LockError):
+    """A Redis node answered with an error (OOM, READONLY, WRONGTYPE, ...)."""
+
+@final
+class Client:
+    """One Redis server, or several independent masters (Redlock). Thread-safe; no I/O
+    happens until a lock is used, and a forked child opens its own connections."""
+
+    def __new__(
+        cls,
+        url: str | Sequence[str],
+        *,
+        connect_timeout: float | None = None,
+        node_timeout: float | None = None,
+        owner: str | None = None,
+    ) -> Client:
+        """Make a client.
+
+        Args:
+            url: a Redis URL ("redis://host:6379", "redis://user:password@host:6379/0",
+                "rediss://host:6380"), or a list of URLs of independent masters for Redlock
+                (use 3, 5 or 7); a lock is then held only while a majority agrees.
+            connect_timeout: seconds to open one connection (default 1.0); also how long a
+                lock call rides over unreachable nodes before it raises.
+            node_timeout: seconds each node has to answer one request (default: 2 % of each
+                lock's ttl, between 0.02 and 0.25).
+            owner: the label at the start of every lock value, so that GET on a lock tells
+                who holds it (default "hostname:pid"); 1 to 128 visible ASCII characters.
+
+        Raises:
+            TypeError: url is not a str or a list of str.
+            ValueError: no URL, a malformed URL, a timeout outside 0.001..3600 s, a bad owner.
+        """
+
+    def lock(
+        self,
+        name: str | bytes,
+        ttl: float = 30.0,
+        *,
+        auto_renew: bool = True,
+        max_hold: float | None = None,
+        fencing: bool = True,
+        on_lost: Callable[[], object] | None = None,
+    ) -> Lock:
+        """A Lock on `name`; cheap, sends nothing until it is used.
+
+        Args:
+            name: the Redis key of the lock, str (sent as UTF-8) or bytes, 1 to 512 bytes.
+            ttl: the lease in seconds (0.01 to 86400): how long the lock outlives a holder
+                that stopped renewing it (crashed, frozen, partitioned).
+            auto_renew: keep extending the lease every ttl/3 while the Lock is held, on the
+                client's renew thread (which needs no GIL).
+            max_hold: seconds after which renewal stops, so the lock expires even if the
+                holder never releases it; None for no limit.
+            fencing: give each acquisition a fence number (Lock.fence). Turn it off for names
+                of unbounded cardinality: the counter is one key per name that never expires.
+            on_lost: called with no arguments, once, when a held lock is lost (renewal failed
+                or another owner replaced our value). It runs on a background thread; keep it
+                short. Its exceptions go to sys.unraisablehook. Not called after release().
+
+        Raises:
+            TypeError: a name that is not str/bytes, a non-number, a non-callable on_lost.
+            ValueError: an empty or too long name, a ttl or max_hold out of range (NaN,
+                negative, zero, huge).
+        """
+
+    @property
+    def nodes(self) -> list[str]:
+        """The nodes' addresses, without credentials."""
+
+    @property
+    def quorum(self) -> int:
+        """How many nodes must agree: len(nodes) // 2 + 1."""
+
+@final
+class Lock:
+    """A distributed lock on one name, made by Client.lock().
+
+    Mirrors threading.Lock: not re-entrant (acquiring a Lock that is held, by this object
+    too, waits for its release), and any thread may release it. Thread-safe. A Lock
+    inherited by a forked child neither renews nor releases the parent's lock.
+    """
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Take the lock: True when held, False when the wait ran out.
+
+        Args:
+            blocking: when false, make one attempt and return at once (a timeout is then a
+                ValueError, as with threading.Lock). None means True, as in redis-py.
+            timeout: seconds to wait at most; None or -1 waits until the lock is free
+                (however long that is), 0 makes one attempt.
+
+        The GIL is released while waiting, and a signal (Ctrl-C) interrupts the wait within
+        100 ms: its exception (KeyboardInterrupt) is raised and nothing is left held.
+
+        Raises:
+            LockConnectionError, NoQuorumError: the nodes stayed unreachable for the client's
+                connect_timeout.
+            AuthenticationError, ServerError: a node refused the request.
+            ValueError: a negative or NaN timeout, or a timeout with blocking=False.
+        """
+
+    def release(self) -> None:
+        """Release the lock on every node (only where it still holds our token) and stop
+        renewing it.
+
+        Raises:
+            NotHeldError: this Lock is not acquired.
+            LockLostError: the lock had expired or another owner had it; their value is left
+                in place.
+            NoQuorumError, LockConnectionError: not enough nodes confirmed; the lock then
+                expires by its TTL.
+        """
+
+    def locked(self) -> bool:
+        """Whether anyone holds the lock, this process or another: asks Redis."""
+
+    def owned(self) -> bool:
+        """Whether this Lock holds the lock now, answered locally (no network): acquired,
+        not released, not lost, within its validity. False in a forked child."""
+
+    def check(self) -> None:
+        """Raise unless owned(); no network. Call it before each step of a critical section.
+
+        Raises:
+            LockLostError: the lock was acquired but is lost.
+            NotHeldError: this Lock is not acquired.
+        """
+
+    def extend(self, ttl: float) -> None:
+        """Set the lease to `ttl` seconds from now (redis-py's extend with replace_ttl=True);
+        later automatic renewals use this ttl too. Never re-creates a lock that is gone.
+
+        Args:
+            ttl: seconds, 0.01 to 86400.
+
+        Raises:
+            NotHeldError: this Lock is not acquired.
+            LockLostError: the lock is gone or someone else has it.
+            NoQuorumError, LockConnectionError: not enough nodes confirmed.
+            ValueError: ttl out of range.
+        """
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        """Block until the lock is lost (True), or `timeout` seconds pass or the lock is
+        released (False); for watchdog threads. False at once when not acquired. The GIL is
+        released while waiting, and Ctrl-C interrupts it.
+
+        Args:
+            timeout: seconds to wait at most; None waits until lost or released.
+        """
+
+    @property
+    def fence(self) -> int:
+        """The fence number of this acquisition: greater than that of every earlier holder
+        of the name (0 with fencing=False). Pass it to the resource you protect, which should
+        refuse writes with a lower number than one it has seen.
+
+        Raises:
+            NotHeldError: this Lock is not acquired.
+            LockLostError: the lock was lost (a stale holder gets no number to write with).
+        """
+
+    @property
+    def valid_for(self) -> float:
+        """Seconds left of this acquisition's validity (renewal moves it forward); 0.0 when
+        this Lock does not hold the lock. No network."""
+
+    @property
+    def name(self) -> str | bytes:
+        """The lock's name (its Redis key), as given."""
+
+    @property
+    def ttl(self) -> float:
+        """The lease in seconds, as given to Client.lock()."""
+
+    def __enter__(self) -> Lock:
+        """acquire() with no timeout; returns the Lock."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        """release(); never suppresses the exception of the with-block. If the release
+        fails (say LockLostError), that error is raised, chained to the block's exception."""

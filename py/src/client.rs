@@ -1,0 +1,143 @@
+//! `Client`: one set of Redis nodes, and the factory of locks.
+
+use std::time::Duration;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use redmutex::MutexOptions;
+
+use crate::args;
+use crate::errors;
+use crate::lock::{Lock, SIGNAL_CHECK};
+
+/// The range the core accepts for connect and node timeouts.
+const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The longest `max_hold` the core accepts (366 days).
+const MAX_HOLD: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// One Redis server, or several independent masters (Redlock), and the factory of locks.
+///
+/// url: a Redis URL ("redis://host:6379", "redis://user:password@host:6379/0",
+///     "rediss://host:6380"), or a list of URLs of independent masters for Redlock (use
+///     3, 5 or 7); a lock is then held only while a majority agrees.
+/// connect_timeout: seconds to open one connection (default 1.0); also how long a lock
+///     call rides over unreachable nodes before it raises.
+/// node_timeout: seconds each node has to answer one request (default: 2 % of each
+///     lock's ttl, between 0.02 and 0.25).
+/// owner: the label at the start of every lock value, so that GET on a lock tells who
+///     holds it (default "hostname:pid"); 1 to 128 visible ASCII characters.
+///
+/// Making a Client does no I/O: nodes are connected on first use, and a forked child opens its
+/// own connections. Thread-safe; share one Client between threads.
+#[pyclass(module = "redmutex", name = "Client", frozen)]
+pub struct Client {
+    inner: redmutex::Client,
+}
+
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (url, *, connect_timeout = None, node_timeout = None, owner = None))]
+    fn new(
+        url: &Bound<'_, PyAny>,
+        connect_timeout: Option<&Bound<'_, PyAny>>,
+        node_timeout: Option<&Bound<'_, PyAny>>,
+        owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Client> {
+        let py = url.py();
+        let mut builder = redmutex::Client::builder().nodes(args::urls(url)?);
+        if let Some(t) =
+            args::optional_duration("connect_timeout", connect_timeout, MIN_TIMEOUT, MAX_TIMEOUT)?
+        {
+            builder = builder.connect_timeout(t);
+        }
+        if let Some(t) =
+            args::optional_duration("node_timeout", node_timeout, MIN_TIMEOUT, MAX_TIMEOUT)?
+        {
+            builder = builder.node_timeout(t);
+        }
+        if let Some(owner) = owner.filter(|o| !o.is_none()) {
+            let label: String = owner
+                .extract()
+                .map_err(|_| PyTypeError::new_err("owner must be a str or None"))?;
+            builder = builder.owner(label);
+        }
+        let inner = builder.build().map_err(|e| errors::to_py(py, e))?;
+        Ok(Client { inner })
+    }
+
+    /// A Lock on `name`; cheap, holds no connection and sends nothing until it is used.
+    ///
+    /// name: the Redis key of the lock, str (sent as UTF-8) or bytes, 1 to 512 bytes.
+    /// ttl: the lease in seconds (0.01 to 86400): how long the lock outlives a holder that
+    ///     stopped renewing it (crashed, frozen, partitioned).
+    /// auto_renew: keep extending the lease every ttl/3 while the Lock is held, on the
+    ///     client's renew thread (no GIL needed).
+    /// max_hold: seconds after which renewal stops, so the lock expires even if the holder
+    ///     never releases it; None for no limit.
+    /// fencing: give each acquisition a fence number (Lock.fence). Turn it off for names
+    ///     of unbounded cardinality: the counter is one Redis key per name that never expires.
+    /// on_lost: a callable taking no arguments, called once when a held lock is lost
+    ///     (renewal failed, or another owner replaced our value). It runs on a background
+    ///     thread; keep it short. An exception it raises is printed (sys.unraisablehook).
+    ///     It is not called after release().
+    #[pyo3(
+        signature = (name, ttl = None, *, auto_renew = true, max_hold = None, fencing = true, on_lost = None),
+        text_signature = "(self, name, ttl=30.0, *, auto_renew=True, max_hold=None, fencing=True, on_lost=None)"
+    )]
+    // The Python keyword arguments, one parameter each.
+    #[allow(clippy::too_many_arguments)]
+    fn lock(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'_, PyAny>>,
+        fencing: bool,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Lock> {
+        let (name, name_is_str) = args::name(name)?;
+        let ttl = match ttl.filter(|t| !t.is_none()) {
+            Some(t) => args::duration("ttl", t, redmutex::MIN_TTL, redmutex::MAX_TTL)?,
+            None => redmutex::DEFAULT_TTL,
+        };
+        let max_hold = args::optional_duration("max_hold", max_hold, redmutex::MIN_TTL, MAX_HOLD)?;
+        let on_lost = match on_lost.filter(|c| !c.is_none()) {
+            Some(c) if c.is_callable() => Some(c.clone().unbind()),
+            Some(c) => {
+                return Err(PyTypeError::new_err(format!(
+                    "on_lost must be callable or None, got {}",
+                    c.get_type().name()?
+                )));
+            }
+            None => None,
+        };
+        let opts = MutexOptions::default()
+            .with_ttl(ttl)
+            .with_auto_renew(auto_renew)
+            .with_max_hold(max_hold)
+            .with_fencing(fencing)
+            .with_wait_cap(SIGNAL_CHECK);
+        opts.validate().map_err(|e| errors::to_py(py, e))?;
+        let mutex = self.inner.mutex(name).options(opts);
+        Ok(Lock::new(mutex, name_is_str, on_lost))
+    }
+
+    /// The nodes' addresses, without credentials.
+    #[getter]
+    fn nodes(&self) -> Vec<String> {
+        self.inner.node_names()
+    }
+
+    /// How many nodes must agree: len(nodes) // 2 + 1.
+    #[getter]
+    fn quorum(&self) -> usize {
+        self.inner.quorum()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<redmutex.Client nodes={:?}>", self.inner.node_names())
+    }
+}
