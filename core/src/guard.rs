@@ -443,8 +443,8 @@ impl MutexGuard {
     /// Registers a callback that runs once when the lock is lost (renewal failed or another
     /// owner took over). It runs on the client's renew thread (or, if the loss is discovered by
     /// a call of yours, on your thread after that call); keep it short and never block in it.
-    /// If the lock is already lost, it runs at once on this thread. It never runs after the
-    /// guard was released.
+    /// If the lock is already lost, it runs at once on this thread. It never starts after
+    /// the guard was released (one that already started may still be running).
     pub fn on_lost(&self, callback: impl FnOnce() + Send + 'static) {
         let lost = {
             let st = self.shared.state.lock();
@@ -464,7 +464,7 @@ impl MutexGuard {
     /// Blocks until the lock is lost (`true`) or `timeout` passes (`false`); for watchdog
     /// threads. Returns `false` at once when the guard was released.
     pub fn wait_lost(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now().checked_add(timeout);
         let shared = &self.shared;
         let mut st = shared.state.lock();
         loop {
@@ -477,10 +477,10 @@ impl MutexGuard {
                 fire(shared.mark_lost());
                 return true;
             }
-            if now >= deadline {
+            if deadline.is_some_and(|d| now >= d) {
                 return false;
             }
-            let until = deadline.min(st.valid_until);
+            let until = deadline.map_or(st.valid_until, |d| d.min(st.valid_until));
             shared.lost_cv.wait_until(&mut st, until);
         }
     }

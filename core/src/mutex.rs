@@ -341,7 +341,8 @@ impl Mutex {
     ///
     /// [`TryLockError::WouldBlock`] when the wait ran out; otherwise as [`lock`](Mutex::lock).
     pub fn try_lock_for(&self, timeout: Duration) -> Result<MutexGuard, TryLockError> {
-        self.acquire(Some(Instant::now() + timeout), None)
+        // A wait too long to represent is a wait without end.
+        self.acquire(Instant::now().checked_add(timeout), None)
     }
 
     /// Waits until `deadline` at most for the lock.

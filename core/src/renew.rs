@@ -18,9 +18,9 @@ use crate::quorum::{self, Tally};
 const BATCH: usize = 256;
 
 pub(crate) struct Renewer {
-    shared: Arc<Shared>,
-    /// The process whose thread serves the heap (a forked child starts its own).
-    started_in: Mutex<Option<u32>>,
+    /// The heap and its thread's wake-up, with the process whose thread serves them: a forked
+    /// child starts its own thread with a fresh heap.
+    current: Mutex<(Option<u32>, Arc<Shared>)>,
 }
 
 struct Shared {
@@ -61,52 +61,62 @@ impl Ord for Entry {
 impl Renewer {
     pub(crate) fn new() -> Renewer {
         Renewer {
-            shared: Arc::new(Shared {
-                state: Mutex::new(State::default()),
-                cv: Condvar::new(),
-            }),
-            started_in: Mutex::new(None),
+            current: Mutex::new((None, Shared::new())),
         }
     }
 
     /// Asks the renew thread to look at `guard` at `at`; starts the thread on first use.
     pub(crate) fn schedule(&self, at: Instant, guard: &Arc<GuardShared>) {
-        self.ensure_started();
-        let mut st = self.shared.state.lock();
+        let shared = self.ensure_started();
+        let mut st = shared.state.lock();
         push(&mut st, at, Arc::downgrade(guard));
         let earliest = st.heap.peek().is_some_and(|Reverse(e)| e.at == at);
         drop(st);
         if earliest {
-            self.shared.cv.notify_one();
+            shared.cv.notify_one();
         }
     }
 
-    fn ensure_started(&self) {
+    fn ensure_started(&self) -> Arc<Shared> {
         let pid = std::process::id();
-        let mut started = self.started_in.lock();
-        if *started == Some(pid) {
-            return;
+        let mut current = self.current.lock();
+        if current.0 == Some(pid) {
+            return Arc::clone(&current.1);
         }
-        if started.is_some() {
-            // A forked child inherits the parent's heap but not its thread: the parent's
-            // guards are not ours to renew.
-            self.shared.state.lock().heap.clear();
+        if current.0.is_some() {
+            // A forked child inherits the parent's heap but not its thread. The parent's
+            // guards are not ours to renew, and the inherited lock and condition variable may
+            // be in a state only the parent's threads could resolve: start afresh.
+            current.1 = Shared::new();
         }
-        let shared = Arc::clone(&self.shared);
+        let shared = Arc::clone(&current.1);
         let spawned = std::thread::Builder::new()
             .name("redmutex-renew".into())
             .spawn(move || run(&shared));
         match spawned {
-            Ok(_) => *started = Some(pid),
+            Ok(_) => current.0 = Some(pid),
             Err(e) => log::error!("redmutex: cannot start the renew thread: {e}"),
         }
+        Arc::clone(&current.1)
+    }
+}
+
+impl Shared {
+    fn new() -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+        })
     }
 }
 
 impl Drop for Renewer {
     fn drop(&mut self) {
-        self.shared.state.lock().stop = true;
-        self.shared.cv.notify_all();
+        let current = self.current.lock();
+        if current.0 == Some(std::process::id()) {
+            current.1.state.lock().stop = true;
+            current.1.cv.notify_all();
+        }
     }
 }
 

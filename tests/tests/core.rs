@@ -354,6 +354,13 @@ fn extend_sets_a_new_lease_and_never_recreates() {
         .lock()
         .unwrap();
     let before = guard.valid_until();
+    // A wait too long to represent means no deadline, not a panic.
+    assert!(!guard.wait_lost(Duration::from_millis(1)));
+    let other = client
+        .mutex("extend:other")
+        .try_lock_for(Duration::MAX)
+        .unwrap();
+    other.unlock().unwrap();
     guard.extend(Duration::from_secs(60)).unwrap();
     assert!(pttl(&server, "extend:lock") > 50_000);
     assert!(guard.valid_until() > before + Duration::from_secs(50));
