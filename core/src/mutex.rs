@@ -569,6 +569,7 @@ impl Mutex {
         let mut granted: Vec<(usize, u64)> = Vec::new();
         let mut hint: Option<Duration> = None;
         let mut wake_from = Vec::new();
+        let mut failed_midway = Vec::new();
         for (i, (node, answer)) in nodes.iter().zip(answers).enumerate() {
             match answer.map(|mut v| v.pop()) {
                 Ok(Some(Ok(Value::Array(items))))
@@ -594,7 +595,12 @@ impl Mutex {
                         },
                     );
                 }
-                Ok(Some(Err(e))) | Err(e) => tally.fail(node, e),
+                // A script that failed midway may have stored our token before it failed.
+                Ok(Some(Err(e))) => {
+                    failed_midway.push(i);
+                    tally.fail(node, e)
+                }
+                Err(e) => tally.fail(node, e),
                 other => tally.push(
                     node,
                     NodeOutcome::Error(format!("unexpected reply {other:?}")),
@@ -624,12 +630,13 @@ impl Mutex {
             }
         }
 
-        // Not held: undo every grant. Nodes that did not answer in time already have the undo
-        // queued behind our request; nodes that said "taken" never stored our token.
-        if !granted.is_empty() {
+        // Not held: undo every grant, and on nodes whose script failed midway. Nodes that did
+        // not answer in time already have the undo queued behind our request; nodes that said
+        // "taken" never stored our token.
+        if !granted.is_empty() || !failed_midway.is_empty() {
             let mut calls = vec![Vec::new(); n];
-            for (i, _) in &granted {
-                calls[*i] = vec![undo.clone()];
+            for i in granted.iter().map(|(i, _)| *i).chain(failed_midway) {
+                calls[i] = vec![undo.clone()];
             }
             quorum::exchange(nodes, &calls, Instant::now() + plan.node_timeout, None);
         }

@@ -520,3 +520,17 @@ fn a_wrong_password_is_an_auth_error_and_never_printed() {
     let ok = Client::open(&format!("redis://:right-one@{}", server.addr())).unwrap();
     ok.mutex("auth:lock").lock().unwrap().unlock().unwrap();
 }
+
+#[test]
+fn a_script_error_is_a_server_error_and_leaves_nothing_behind() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    // The fence counter holds something INCR refuses: the script fails after its SET NX.
+    let _: () = server
+        .conn()
+        .set("{broken:lock}:fence", "not a number")
+        .unwrap();
+    let err = client.mutex("broken:lock").try_lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Server, "{err}");
+    assert_eq!(get(&server, "broken:lock"), None);
+}
