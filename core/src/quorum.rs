@@ -123,7 +123,10 @@ fn send(conn: &mut redis::Connection, calls: &[Call], deadline: Instant) -> Resu
 fn receive(conn: &mut redis::Connection, calls: &[Call], deadline: Instant) -> NodeAnswer {
     let mut values = Vec::with_capacity(calls.len());
     for _ in calls {
-        conn.set_read_timeout(Some(node::remaining(deadline)?))?;
+        // Replies are read one node after another: when a slow node used up the deadline,
+        // the replies that other nodes sent in time are still collected, with a token wait.
+        let left = deadline.saturating_duration_since(Instant::now());
+        conn.set_read_timeout(Some(left.max(std::time::Duration::from_millis(1))))?;
         values.push(conn.recv_response()?);
     }
     // A server that lost its scripts (SCRIPT FLUSH) gets the script text once more.
