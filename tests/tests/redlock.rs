@@ -268,6 +268,7 @@ fn exclusion_holds_while_nodes_fail() {
             Command::new(WORKER)
                 .args(["rmw", &urls, "chaos:lock", "chaos:counter", "100", "1000"])
                 .env("DATA_URL", data.url())
+                .env("NODE_TIMEOUT_MS", "100")
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()

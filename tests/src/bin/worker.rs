@@ -19,10 +19,15 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let urls: Vec<&str> = args[2].split(',').collect();
     let key = args[3].as_str();
-    let client = Client::builder()
-        .nodes(urls.iter().copied())
-        .build()
-        .unwrap();
+    let mut builder = Client::builder().nodes(urls.iter().copied());
+    // Fault tests on a loaded machine may ask for a per-node timeout above the TTL-derived one.
+    if let Some(ms) = std::env::var("NODE_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        builder = builder.node_timeout(Duration::from_millis(ms));
+    }
+    let client = builder.build().unwrap();
     match args[1].as_str() {
         "rmw" => {
             let n: u64 = args[5].parse().unwrap();
