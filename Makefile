@@ -54,10 +54,15 @@ test: deps
 demo: deps-redis
 	cargo run --release -q -p redmutex-examples --bin nightly_invoice
 
-# TODO: add the redmutex-bench crate (lock/unlock against a PING round-trip baseline,
-# DESIGN.md section 9); until then this target fails.
-bench:
-	cargo run --release -p redmutex-bench
+# The benchmark (bench/): starts its own redis-servers, prints one table of ratios to a PING
+# round trip, and rewrites BENCHMARKS.md and bench/benchmarks.svg. The Python rows need
+# .venv (bench/python/setup.sh); without it they are skipped with a note. A short run that
+# writes nothing: make bench BENCH_ARGS=--quick
+BENCH_ARGS ?=
+bench: deps
+	bench/python/setup.sh || echo "bench: Python setup failed; those rows will be skipped" >&2
+	cargo build --release -p redmutex-ffi -p redmutex-bench
+	"$(TARGET_DIR)/release/redmutex-bench" --write $(BENCH_ARGS)
 
 # Installs libredmutex (.so and .a), the headers and redmutex.pc, so that
 # `cc app.c $$(pkg-config --cflags --libs redmutex)` works. DESTDIR is for packagers.

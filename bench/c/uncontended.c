@@ -1,0 +1,71 @@
+/*
+ * The C binding's uncontended row: redmutex_lock (one attempt) + redmutex_unlock of a free
+ * lock, timed with CLOCK_MONOTONIC. Compiled and run by the Rust bench (bench/src/external.rs)
+ * against include/redmutex.h and the libredmutex built next to the bench binary.
+ *
+ *     uncontended URL N    prints {"samples_ns":[...]} on stdout
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "redmutex.h"
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int once(redmutex_client *client, const char *name) {
+    redmutex_guard *guard = NULL;
+    /* TTL 30 s as every row; wait 0: one attempt. */
+    if (redmutex_lock(client, name, 30000, 0, &guard) != REDMUTEX_RESULT_OK) {
+        return -1;
+    }
+    return redmutex_unlock(guard) == REDMUTEX_RESULT_OK ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s URL N\n", argv[0]);
+        return 2;
+    }
+    const char *urls[] = {argv[1]};
+    long n = strtol(argv[2], NULL, 10);
+    const char *name = "bench:uncontended:c";
+    redmutex_client *client = NULL;
+    if (redmutex_client_new(urls, 1, &client) != REDMUTEX_RESULT_OK) {
+        fprintf(stderr, "redmutex_client_new failed\n");
+        return 1;
+    }
+    uint64_t *samples = calloc((size_t)(n > 0 ? n : 1), sizeof *samples);
+    if (samples == NULL) {
+        return 1;
+    }
+    for (int i = 0; i < 50; i++) {
+        if (once(client, name) != 0) {
+            fprintf(stderr, "lock/unlock failed during warm-up\n");
+            return 1;
+        }
+    }
+    for (long i = 0; i < n; i++) {
+        uint64_t t = mono_ns();
+        if (once(client, name) != 0) {
+            fprintf(stderr, "lock/unlock failed\n");
+            return 1;
+        }
+        samples[i] = mono_ns() - t;
+    }
+    printf("{\"samples_ns\":[");
+    for (long i = 0; i < n; i++) {
+        printf("%s%llu", i ? "," : "", (unsigned long long)samples[i]);
+    }
+    printf("]}\n");
+    free(samples);
+    redmutex_client_free(client);
+    return 0;
+}

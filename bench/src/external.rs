@@ -1,0 +1,209 @@
+//! Rows measured by other processes: the Python locks (bench/python/locks.py) and the C
+//! binding (bench/c/uncontended.c, compiled here). Each one that cannot run is skipped with a
+//! note saying why, never failing the run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::stats::Samples;
+
+/// One implementation measured by an external process.
+pub struct External {
+    /// Short name: `ping`, `redis-py`, `python-redis-lock`, `redmutex-py`, `redmutex-c`.
+    pub name: String,
+    /// For the table: `redis-py Lock 8.1.0`.
+    pub label: String,
+    pub result: Result<Samples, String>,
+}
+
+/// The repository root: the nearest ancestor of the current directory (or of this crate's
+/// source directory, for `cargo test`) that holds `bench/python/locks.py`.
+pub fn repo_root() -> Option<PathBuf> {
+    let from_cwd = std::env::current_dir().ok();
+    let from_build = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf);
+    [from_cwd, from_build]
+        .into_iter()
+        .flatten()
+        .find_map(|start| {
+            start
+                .ancestors()
+                .find(|d| d.join("bench/python/locks.py").is_file())
+                .map(Path::to_path_buf)
+        })
+}
+
+pub struct Python {
+    pub interpreter: PathBuf,
+    pub script: PathBuf,
+    pub version: String,
+}
+
+/// The repository's virtualenv interpreter, or why there is none.
+pub fn python(root: Option<&Path>) -> Result<Python, String> {
+    let root = root.ok_or("the repository (bench/python/locks.py) was not found")?;
+    let interpreter = root.join(".venv/bin/python");
+    if !interpreter.is_file() {
+        return Err("no .venv; run `make bench` (bench/python/setup.sh) to create it".into());
+    }
+    Ok(Python {
+        interpreter,
+        script: root.join("bench/python/locks.py"),
+        version: String::new(),
+    })
+}
+
+impl Python {
+    /// The uncontended rows of every Python implementation, interleaved in one process.
+    pub fn uncontended(&mut self, url: &str, n: usize, rounds: usize) -> Vec<External> {
+        let out = Command::new(&self.interpreter)
+            .arg(&self.script)
+            .args(["uncontended", "--url", url])
+            .args(["--n", &n.to_string(), "--rounds", &rounds.to_string()])
+            .stderr(Stdio::inherit())
+            .output();
+        let parsed = out
+            .map_err(|e| format!("cannot run {}: {e}", self.interpreter.display()))
+            .and_then(|o| {
+                if !o.status.success() {
+                    return Err(format!("locks.py uncontended: {}", o.status));
+                }
+                serde_json::from_slice::<Value>(&o.stdout)
+                    .map_err(|e| format!("locks.py printed no JSON: {e}"))
+            });
+        let v = match parsed {
+            Ok(v) => v,
+            Err(e) => {
+                return ["ping", "redis-py", "python-redis-lock", "redmutex-py"]
+                    .iter()
+                    .map(|n| External {
+                        name: (*n).to_owned(),
+                        label: (*n).to_owned(),
+                        result: Err(e.clone()),
+                    })
+                    .collect();
+            }
+        };
+        self.version = v["python"].as_str().unwrap_or("?").to_owned();
+        let Some(impls) = v["impls"].as_object() else {
+            return Vec::new();
+        };
+        impls
+            .iter()
+            .map(|(name, e)| {
+                let label = format!(
+                    "{} {}",
+                    e["label"].as_str().unwrap_or(name),
+                    e["version"].as_str().unwrap_or("?")
+                );
+                let result = match (e["skip"].as_str(), e["samples_ns"].as_array()) {
+                    (Some(why), _) => Err(why.to_owned()),
+                    (None, Some(s)) => {
+                        Ok(Samples::new(s.iter().filter_map(Value::as_u64).collect()))
+                    }
+                    (None, None) => Err("no samples".to_owned()),
+                };
+                External {
+                    name: name.clone(),
+                    label,
+                    result,
+                }
+            })
+            .collect()
+    }
+
+    /// The command line of a handoff child running `imp`.
+    pub fn child(&self, imp: &str, url: &str, key: &str) -> Command {
+        let mut cmd = Command::new(&self.interpreter);
+        cmd.arg(&self.script)
+            .args(["child", "--impl", imp, "--url", url, "--key", key]);
+        cmd
+    }
+}
+
+/// The C binding's uncontended row: compiles bench/c/uncontended.c against include/redmutex.h
+/// and the libredmutex next to this binary (`cargo build --release -p redmutex-ffi`), runs it.
+pub fn c_binding(root: Option<&Path>, url: &str, n: usize) -> External {
+    External {
+        name: "redmutex-c".into(),
+        label: "redmutex C binding".into(),
+        result: c_binding_samples(root, url, n),
+    }
+}
+
+fn c_binding_samples(root: Option<&Path>, url: &str, n: usize) -> Result<Samples, String> {
+    let root = root.ok_or("the repository was not found")?;
+    let header = root.join("include/redmutex.h");
+    let text = std::fs::read_to_string(&header).map_err(|e| format!("include/redmutex.h: {e}"))?;
+    // Hook for the C ABI of issue 5: skip until the header declares the lock calls.
+    for f in ["redmutex_client_new", "redmutex_lock", "redmutex_unlock"] {
+        if !text.contains(&format!("{f}(")) {
+            return Err(format!(
+                "the C binding is not there yet (include/redmutex.h has no {f})"
+            ));
+        }
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let libdir = exe
+        .parent()
+        .ok_or("no directory of the bench binary")?
+        .to_path_buf();
+    if !libdir.join("libredmutex.so").is_file() {
+        return Err(format!(
+            "libredmutex.so is not built next to the bench binary; run `cargo build {}-p redmutex-ffi`",
+            if cfg!(debug_assertions) {
+                ""
+            } else {
+                "--release "
+            }
+        ));
+    }
+    let dir = redmutex_tests::TempDir::new("redmutex-bench-c");
+    let prog = dir.path().join("uncontended");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-O2", "-std=c11", "-Wall", "-Wextra"])
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg(root.join("bench/c/uncontended.c"))
+        .arg("-L")
+        .arg(&libdir)
+        .arg("-lredmutex")
+        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .arg("-o")
+        .arg(&prog)
+        .output()
+        .map_err(|e| format!("cannot run {cc}: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err
+            .lines()
+            .find(|l| l.contains("undefined reference"))
+            .or_else(|| err.lines().find(|l| l.contains("error")))
+            .unwrap_or("")
+            .trim();
+        return Err(format!(
+            "bench/c/uncontended.c did not build against include/redmutex.h and libredmutex              (a stale library? `cargo build --release -p redmutex-ffi`): {first}"
+        ));
+    }
+    let out = Command::new(&prog)
+        .args([url, &n.to_string()])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run the C program: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("the C program failed: {}", out.status));
+    }
+    let v: Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("C program output: {e}"))?;
+    let samples = v["samples_ns"]
+        .as_array()
+        .ok_or("C program printed no samples")?
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    Ok(Samples::new(samples))
+}
