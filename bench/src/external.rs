@@ -9,6 +9,50 @@ use serde_json::Value;
 
 use crate::stats::Samples;
 
+/// Collects the chunks of external rows measured round by round.
+#[derive(Default)]
+pub struct Chunks {
+    /// (name, label, samples so far or why it is skipped), in first-seen order.
+    rows: Vec<(String, String, Result<Vec<u64>, String>)>,
+}
+
+impl Chunks {
+    pub fn add(&mut self, name: &str, label: &str, chunk: Result<Vec<u64>, String>) {
+        let i = match self.rows.iter().position(|r| r.0 == name) {
+            Some(i) => i,
+            None => {
+                self.rows
+                    .push((name.to_owned(), label.to_owned(), Ok(Vec::new())));
+                self.rows.len() - 1
+            }
+        };
+        let row = &mut self.rows[i];
+        row.1 = label.to_owned();
+        match (&mut row.2, chunk) {
+            (Ok(all), Ok(mut c)) => all.append(&mut c),
+            (Ok(_), Err(e)) => row.2 = Err(e),
+            (Err(_), _) => {}
+        }
+    }
+
+    pub fn add_all(&mut self, rows: Vec<External>) {
+        for e in rows {
+            self.add(&e.name, &e.label, e.result.map(|s| s.sorted().to_vec()));
+        }
+    }
+
+    pub fn finish(self) -> Vec<External> {
+        self.rows
+            .into_iter()
+            .map(|(name, label, r)| External {
+                name,
+                label,
+                result: r.map(Samples::new),
+            })
+            .collect()
+    }
+}
+
 /// One implementation measured by an external process.
 pub struct External {
     /// Short name: `ping`, `redis-py`, `python-redis-lock`, `redmutex-py`, `redmutex-c`.
@@ -124,17 +168,37 @@ impl Python {
     }
 }
 
-/// The C binding's uncontended row: compiles bench/c/uncontended.c against include/redmutex.h
-/// and the libredmutex next to this binary (`cargo build --release -p redmutex-ffi`), runs it.
-pub fn c_binding(root: Option<&Path>, url: &str, n: usize) -> External {
-    External {
-        name: "redmutex-c".into(),
-        label: "redmutex C binding".into(),
-        result: c_binding_samples(root, url, n),
+/// The C binding's uncontended program, compiled once into a scratch directory.
+pub struct CProgram {
+    _dir: redmutex_tests::TempDir,
+    prog: PathBuf,
+}
+
+impl CProgram {
+    /// `n` samples from one run of the program.
+    pub fn run(&self, url: &str, n: usize) -> Result<Vec<u64>, String> {
+        let out = Command::new(&self.prog)
+            .args([url, &n.to_string()])
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run the C program: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("the C program failed: {}", out.status));
+        }
+        let v: Value =
+            serde_json::from_slice(&out.stdout).map_err(|e| format!("C program output: {e}"))?;
+        Ok(v["samples_ns"]
+            .as_array()
+            .ok_or("C program printed no samples")?
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect())
     }
 }
 
-fn c_binding_samples(root: Option<&Path>, url: &str, n: usize) -> Result<Samples, String> {
+/// Compiles bench/c/uncontended.c against include/redmutex.h and the libredmutex next to this
+/// binary (`cargo build --release -p redmutex-ffi`).
+pub fn c_program(root: Option<&Path>) -> Result<CProgram, String> {
     let root = root.ok_or("the repository was not found")?;
     let header = root.join("include/redmutex.h");
     let text = std::fs::read_to_string(&header).map_err(|e| format!("include/redmutex.h: {e}"))?;
@@ -189,21 +253,5 @@ fn c_binding_samples(root: Option<&Path>, url: &str, n: usize) -> Result<Samples
             "bench/c/uncontended.c did not build against include/redmutex.h and libredmutex              (a stale library? `cargo build --release -p redmutex-ffi`): {first}"
         ));
     }
-    let out = Command::new(&prog)
-        .args([url, &n.to_string()])
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot run the C program: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("the C program failed: {}", out.status));
-    }
-    let v: Value =
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("C program output: {e}"))?;
-    let samples = v["samples_ns"]
-        .as_array()
-        .ok_or("C program printed no samples")?
-        .iter()
-        .filter_map(Value::as_u64)
-        .collect();
-    Ok(Samples::new(samples))
+    Ok(CProgram { _dir: dir, prog })
 }

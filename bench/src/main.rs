@@ -79,6 +79,8 @@ struct Counts {
     rounds: usize,
     per_round: usize,
     per_round_redlock: usize,
+    /// How many chunks the external (Python, C) uncontended rows are measured in.
+    chunks: usize,
     handoff: usize,
     handoff_compare: usize,
     settle: (Duration, Duration),
@@ -96,9 +98,10 @@ impl Counts {
     fn new(quick: bool) -> Counts {
         if quick {
             Counts {
-                rounds: 4,
-                per_round: 100,
-                per_round_redlock: 20,
+                rounds: 40,
+                per_round: 10,
+                per_round_redlock: 2,
+                chunks: 4,
                 handoff: 50,
                 handoff_compare: 15,
                 settle: (Duration::from_millis(2), Duration::from_millis(6)),
@@ -113,9 +116,10 @@ impl Counts {
             }
         } else {
             Counts {
-                rounds: 10,
-                per_round: 500,
-                per_round_redlock: 100,
+                rounds: 500,
+                per_round: 10,
+                per_round_redlock: 2,
+                chunks: 10,
                 handoff: 1_000,
                 handoff_compare: 200,
                 settle: (Duration::from_millis(5), Duration::from_millis(25)),
@@ -133,7 +137,7 @@ impl Counts {
 
     fn describe(&self) -> String {
         format!(
-            "uncontended {} samples per row ({} rounds; redlock {}), handoff {} samples \
+            "uncontended {} samples per row (in {} rounds; redlock {}), handoff {} samples \
              (comparisons {}; settle {}–{} ms), contended {} × {} sections, renew {} locks for {} s \
              (TTL {} s), Python {} samples per row",
             self.rounds * self.per_round,
@@ -197,7 +201,20 @@ fn run(args: &Args) -> Result<(), String> {
         notes.push(line);
     };
 
-    progress("uncontended rows and the PING baseline (interleaved)");
+    let mut python = None;
+    let mut c_prog = None;
+    if args.compare {
+        match external::python(root.as_deref()) {
+            Ok(py) => python = Some(py),
+            Err(e) => skip(&mut notes, "Python rows", &e),
+        }
+        progress("compiling the C binding's program");
+        c_prog = Some(external::c_program(root.as_deref()));
+    }
+    let (c_name, c_label) = ("redmutex-c", "redmutex C binding");
+    let mut py_chunks = external::Chunks::default();
+    let mut c_chunks = external::Chunks::default();
+    progress("uncontended rows and the PING baseline (interleaved, with the Python and C rows)");
     let unc = uncontended::run(
         &url,
         &urls5,
@@ -206,26 +223,32 @@ fn run(args: &Args) -> Result<(), String> {
             per_round: counts.per_round,
             per_round_redlock: counts.per_round_redlock,
             with_redlock: args.compare,
+            between_every: counts.rounds / counts.chunks,
+        },
+        &mut || {
+            if let Some(py) = python.as_mut() {
+                py_chunks.add_all(py.uncontended(&url, counts.python_n / counts.chunks, 1));
+            }
+            if let Some(Ok(c)) = &c_prog {
+                c_chunks.add(c_name, c_label, c.run(&url, counts.c_n / counts.chunks));
+            }
+            Ok(())
         },
     )?;
     let base = unc.ping.median();
-    let server_time = uncontended::server_time(&url, counts.rounds * 100)?;
-
-    let mut python = None;
-    let mut py_rows: Vec<External> = Vec::new();
-    let mut c_row = None;
-    if args.compare {
-        match external::python(root.as_deref()) {
-            Ok(mut py) => {
-                progress("Python uncontended rows");
-                py_rows = py.uncontended(&url, counts.python_n, counts.rounds);
-                python = Some(py);
-            }
-            Err(e) => skip(&mut notes, "Python rows", &e),
-        }
-        progress("C binding uncontended row");
-        c_row = Some(external::c_binding(root.as_deref(), &url, counts.c_n));
-    }
+    let server_time = uncontended::server_time(&url, counts.chunks * 100)?;
+    let py_rows = py_chunks.finish();
+    let c_row = match c_prog {
+        None => None,
+        Some(Err(e)) => Some(External {
+            name: c_name.into(),
+            label: c_label.into(),
+            result: Err(e),
+        }),
+        Some(Ok(_)) => c_chunks.finish().pop(),
+    };
+    // The baseline again between the later phases, to show how much the machine drifted.
+    let mut drift = vec![uncontended::ping_probe(&url, 200)?];
 
     let hplan = |n: usize| handoff::Plan {
         samples: n,
@@ -257,6 +280,7 @@ fn run(args: &Args) -> Result<(), String> {
         &hplan(counts.handoff),
         &rust_child("blpop", "bench:handoff:blpop"),
     )?;
+    drift.push(uncontended::ping_probe(&url, 200)?);
     progress("handoff: redmutex");
     let h_redmutex = handoff::run(
         "redmutex",
@@ -286,6 +310,7 @@ fn run(args: &Args) -> Result<(), String> {
                     skip(&mut notes, &format!("{} handoff", e.label), why);
                     continue;
                 }
+                drift.push(uncontended::ping_probe(&url, 200)?);
                 progress(&format!("handoff: {}", e.label));
                 let key = format!("bench:handoff:{}", e.name);
                 let n = if e.name == "redmutex-py" {
@@ -303,12 +328,14 @@ fn run(args: &Args) -> Result<(), String> {
         }
     }
 
+    drift.push(uncontended::ping_probe(&url, 200)?);
     progress(&format!(
         "contended: {} processes × {} sections",
         counts.processes, counts.sections
     ));
     let cont = contended::run(&url, counts.processes, counts.sections)?;
 
+    drift.push(uncontended::ping_probe(&url, 200)?);
     progress(&format!(
         "renew scale: {} locks for {} s",
         thousands(counts.renew_locks as u64),
@@ -339,7 +366,7 @@ fn run(args: &Args) -> Result<(), String> {
                     _ => "MISS",
                 },
                 row.name,
-                if row.result.is_empty() {
+                [
                     row.samples
                         .as_ref()
                         .map(|s| {
@@ -351,10 +378,13 @@ fn run(args: &Args) -> Result<(), String> {
                                 fmt_ratio(s.p99() as f64 / base as f64)
                             )
                         })
-                        .unwrap_or_default()
-                } else {
-                    row.result.clone()
-                },
+                        .unwrap_or_default(),
+                    row.result.clone(),
+                ]
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
                 row.target
             ));
         }
@@ -541,6 +571,13 @@ fn run(args: &Args) -> Result<(), String> {
         fmt_ratio(u1),
         fmt_ns(h_blpop.samples.median()),
         fmt_ratio(h_redmutex.samples.median() as f64 / h_blpop.samples.median().max(1) as f64),
+    ));
+    notes.push(format!(
+        "PING median in short probes between the later phases (handoff, contended, renew): \
+         {}–{} (the baseline row, interleaved with the uncontended rows: {}).",
+        fmt_ns(drift.iter().copied().min().unwrap_or(0)),
+        fmt_ns(drift.iter().copied().max().unwrap_or(0)),
+        fmt_ns(base)
     ));
     notes.push(format!(
         "server time per call (INFO commandstats, 1 node): PING {:.2} µs; redmutex's acquire \

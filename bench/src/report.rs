@@ -288,8 +288,13 @@ const METHOD: &str = "## Method\n\n\
 replies: the floor of one scatter/gather round on this machine.\n\
 - **uncontended**: `try_lock()` + `unlock()` of a free lock with default options (TTL 30 s, \
 auto-renew, fencing), one client, pooled connections. The baseline, 5-node PING, redmutex and \
-redlock rows take turns in rounds (10 rounds in a full run), so load from elsewhere falls on \
-all of them alike.\n\
+redlock rows take turns in rounds of 10 samples each (500 rounds in a full run), and every \
+50 rounds a chunk of the Python and C rows runs in their own processes, so load from \
+elsewhere falls on all of them alike. Short PING probes between the later phases show how far \
+the machine drifted. On a virtual machine a round trip costs several times more while the \
+scheduler keeps client and server on different idle CPUs than on one, and it flips between \
+the two for seconds at a time: small interleaved batches keep the ratios fair, but absolute \
+times differ between runs.\n\
 - **handoff**: two processes (the bench binary re-executed, or the Python script) pass one lock \
 back and forth. The waiter is told to `lock()` and blocks in its implementation's own wait; \
 after a random settle delay the holder is told to unlock. One sample is the waiter's \

@@ -1,8 +1,12 @@
 //! In-process rows: the PING baseline and the uncontended lock/unlock rows, interleaved.
 //!
 //! The machines are shared and noisy, so the measurements take turns: each round runs a
-//! batch of every measurement, and the rounds repeat. A burst of load from elsewhere then
-//! lands on all rows alike instead of on whichever happened to run at that moment.
+//! small batch (10 samples) of every measurement, and the rounds repeat; every so many rounds
+//! a chunk of every external row (Python, C) runs too. A burst of load from elsewhere then
+//! lands on all rows alike instead of on whichever happened to run at that moment. Small
+//! batches matter on virtual machines: there, a round trip costs several times more while the
+//! scheduler keeps client and server on different (idle) CPUs than on one, and it switches
+//! between the two for seconds at a time.
 
 use std::time::{Duration, Instant};
 
@@ -34,6 +38,8 @@ pub struct Plan {
     /// Samples per round of the `redlock` rows (a new TCP connection per node and call).
     pub per_round_redlock: usize,
     pub with_redlock: bool,
+    /// `between` runs after every this many rounds.
+    pub between_every: usize,
 }
 
 fn conn(url: &str) -> Result<redis::Connection, String> {
@@ -45,7 +51,14 @@ fn conn(url: &str) -> Result<redis::Connection, String> {
     Ok(c)
 }
 
-pub fn run(one: &str, five: &[String], plan: &Plan) -> Result<Uncontended, String> {
+/// Runs the rounds; `between` runs after each round (the external processes' chunks, so that
+/// they take turns with the in-process rows too).
+pub fn run(
+    one: &str,
+    five: &[String],
+    plan: &Plan,
+    between: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Uncontended, String> {
     let mut ping_conn = conn(one)?;
     let mut five_conns = five
         .iter()
@@ -119,13 +132,16 @@ pub fn run(one: &str, five: &[String], plan: &Plan) -> Result<Uncontended, Strin
             (m.sample)().map_err(|e| format!("{}: {e}", m.name))?;
         }
     }
-    for _ in 0..plan.rounds {
+    for round in 1..=plan.rounds {
         for m in measures.iter_mut() {
             for _ in 0..m.per_round {
                 let t = Instant::now();
                 (m.sample)().map_err(|e| format!("{}: {e}", m.name))?;
                 m.samples.push(ns(t.elapsed()));
             }
+        }
+        if round % plan.between_every.max(1) == 0 {
+            between()?;
         }
     }
     let mut take = |name: &str| {
@@ -215,4 +231,20 @@ fn commandstat(c: &mut redis::Connection, cmd: &str) -> Result<(u64, f64), Strin
         field("calls").parse().unwrap_or(0),
         field("usec_per_call").parse().unwrap_or(0.0),
     ))
+}
+
+/// The median of a short burst of PINGs: how the baseline drifts between phases.
+pub fn ping_probe(url: &str, n: usize) -> Result<u64, String> {
+    let mut c = conn(url)?;
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n + 20 {
+        let t = Instant::now();
+        let _: String = redis::cmd("PING")
+            .query(&mut c)
+            .map_err(|e| e.to_string())?;
+        if i >= 20 {
+            v.push(ns(t.elapsed()));
+        }
+    }
+    Ok(Samples::new(v).median())
 }
