@@ -91,6 +91,13 @@ impl Client {
         self.inner.quorum
     }
 
+    /// How many guards the renew thread currently tracks, including released ones not yet
+    /// purged. Exposed for tests of the renew thread's memory bound.
+    #[doc(hidden)]
+    pub fn renew_queue_len(&self) -> usize {
+        self.inner.renewer.queued()
+    }
+
     /// The nodes' addresses, without credentials.
     pub fn node_names(&self) -> Vec<String> {
         self.inner

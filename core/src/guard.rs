@@ -230,6 +230,7 @@ impl GuardShared {
         };
         self.lost_cv.notify_all();
         self.callbacks.lock().clear();
+        self.client.renewer.forget();
         let call = release_call(&self.keys, &self.token, &self.opts, true);
         let nodes = &self.client.nodes;
         let deadline = Instant::now() + self.node_timeout;

@@ -112,7 +112,8 @@ fn finish(
 }
 
 fn send(conn: &mut redis::Connection, calls: &[Call], deadline: Instant) -> Result<(), RedisError> {
-    node::set_timeouts(conn, deadline)?;
+    // The read timeout is set before each reply is read.
+    conn.set_write_timeout(Some(node::remaining(deadline)?))?;
     let mut buf = Vec::new();
     for c in calls {
         c.write_evalsha(&mut buf);

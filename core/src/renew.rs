@@ -32,6 +32,8 @@ struct Shared {
 struct State {
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
+    /// Guards released since the heap was last purged of entries whose guard is gone.
+    released: usize,
     stop: bool,
 }
 
@@ -75,6 +77,28 @@ impl Renewer {
         if earliest {
             shared.cv.notify_one();
         }
+    }
+
+    /// Notes that a guard was released. Its entry would otherwise stay until its next check
+    /// (up to TTL/3 away) and keep the guard's allocation alive, so a process that takes many
+    /// short locks would grow by one entry per lock: purge the heap once released guards
+    /// make up half of it.
+    pub(crate) fn forget(&self) {
+        let current = self.current.lock();
+        if current.0 != Some(std::process::id()) {
+            return;
+        }
+        let mut st = current.1.state.lock();
+        st.released += 1;
+        if st.released >= 64 && st.released * 2 >= st.heap.len() {
+            st.heap.retain(|Reverse(e)| e.guard.strong_count() > 0);
+            st.released = 0;
+        }
+    }
+
+    /// How many entries the heap holds (live and not yet purged), for tests.
+    pub(crate) fn queued(&self) -> usize {
+        self.current.lock().1.state.lock().heap.len()
     }
 
     fn ensure_started(&self) -> Arc<Shared> {

@@ -54,8 +54,9 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
     )
 });
 
-/// Deletes the lock only if it still holds our token, then leaves one wake-up signal for one
-/// waiter and, when waiters announced themselves, a short hand-off window.
+/// Deletes the lock only if it still holds our token; when waiters announced themselves (their
+/// announcement outlives their longest wait), leaves one wake-up signal for one of them and a
+/// short hand-off window. Without waiters, the release is a single delete.
 ///
 /// KEYS: lock, wake, waiters, handoff. ARGV: token, wake signal ms, hand-off window ms.
 /// Returns 1 released, 0 missing (expired), -1 held by another value.
@@ -65,11 +66,13 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
 local v = redis.pcall('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('DEL', KEYS[2])
-  redis.call('RPUSH', KEYS[2], '1')
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  if tonumber(ARGV[3]) > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
-    redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    redis.call('DEL', KEYS[2])
+    redis.call('RPUSH', KEYS[2], '1')
+    redis.call('PEXPIRE', KEYS[2], ARGV[2])
+    if tonumber(ARGV[3]) > 0 then
+      redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])
+    end
   end
   return 1
 end

@@ -1,5 +1,6 @@
 //! Owner labels, tokens and jitter, all from the OS CSPRNG.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
@@ -10,7 +11,10 @@ const TOKEN_BYTES: usize = 16;
 /// The default owner label: `hostname:pid`, so that `GET` on a lock tells an operator who holds
 /// it. Taken at each acquisition, so a forked child labels its own locks with its own pid.
 pub(crate) fn default_label() -> String {
-    format!("{}:{}", hostname(), std::process::id())
+    // Read once: the label is made at every acquisition, and the file reads cost more than
+    // the rest of the attempt's local work.
+    static HOSTNAME: LazyLock<String> = LazyLock::new(hostname);
+    format!("{}:{}", *HOSTNAME, std::process::id())
 }
 
 fn hostname() -> String {
