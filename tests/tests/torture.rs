@@ -587,3 +587,228 @@ fn negative_control_redlock_restart_without_persistence_is_flagged() {
     eprintln!("redlock restart: {report}");
     assert!(report.count("overlap") >= 1, "not flagged: {report}");
 }
+
+/// A fault on the (single) lock node, injected while a victim holds the lock and three others
+/// wait for it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum NodeFault {
+    /// The redis-server process is SIGSTOPped for the fault's duration.
+    Stop,
+    /// `CLIENT PAUSE <ms> WRITE`: scripts block (and keys do not expire) for the duration.
+    PauseWrite,
+    /// Every connection named `redmutex:*` is `CLIENT KILL`ed as soon as it shows up in
+    /// `CLIENT LIST`, for the fault's duration.
+    KillConnections,
+}
+
+/// Kills every connection of the library (named `redmutex:<owner>`) listed by `CLIENT LIST`;
+/// returns how many were killed and how many of them belonged to `victim`.
+fn kill_library_connections(conn: &mut redis::Connection, victim: &str) -> (usize, usize) {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
+    let (mut killed, mut of_victim) = (0, 0);
+    for line in list.lines() {
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+        };
+        let (Some(id), Some(name)) = (field("id"), field("name")) else {
+            continue;
+        };
+        let Some(owner) = name.strip_prefix("redmutex:") else {
+            continue;
+        };
+        // 0 when the connection closed meanwhile.
+        let n: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
+            .query(conn)
+            .unwrap();
+        if n > 0 {
+            killed += 1;
+            of_victim += usize::from(owner == victim);
+        }
+    }
+    (killed, of_victim)
+}
+
+/// A node fault of 3×TTL while a victim holds the lock: the loss is reported once the victim
+/// cannot renew within its validity (at the validity deadline, within one node timeout), no
+/// two holds overlap, and every client — the victim included — locks again afterwards.
+fn node_fault(fault: NodeFault, seed: u64) {
+    const TTL: i64 = 300;
+    const NODE_TIMEOUT: i64 = 50;
+    const FAULT: i64 = 3 * TTL;
+    let server = RedisServer::start();
+    let urls = vec![server.url()];
+    let key = format!("{fault:?}:lock");
+    let mut run = Run::new(&key);
+    let (ttl, nt) = (TTL.to_string(), NODE_TIMEOUT.to_string());
+    // Waiters ride over the outage (no node reachable) instead of reporting it after 1 s.
+    let common = [
+        "--ttl-ms",
+        &ttl,
+        "--node-timeout-ms",
+        &nt,
+        "--connect-timeout-ms",
+        "10000",
+        "--fenced",
+    ];
+    let victim_args = [
+        &[
+            "--n",
+            "2",
+            "--first-hold-ms",
+            "1500",
+            "--hold-ms",
+            "5",
+            "--seed",
+            "1",
+        ][..],
+        &common,
+    ]
+    .concat();
+    run.spawn("victim", &urls, &victim_args);
+    run.wait_holding("victim");
+    for i in 0..3u64 {
+        let seed = (seed + i).to_string();
+        let args = [
+            &["--n", "2", "--hold-ms", "5:20", "--seed", &seed][..],
+            &common,
+        ]
+        .concat();
+        run.spawn(&format!("c{i}"), &urls, &args);
+    }
+    // The victim renewed once: its renew connection is pooled, the fault hits a live lease.
+    assert!(wait_until(Duration::from_secs(5), || {
+        run.history_of("victim")
+            .iter()
+            .any(|e| e.event == Kind::Renew)
+    }));
+    let fault_ns = mono_ns();
+    let (mut killed, mut victim_killed) = (0, 0);
+    match fault {
+        NodeFault::Stop => {
+            server.pause();
+            std::thread::sleep(Duration::from_millis(FAULT as u64));
+            server.resume();
+        }
+        NodeFault::PauseWrite => {
+            let _: () = redis::cmd("CLIENT")
+                .arg("PAUSE")
+                .arg(FAULT)
+                .arg("WRITE")
+                .query(&mut server.conn())
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(FAULT as u64));
+        }
+        NodeFault::KillConnections => {
+            let mut conn = server.conn();
+            let end = Instant::now() + Duration::from_millis(FAULT as u64);
+            while Instant::now() < end {
+                let (k, v) = kill_library_connections(&mut conn, "victim");
+                killed += k;
+                victim_killed += v;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    let healed_ns = mono_ns();
+    let summaries = run.finish();
+    let events = run.events();
+    let report = history::check(&events);
+    let t = total(&summaries);
+    let victim = summary_of(&summaries, "victim");
+    let first = &report
+        .holds
+        .iter()
+        .find(|h| h.client == "victim")
+        .unwrap()
+        .clone();
+    let renewed_during = events
+        .iter()
+        .filter(|e| {
+            e.client == "victim"
+                && e.token == first.token
+                && e.event == Kind::Renew
+                && e.t_ns > fault_ns
+                && e.t_ns < healed_ns
+        })
+        .count();
+    let others_after = report
+        .holds
+        .iter()
+        .filter(|h| h.client != "victim" && h.start_ns > fault_ns)
+        .count();
+    let detect = first.lost_ns.map(|l| l - first.validity_ns);
+    eprintln!(
+        "{fault:?}/seed {seed}: {report}; victim lost={} sections={}; loss reported {} after \
+         the promised validity, {:.1} ms after the fault began; {renewed_during} renewals \
+         during the fault; {killed} connections killed ({victim_killed} of the victim's); \
+         {others_after} grants to others after the fault began; {} waits",
+        victim.lost,
+        victim.sections,
+        detect.map_or("never".into(), |d| format!("{:.1} ms", ms(d))),
+        first.lost_ns.map_or(f64::NAN, |l| ms(l - fault_ns)),
+        t.waits,
+    );
+    assert!(report.is_clean(), "{report}");
+    assert!(t.waits >= 3, "the others must have waited: {t:?}");
+    assert!(others_after >= 3, "nobody took the lock after the fault");
+    assert_eq!(run.counter(), t.sections, "counter exact");
+    // Reconnect afterwards: everybody, the victim included, finished its later sections.
+    assert_eq!(victim.sections + victim.lost, 2, "{victim:?}");
+    for i in 0..3 {
+        assert_eq!(summary_of(&summaries, &format!("c{i}")).sections, 2);
+    }
+    match fault {
+        NodeFault::Stop | NodeFault::PauseWrite => {
+            // The fault outlasts the lease: the victim cannot renew, and says so at the
+            // validity deadline it promised (within one node timeout and some scheduling).
+            assert_eq!(victim.lost, 1, "{victim:?}");
+            assert_eq!(renewed_during, 0);
+            let detect = detect.expect("the victim must report its loss");
+            assert!(
+                (0..=(NODE_TIMEOUT + 50) * MS).contains(&detect),
+                "loss reported {:.1} ms after the promised validity",
+                ms(detect)
+            );
+        }
+        NodeFault::KillConnections => {
+            assert!(victim_killed >= 1, "no connection of the victim was killed");
+            // The key survives the kills and renewal reconnects, so the lease is usually
+            // kept. A renewal whose fresh connection is killed too counts that node as down,
+            // and with one node the core then reports the loss at once, before the validity
+            // runs out: early is safe (the guard stops using), late would not be.
+            assert!(renewed_during >= 1, "no renewal through a new connection");
+            if let Some(d) = detect {
+                assert!(
+                    d <= (NODE_TIMEOUT + 50) * MS,
+                    "loss reported {:.1} ms after the promised validity",
+                    ms(d)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn redis_sigstopped_longer_than_the_ttl() {
+    for seed in seeds(51) {
+        node_fault(NodeFault::Stop, seed);
+    }
+}
+
+#[test]
+fn redis_client_pause_write() {
+    for seed in seeds(61) {
+        node_fault(NodeFault::PauseWrite, seed);
+    }
+}
+
+#[test]
+fn redis_client_kill_of_the_library_connections() {
+    for seed in seeds(71) {
+        node_fault(NodeFault::KillConnections, seed);
+    }
+}

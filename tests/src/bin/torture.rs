@@ -6,7 +6,7 @@
 //! torture --urls A,B,C --key K --client NAME --n N --hold-ms MIN:MAX --ttl-ms T
 //!         --history FILE --seed S --data-url URL
 //!         [--fenced] [--mode normal|plain-del|ignore-validity] [--pause-after-acquire-ms X]
-//!         [--no-renew] [--node-timeout-ms X] [--wait-ms X]
+//!         [--no-renew] [--node-timeout-ms X] [--connect-timeout-ms X] [--wait-ms X]
 //! ```
 //!
 //! - The counter `K:counter` lives on `--data-url` (a separate server). A section reads it,
@@ -16,7 +16,12 @@
 //! - `--mode plain-del` releases with a plain `DEL K` on every lock node (a negative control:
 //!   a late release deletes someone else's lock). `--mode ignore-validity` does not check the
 //!   guard before using (a negative control, with `--pause-after-acquire-ms` and `--no-renew`).
+//! - `--mode exit-holding` calls `std::process::exit(0)` right after the first `use`, while
+//!   it holds the lock (no destructor runs, so the guard is never released).
+//! - `--first-hold-ms X` holds the first section X ms (later ones draw from `--hold-ms`).
 //! - `--pause-after-acquire-ms X` sleeps X ms right after each acquire.
+//! - `--connect-timeout-ms X` is the client's connect timeout, which also bounds how long a
+//!   lock call rides over an outage (no quorum reachable) before it reports it.
 //!
 //! Ends with one line on stdout: `done client=NAME sections=S waits=W lost=L rejected=R`.
 //! Exit code 2 on a usage or lock error.
@@ -47,6 +52,7 @@ enum Mode {
     Normal,
     PlainDel,
     IgnoreValidity,
+    ExitHolding,
 }
 
 struct Args {
@@ -55,6 +61,7 @@ struct Args {
     client: String,
     n: u64,
     hold_ms: (u64, u64),
+    first_hold_ms: Option<u64>,
     ttl_ms: u64,
     history: String,
     seed: u64,
@@ -64,6 +71,7 @@ struct Args {
     pause_ms: u64,
     no_renew: bool,
     node_timeout_ms: Option<u64>,
+    connect_timeout_ms: Option<u64>,
     wait_ms: u64,
 }
 
@@ -79,6 +87,7 @@ fn parse_args() -> Args {
         client: String::new(),
         n: 1,
         hold_ms: (0, 0),
+        first_hold_ms: None,
         ttl_ms: 1000,
         history: String::new(),
         seed: 1,
@@ -88,6 +97,7 @@ fn parse_args() -> Args {
         pause_ms: 0,
         no_renew: false,
         node_timeout_ms: None,
+        connect_timeout_ms: None,
         wait_ms: 30_000,
     };
     let mut it = std::env::args().skip(1);
@@ -113,6 +123,7 @@ fn parse_args() -> Args {
                     usage("--hold-ms MIN:MAX with MIN <= MAX");
                 }
             }
+            "--first-hold-ms" => a.first_hold_ms = Some(num(val())),
             "--ttl-ms" => a.ttl_ms = num(val()),
             "--history" => a.history = val(),
             "--seed" => a.seed = num(val()),
@@ -124,11 +135,13 @@ fn parse_args() -> Args {
                     "normal" => Mode::Normal,
                     "plain-del" => Mode::PlainDel,
                     "ignore-validity" => Mode::IgnoreValidity,
+                    "exit-holding" => Mode::ExitHolding,
                     m => usage(&format!("unknown mode {m:?}")),
                 }
             }
             "--pause-after-acquire-ms" => a.pause_ms = num(val()),
             "--node-timeout-ms" => a.node_timeout_ms = Some(num(val())),
+            "--connect-timeout-ms" => a.connect_timeout_ms = Some(num(val())),
             "--wait-ms" => a.wait_ms = num(val()),
             f => usage(&format!("unknown flag {f:?}")),
         }
@@ -252,6 +265,9 @@ fn main() {
     if let Some(t) = a.node_timeout_ms {
         builder = builder.node_timeout(Duration::from_millis(t));
     }
+    if let Some(t) = a.connect_timeout_ms {
+        builder = builder.connect_timeout(Duration::from_millis(t));
+    }
     let client = builder
         .build()
         .unwrap_or_else(|e| usage(&format!("client: {e}")));
@@ -269,7 +285,7 @@ fn main() {
     let mut rng = Rng(a.seed);
     let (mut sections, mut waits, mut lost, mut rejected) = (0u64, 0u64, 0u64, 0u64);
 
-    for _ in 0..a.n {
+    for section in 0..a.n {
         let guard = match mutex.try_lock() {
             Ok(g) => g,
             Err(TryLockError::WouldBlock) => {
@@ -316,6 +332,10 @@ fn main() {
         let fence = guard.fence();
         let mut done = false;
         if grant.use_(&history, &guard, clock, checked) {
+            if a.mode == Mode::ExitHolding {
+                // No destructor runs: the guard is neither released nor forgotten.
+                std::process::exit(0);
+            }
             let v: i64 = if a.fenced {
                 read.key(&counter)
                     .key(&fence_key)
@@ -333,8 +353,12 @@ fn main() {
                 rejected += 1;
             } else {
                 // Hold for the drawn time, noticing renewals as they happen.
-                let end =
-                    Instant::now() + Duration::from_millis(rng.between(a.hold_ms.0, a.hold_ms.1));
+                let drawn = rng.between(a.hold_ms.0, a.hold_ms.1);
+                let hold = match a.first_hold_ms {
+                    Some(first) if section == 0 => first,
+                    _ => drawn,
+                };
+                let end = Instant::now() + Duration::from_millis(hold);
                 while let Some(left) = end.checked_duration_since(Instant::now()) {
                     std::thread::sleep(left.min(Duration::from_millis(10)));
                     grant.poll(&history, &guard, clock);
