@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::mutex::Mutex;
-use crate::node::Node;
+use crate::node::{Node, redact};
 use crate::renew::Renewer;
 use crate::token;
 
@@ -117,13 +117,35 @@ impl std::fmt::Debug for Client {
     }
 }
 
-/// Builds a [`Client`]: the nodes, the timeouts and the owner label.
-#[derive(Debug, Clone, Default)]
+/// Builds a [`Client`]: the nodes, the timeouts, the owner label and (with the `tls-rustls`
+/// feature) the CA that TLS nodes must be signed by.
+#[derive(Clone, Default)]
 pub struct ClientBuilder {
     urls: Vec<String>,
     connect_timeout: Option<Duration>,
     node_timeout: Option<Duration>,
     owner: Option<String>,
+    tls_ca_cert: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URLs may carry passwords.
+        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
+        f.debug_struct("ClientBuilder")
+            .field("urls", &urls)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("node_timeout", &self.node_timeout)
+            .field("owner", &self.owner)
+            .field(
+                "tls_ca_cert",
+                &self
+                    .tls_ca_cert
+                    .as_ref()
+                    .map(|c| format!("{} bytes", c.len())),
+            )
+            .finish()
+    }
 }
 
 impl ClientBuilder {
@@ -166,12 +188,37 @@ impl ClientBuilder {
         self
     }
 
+    /// The certificate authority (PEM, one or more certificates) that `rediss://` nodes'
+    /// certificates must chain to, instead of the system's roots. Use it for a private CA.
+    ///
+    /// Certificates are always checked unless a URL explicitly opts out with the fragment
+    /// `#insecure` (`rediss://host:6380/#insecure`). Without this setting the system's roots
+    /// are used (the `SSL_CERT_FILE` and `SSL_CERT_DIR` environment variables are honoured).
+    /// Every node must then be a `rediss://` URL.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let pem = std::fs::read("ca.crt").expect("the CA certificate");
+    /// let client = redmutex::Client::builder()
+    ///     .node("rediss://redis.internal:6380")
+    ///     .tls_ca_cert(pem)
+    ///     .build()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    #[cfg(feature = "tls-rustls")]
+    pub fn tls_ca_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_ca_cert = Some(pem.into());
+        self
+    }
+
     /// Checks the settings and makes the client; no I/O happens here.
     ///
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for no nodes, more
-    /// than 63 nodes, a malformed URL, a zero timeout or a bad owner label.
+    /// than 63 nodes, a malformed URL, a zero timeout or a bad owner label; with a TLS CA, also
+    /// for PEM without a certificate and for a node that is not a `rediss://` URL.
     pub fn build(self) -> Result<Client, Error> {
         if self.urls.is_empty() {
             return Err(Error::invalid("a client needs at least one Redis URL"));
@@ -195,7 +242,15 @@ impl ClientBuilder {
         let nodes = self
             .urls
             .iter()
-            .map(|u| Node::open(u, &client_name, connect_timeout).map(Arc::new))
+            .map(|u| {
+                Node::open(
+                    u,
+                    &client_name,
+                    connect_timeout,
+                    self.tls_ca_cert.as_deref(),
+                )
+                .map(Arc::new)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let quorum = nodes.len() / 2 + 1;
         Ok(Client {

@@ -33,17 +33,30 @@ struct Pool {
 }
 
 impl Node {
+    /// A node for `url`; with `tls_ca_cert` (PEM), a `rediss://` node whose certificate must
+    /// chain to that CA instead of the system's roots.
     pub(crate) fn open(
         url: &str,
         client_name: &str,
         connect_timeout: Duration,
+        tls_ca_cert: Option<&[u8]>,
     ) -> Result<Node, Error> {
         let info: ConnectionInfo = url
             .into_connection_info()
             .map_err(|e| Error::invalid(format!("malformed Redis URL {}: {e}", redact(url))))?;
         let display = describe(&info);
-        let client = redis::Client::open(info)
-            .map_err(|e| Error::invalid(format!("unusable Redis URL {display}: {e}")))?;
+        let client = match tls_ca_cert {
+            None => redis::Client::open(info),
+            Some(pem) => tls::client_with_ca(info, &display, pem)?,
+        }
+        .map_err(|e| Error::invalid(format!("unusable Redis URL {display}: {e}")))?;
+        #[cfg(feature = "tls-rustls")]
+        if matches!(
+            client.get_connection_info().addr(),
+            ConnectionAddr::TcpTls { .. }
+        ) {
+            tls::install_crypto_provider();
+        }
         Ok(Node {
             client,
             display,
@@ -90,6 +103,10 @@ impl Node {
 
     /// Opens a new connection within `deadline`: connect, name it, load the scripts.
     pub(crate) fn connect(&self, deadline: Instant) -> Result<redis::Connection, RedisError> {
+        self.try_connect(deadline).map_err(explain_tls)
+    }
+
+    fn try_connect(&self, deadline: Instant) -> Result<redis::Connection, RedisError> {
         let budget = remaining(deadline)?.min(self.connect_timeout);
         let mut conn = self.client.get_connection_with_timeout(budget)?;
         // redis-rs clears its timeouts after connecting; a blocking client must never wait
@@ -106,6 +123,21 @@ impl Node {
         }
         setup.query::<()>(&mut conn)?;
         Ok(conn)
+    }
+}
+
+/// Says that a rustls verification failure (`invalid peer certificate: UnknownIssuer`) is about
+/// TLS, so that it does not read like an unreachable node. Still an I/O error: the kind stays
+/// `Connection`.
+fn explain_tls(e: RedisError) -> RedisError {
+    let text = e.to_string();
+    if e.is_io_error() && text.contains("certificate") {
+        RedisError::from(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("TLS certificate verification failed: {text}"),
+        ))
+    } else {
+        e
     }
 }
 
@@ -131,6 +163,70 @@ pub(crate) fn set_timeouts(conn: &redis::Connection, deadline: Instant) -> Resul
     Ok(())
 }
 
+#[cfg(feature = "tls-rustls")]
+mod tls {
+    use redis::{ConnectionAddr, ConnectionInfo, RedisResult, TlsCertificates};
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    use crate::error::Error;
+
+    /// A client for a `rediss://` node whose certificate must chain to the CA in `pem`.
+    pub(super) fn client_with_ca(
+        info: ConnectionInfo,
+        display: &str,
+        pem: &[u8],
+    ) -> Result<RedisResult<redis::Client>, Error> {
+        if !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
+            return Err(Error::invalid(format!(
+                "a TLS CA certificate was given, but {display} is not a rediss:// URL"
+            )));
+        }
+        // redis-rs silently ignores input without a PEM certificate in it, which would make
+        // every connection fail verification later with a misleading error.
+        let mut certs = 0;
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            cert.map_err(|e| Error::invalid(format!("unreadable TLS CA certificate PEM: {e}")))?;
+            certs += 1;
+        }
+        if certs == 0 {
+            return Err(Error::invalid(
+                "the TLS CA certificate holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            ));
+        }
+        Ok(redis::Client::build_with_tls(
+            info,
+            TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.to_vec()),
+            },
+        ))
+    }
+
+    /// Makes `ring` the process's rustls provider unless one was chosen already: rustls cannot
+    /// pick one by itself when another crate in the program also enables `aws-lc-rs`.
+    pub(super) fn install_crypto_provider() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+#[cfg(not(feature = "tls-rustls"))]
+mod tls {
+    use redis::{ConnectionInfo, RedisResult};
+
+    use crate::error::Error;
+
+    pub(super) fn client_with_ca(
+        _info: ConnectionInfo,
+        _display: &str,
+        _pem: &[u8],
+    ) -> Result<RedisResult<redis::Client>, Error> {
+        Err(Error::invalid(
+            "redmutex was built without the tls-rustls feature",
+        ))
+    }
+}
+
 /// `scheme://[user@]host:port/db`, never the password.
 fn describe(info: &ConnectionInfo) -> String {
     let redis = info.redis_settings();
@@ -152,15 +248,36 @@ fn describe(info: &ConnectionInfo) -> String {
     format!("{scheme}://{user}{addr}{db}")
 }
 
-/// A URL with any password replaced, for error messages about URLs that did not parse.
+/// A URL with any password replaced, for error messages about URLs that did not parse: the
+/// user-info password (`redis://user:***@host`) and a `pass=` query parameter (the form of
+/// `unix:///run/redis.sock?pass=…` URLs).
 pub(crate) fn redact(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://")
-        && let Some((creds, host)) = rest.rsplit_once('@')
-    {
-        let user = creds.split(':').next().unwrap_or("");
-        return format!("{scheme}://{user}:***@{host}");
+    let url = redact_query_password(url);
+    let (head, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url.as_str()),
+    };
+    match rest.rsplit_once('@') {
+        Some((creds, host)) => {
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{head}{user}:***@{host}")
+        }
+        None => url,
     }
-    url.to_owned()
+}
+
+fn redact_query_password(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((k, _)) if k.contains("pass") => format!("{k}=***"),
+            _ => p.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", params.join("&"))
 }
 
 #[cfg(test)]
@@ -173,6 +290,7 @@ mod tests {
             "redis://alice:s3cret@127.0.0.1:7000/2",
             "t",
             Duration::from_secs(1),
+            None,
         )
         .unwrap();
         assert_eq!(n.name(), "redis://alice@127.0.0.1:7000/2");
@@ -182,7 +300,9 @@ mod tests {
     #[test]
     fn malformed_urls_are_invalid_arguments() {
         for url in ["", "nonsense", "http://x:1", "redis://:pw@[::1:7000"] {
-            let err = Node::open(url, "t", Duration::from_secs(1)).err().unwrap();
+            let err = Node::open(url, "t", Duration::from_secs(1), None)
+                .err()
+                .unwrap();
             assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument, "{url}");
             assert!(!err.to_string().contains("pw@"), "{err}");
         }
