@@ -19,9 +19,11 @@
 #![warn(missing_docs)]
 
 pub mod history;
+pub mod proxy;
 mod server;
 mod tempdir;
 
+pub use proxy::{FaultProxy, Mode};
 pub use server::{REDIS_SERVER_ENV, RedisServer, RedisServers, free_port, wait_until};
 pub use tempdir::TempDir;
 

@@ -1,0 +1,321 @@
+//! Faults between the client and Redis (issue 8 §2): nodes refused, frozen or blackholed by a
+//! TCP fault proxy; replies dropped or delayed; and every way a guard can be dropped.
+
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redmutex::{Client, ErrorKind, NodeOutcome, drift};
+use redmutex_tests::{FaultProxy, Mode, RedisServer, RedisServers, free_port, wait_until};
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn ping(conn: &mut redis::Connection) -> redis::RedisResult<String> {
+    redis::cmd("PING").query(conn)
+}
+
+fn proxied_conn(proxy: &FaultProxy, timeout: Duration) -> redis::Connection {
+    let conn = redis::Client::open(proxy.url())
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .unwrap();
+    conn.set_read_timeout(Some(timeout)).unwrap();
+    conn
+}
+
+/// The proxy itself: each mode does what it says, and its threads end when it drops.
+#[test]
+fn the_fault_proxy_passes_blackholes_drops_and_delays() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(&server.addr());
+    let mut conn = proxied_conn(&proxy, Duration::from_millis(300));
+    assert_eq!(ping(&mut conn).unwrap(), "PONG");
+
+    proxy.set_mode(Mode::Blackhole);
+    assert!(
+        redis::cmd("SET")
+            .arg("bh")
+            .arg(1)
+            .query::<()>(&mut conn)
+            .is_err()
+    );
+    let v: Option<i64> = server.conn().get("bh").unwrap();
+    assert_eq!(v, None, "a blackholed request must not reach Redis");
+
+    proxy.set_mode(Mode::Pass);
+    drop(conn);
+    let mut conn = proxied_conn(&proxy, Duration::from_millis(300));
+    proxy.set_mode(Mode::DropReplies);
+    assert!(
+        redis::cmd("SET")
+            .arg("dr")
+            .arg(1)
+            .query::<()>(&mut conn)
+            .is_err()
+    );
+    let v: Option<i64> = server.conn().get("dr").unwrap();
+    assert_eq!(v, Some(1), "a request whose reply is dropped is executed");
+
+    proxy.set_mode(Mode::Pass);
+    drop(conn);
+    let mut conn = proxied_conn(&proxy, Duration::from_secs(2));
+    proxy.set_mode(Mode::Delay(Duration::from_millis(150)));
+    let started = Instant::now();
+    assert_eq!(ping(&mut conn).unwrap(), "PONG");
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(150), "{took:?}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(proxy.first_request_since(started).is_some());
+
+    proxy.set_mode(Mode::Pass);
+    drop(conn);
+    // Connections that closed end their threads.
+    assert!(wait_until(Duration::from_secs(2), || proxy.threads() == 0));
+    let _keep_one_open = proxied_conn(&proxy, Duration::from_millis(300));
+    assert!(wait_until(Duration::from_secs(2), || proxy.threads() == 3));
+    let addr = proxy.addr();
+    drop(proxy);
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "still listening"
+    );
+}
+
+/// 3 of 5 nodes refused, frozen or blackholed: `NoQuorum` within the wait plus one node
+/// timeout plus 50 ms, and a wait without deadline ends too (within the connect timeout).
+#[test]
+fn no_quorum_in_time_with_three_of_five_refused_frozen_or_blackholed() {
+    const NODE_TIMEOUT: Duration = Duration::from_millis(50);
+    const WAIT: Duration = Duration::from_millis(400);
+    const CONNECT: Duration = Duration::from_millis(700);
+    const SLACK: Duration = Duration::from_millis(50);
+    let servers = RedisServers::start(5);
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(&s.addr()))
+        .collect();
+    let proxied: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+    let mut refused = servers.urls();
+    for u in refused.iter_mut().take(3) {
+        *u = format!("redis://127.0.0.1:{}", free_port());
+    }
+    for fault in ["refused", "frozen", "blackholed"] {
+        let urls = if fault == "refused" {
+            &refused
+        } else {
+            &proxied
+        };
+        let client = Client::builder()
+            .nodes(urls.iter().map(String::as_str))
+            .node_timeout(NODE_TIMEOUT)
+            .connect_timeout(CONNECT)
+            .build()
+            .unwrap();
+        let mutex = client.mutex(format!("{fault}:lock"));
+        if fault != "refused" {
+            // Pooled connections everywhere first: the fault hits established connections.
+            mutex.try_lock().unwrap().unlock().unwrap();
+        }
+        match fault {
+            "frozen" => servers.iter().take(3).for_each(RedisServer::pause),
+            "blackholed" => proxies
+                .iter()
+                .take(3)
+                .for_each(|p| p.set_mode(Mode::Blackhole)),
+            _ => {}
+        }
+        let started = Instant::now();
+        let err = mutex.try_lock_for(WAIT).unwrap_err();
+        let bounded = started.elapsed();
+        assert_eq!(err.kind(), ErrorKind::NoQuorum, "{fault}: {err}");
+        assert!(
+            err.nodes()
+                .iter()
+                .take(3)
+                .all(|r| matches!(r.outcome, NodeOutcome::Unreachable(_))),
+            "{fault}: {err}"
+        );
+        // No deadline: the outage is reported after the connect timeout.
+        let started = Instant::now();
+        let err = mutex.lock().unwrap_err();
+        let unbounded = started.elapsed();
+        assert_eq!(err.kind(), ErrorKind::NoQuorum, "{fault}: {err}");
+        eprintln!(
+            "{fault}: try_lock_for({WAIT:?}) -> NoQuorum after {:.1} ms, lock() after {:.1} ms \
+             (node timeout {NODE_TIMEOUT:?}, connect timeout {CONNECT:?})",
+            ms(bounded),
+            ms(unbounded)
+        );
+        assert!(
+            bounded <= WAIT + NODE_TIMEOUT + SLACK,
+            "{fault}: {bounded:?}"
+        );
+        // Never hangs: bounded by the connect timeout (looser slack: several attempts).
+        assert!(
+            unbounded <= CONNECT + NODE_TIMEOUT + 3 * SLACK,
+            "{fault}: {unbounded:?}"
+        );
+        match fault {
+            "frozen" => servers.iter().take(3).for_each(RedisServer::resume),
+            "blackholed" => proxies.iter().take(3).for_each(|p| p.set_mode(Mode::Pass)),
+            _ => continue,
+        }
+        // Healed: the same client locks again.
+        mutex
+            .try_lock_for(Duration::from_secs(5))
+            .unwrap()
+            .unlock()
+            .unwrap();
+    }
+}
+
+/// The lock key's value on every server (read directly, not through a proxy).
+fn values(servers: &RedisServers, key: &str) -> Vec<Option<String>> {
+    servers
+        .iter()
+        .map(|s| s.conn().get::<_, Option<String>>(key).unwrap())
+        .collect()
+}
+
+/// The fence counter on every server: it grows only where an acquire's `SET NX` succeeded.
+fn fences(servers: &RedisServers, key: &str) -> Vec<u64> {
+    let fence = format!("{{{key}}}:fence");
+    servers
+        .iter()
+        .map(|s| s.conn().get::<_, Option<u64>>(&fence).unwrap().unwrap_or(0))
+        .collect()
+}
+
+/// Replies dropped, or delayed past the node timeout, on 3 of 5 nodes: the acquire fails, but
+/// Redis executed it there (the token was stored). Once healed, no key with a failed
+/// attempt's token survives — within one TTL at the latest; in fact the undo queued behind a
+/// late request removes it at once.
+#[test]
+fn dropped_or_delayed_replies_leave_no_key_of_a_failed_attempt() {
+    const TTL: Duration = Duration::from_secs(3);
+    const NODE_TIMEOUT: Duration = Duration::from_millis(50);
+    let servers = RedisServers::start(5);
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(&s.addr()))
+        .collect();
+    let client = Client::builder()
+        .nodes(proxies.iter().map(FaultProxy::url))
+        .owner("late-replies")
+        .node_timeout(NODE_TIMEOUT)
+        .connect_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    for fault in [
+        Mode::DropReplies,
+        Mode::Delay(3 * NODE_TIMEOUT),
+        // Past the deadline by more than the gather's short grace reads after a slow node
+        // (1 ms socket timeouts, which the kernel rounds up to its timer tick).
+        Mode::Delay(NODE_TIMEOUT + Duration::from_millis(30)),
+    ] {
+        let key = format!("late:{fault:?}");
+        let mutex = client.mutex(&key).ttl(TTL);
+        mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+        let before = fences(&servers, &key);
+        proxies.iter().take(3).for_each(|p| p.set_mode(fault));
+        let err = mutex.try_lock_for(Duration::from_millis(300)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NoQuorum, "{fault:?}: {err}");
+        proxies.iter().take(3).for_each(|p| p.set_mode(Mode::Pass));
+        let healed = Instant::now();
+        let after = fences(&servers, &key);
+        // The fault really happened: the faulty nodes granted (and counted) the attempts
+        // whose answers never arrived in time.
+        let grants: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert!(grants[..3].iter().all(|g| *g >= 1), "{fault:?}: {grants:?}");
+        let ours =
+            |v: &Option<String>| v.as_deref().is_some_and(|v| v.starts_with("late-replies:"));
+        let gone = wait_until(TTL, || !values(&servers, &key).iter().any(ours));
+        let took = healed.elapsed();
+        eprintln!(
+            "{fault:?} on 3 of 5: NoQuorum; {} late grants on the faulty nodes; no key of a \
+             failed attempt {:.1} ms after healing (TTL {TTL:?})",
+            grants[..3].iter().sum::<u64>(),
+            ms(took)
+        );
+        assert!(gone, "{fault:?}: left behind: {:?}", values(&servers, &key));
+        // Healed: the lock works again.
+        mutex
+            .try_lock_for(Duration::from_secs(5))
+            .unwrap()
+            .unlock()
+            .unwrap();
+    }
+}
+
+/// Replies delayed by D (below the node timeout): the lock is granted, and the validity it
+/// reports counts from before the request left, so it excludes the time the replies took:
+/// `valid_until <= (first request byte seen by a proxy) + TTL - drift`, and what is left at
+/// return is at most `TTL - D - drift`. Same for an explicit extension.
+#[test]
+fn validity_excludes_the_time_delayed_replies_took() {
+    const TTL: Duration = Duration::from_millis(1000);
+    const DELAY: Duration = Duration::from_millis(40);
+    let servers = RedisServers::start(5);
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(&s.addr()))
+        .collect();
+    let client = Client::builder()
+        .nodes(proxies.iter().map(FaultProxy::url))
+        .node_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let mutex = client.mutex("delayed:lock").ttl(TTL).auto_renew(false);
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    // Delayed on all but one node: a quorum needs at least two delayed answers.
+    proxies
+        .iter()
+        .skip(1)
+        .for_each(|p| p.set_mode(Mode::Delay(DELAY)));
+    let first_request = |since: Instant| {
+        proxies
+            .iter()
+            .filter_map(|p| p.first_request_since(since))
+            .min()
+            .expect("the request went through the proxies")
+    };
+    let allowed = TTL - drift(TTL);
+    for round in 0..3 {
+        let start = Instant::now();
+        let guard = mutex.try_lock().unwrap();
+        let returned = Instant::now();
+        let valid_until = guard.valid_until();
+        let sent = first_request(start);
+        let took = returned - start;
+        let left = valid_until.saturating_duration_since(returned);
+        // How far the validity reaches past `start + TTL - drift`: only the few microseconds
+        // between our `start` and the library's own `t0`, taken just before it sends.
+        let past_start = (valid_until - start).as_secs_f64() - allowed.as_secs_f64();
+        eprintln!(
+            "round {round}: acquire took {:.1} ms with replies delayed {DELAY:?}; {:.1} ms of \
+             validity left at return (TTL {TTL:?}, drift {:?}); valid_until - start - (TTL - \
+             drift) = {:+.3} ms",
+            ms(took),
+            ms(left),
+            drift(TTL),
+            past_start * 1e3
+        );
+        assert!(took >= DELAY, "the delay did not happen: {took:?}");
+        assert!(
+            valid_until <= sent + allowed,
+            "validity counted from after the request left"
+        );
+        assert!(left <= allowed - DELAY, "{left:?} left");
+        assert!(past_start <= 0.001, "{past_start}");
+
+        let start = Instant::now();
+        guard.extend(TTL).unwrap();
+        let returned = Instant::now();
+        let sent = first_request(start);
+        assert!(returned - start >= DELAY);
+        assert!(guard.valid_until() <= sent + allowed);
+        assert!(guard.valid_until().saturating_duration_since(returned) <= allowed - DELAY);
+        guard.unlock().unwrap();
+    }
+}
