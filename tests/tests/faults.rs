@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redmutex::{Client, ErrorKind, NodeOutcome, drift};
+use redmutex_tests::history;
 use redmutex_tests::{FaultProxy, Mode, RedisServer, RedisServers, free_port, wait_until};
 
 fn ms(d: Duration) -> f64 {
@@ -318,4 +319,125 @@ fn validity_excludes_the_time_delayed_replies_took() {
         assert!(guard.valid_until().saturating_duration_since(returned) <= allowed - DELAY);
         guard.unlock().unwrap();
     }
+}
+
+/// How many EVALSHA calls the server ran (every acquire, extend and release is one).
+fn evalsha_calls(server: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// After a guard is gone, nothing renews its token: a key planted with that token and a lease
+/// of 10×TTL keeps running down (an extension would set it back to one TTL), and the server
+/// runs no script at all during 2×TTL (6 renewal periods).
+fn assert_never_renewed(server: &RedisServer, key: &str, token: &[u8], ttl: Duration) {
+    let mut conn = server.conn();
+    let planted = 10 * ttl.as_millis() as u64;
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(token)
+        .arg("PX")
+        .arg(planted)
+        .query(&mut conn)
+        .unwrap();
+    let scripts = evalsha_calls(server);
+    let end = Instant::now() + 2 * ttl;
+    let mut last = i64::MAX;
+    while Instant::now() < end {
+        let pttl: i64 = redis::cmd("PTTL").arg(key).query(&mut conn).unwrap();
+        assert!(pttl <= last, "{key}: PTTL went up from {last} to {pttl}");
+        assert!(
+            pttl > 7 * ttl.as_millis() as i64,
+            "{key}: renewed to {pttl} ms"
+        );
+        last = pttl;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(evalsha_calls(server), scripts, "{key}: a script ran");
+    let _: () = conn.del(key).unwrap();
+}
+
+/// A guard dropped at the end of its scope or by panic unwinding releases the lock at once and
+/// is never renewed after; a process that exits while holding leaves its key to expire
+/// within one TTL, and nothing renews it. (A C guard freed without unlock:
+/// `test_guard_free_releases_the_lock` in `tests/c/test_lock.c`, no callback after it in
+/// `tests/c/test_lost.c`; Python `with` plus an exception: `test_with_releases_and_reraises`
+/// in `py/tests/test_acceptance.py`.)
+#[test]
+fn a_guard_dropped_any_way_is_never_renewed_and_its_key_goes() {
+    const TTL: Duration = Duration::from_millis(300);
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let get = |key: &str| -> Option<Vec<u8>> { server.conn().get(key).unwrap() };
+
+    // Scope end.
+    let token = {
+        let guard = client.mutex("drop:scope").ttl(TTL).lock().unwrap();
+        assert!(wait_until(Duration::from_secs(2), || guard.renewals() >= 1));
+        assert_eq!(get("drop:scope").as_deref(), Some(guard.token()));
+        guard.token().to_vec()
+    };
+    assert_eq!(get("drop:scope"), None, "released at scope end");
+    assert_never_renewed(&server, "drop:scope", &token, TTL);
+
+    // Panic unwinding.
+    let mut token = Vec::new();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let guard = client.mutex("drop:panic").ttl(TTL).lock().unwrap();
+        assert!(wait_until(Duration::from_secs(2), || guard.renewals() >= 1));
+        token = guard.token().to_vec();
+        panic!("a panic while holding the lock");
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(get("drop:panic"), None, "released while unwinding");
+    assert_never_renewed(&server, "drop:panic", &token, TTL);
+
+    // Process exit while holding (`std::process::exit`: no destructor runs).
+    let dir = redmutex_tests::TempDir::new("redmutex-exit");
+    let history = dir.path().join("exit.jsonl");
+    let ttl_ms = TTL.as_millis().to_string();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_torture"))
+        .args(["--urls", &server.url(), "--data-url", &server.url()])
+        .args(["--key", "drop:exit", "--client", "exiter"])
+        .args(["--ttl-ms", &ttl_ms, "--mode", "exit-holding"])
+        .arg("--history")
+        .arg(&history)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    let exited_ns = history::mono_ns();
+    assert!(status.success(), "{status}");
+    let events = history::read_histories(&[&history]).unwrap();
+    let used = events
+        .iter()
+        .find(|e| e.event == history::Kind::Use)
+        .expect("it used the lock before exiting");
+    assert!(events.iter().all(|e| e.event != history::Kind::Release));
+    let key_then = get("drop:exit");
+    assert_eq!(
+        key_then.as_deref(),
+        Some(used.token.as_bytes()),
+        "the exit left the lock in place (no release)"
+    );
+    let gone = wait_until(2 * TTL, || get("drop:exit").is_none());
+    let gone_ns = history::mono_ns();
+    let after_use = Duration::from_nanos((gone_ns - used.t_ns) as u64);
+    eprintln!(
+        "process exit while holding: key gone {:.1} ms after its last use (exit observed \
+         {:.1} ms after it), TTL {TTL:?}",
+        ms(after_use),
+        (exited_ns - used.t_ns) as f64 / 1e6
+    );
+    assert!(gone, "the key outlived 2×TTL");
+    assert!(
+        after_use <= TTL + Duration::from_millis(20),
+        "key gone {after_use:?} after the last use"
+    );
+    assert_never_renewed(&server, "drop:exit", used.token.as_bytes(), TTL);
 }
