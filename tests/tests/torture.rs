@@ -53,6 +53,8 @@ struct Summary {
     waits: u64,
     lost: u64,
     rejected: u64,
+    /// The driver's wall clock at its end, in seconds since the epoch.
+    wall: u64,
 }
 
 impl Run {
@@ -67,8 +69,14 @@ impl Run {
 
     /// Starts one client; `args` are the scenario-specific flags.
     fn spawn(&mut self, name: &str, urls: &[String], args: &[&str]) {
+        self.spawn_under(name, urls, args, Command::new(TORTURE));
+    }
+
+    /// Like [`Run::spawn`], through `cmd`: the driver itself, or a wrapper (`faketime …`)
+    /// that runs it.
+    fn spawn_under(&mut self, name: &str, urls: &[String], args: &[&str], mut cmd: Command) {
         let history = self.dir.path().join(format!("{name}.jsonl"));
-        let child = Command::new(TORTURE)
+        let child = cmd
             .arg("--urls")
             .arg(urls.join(","))
             .args(["--key", &self.key, "--client", name])
@@ -190,6 +198,7 @@ fn parse_summary(stdout: &str) -> Option<Summary> {
             "waits" => &mut s.waits,
             "lost" => &mut s.lost,
             "rejected" => &mut s.rejected,
+            "wall" => &mut s.wall,
             _ => continue,
         };
         *slot = v.parse().ok()?;
@@ -206,6 +215,7 @@ fn total(summaries: &[(String, Option<Summary>)]) -> Summary {
             waits: a.waits + s.waits,
             lost: a.lost + s.lost,
             rejected: a.rejected + s.rejected,
+            wall: 0,
         })
 }
 
@@ -811,4 +821,135 @@ fn redis_client_kill_of_the_library_connections() {
     for seed in seeds(71) {
         node_fault(NodeFault::KillConnections, seed);
     }
+}
+
+/// libfaketime's preload library: `REDMUTEX_LIBFAKETIME`, or where distributions install it
+/// (`<libdir>/faketime/` or `<libdir>/<multiarch>/faketime/`); `None` when missing.
+fn libfaketime() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REDMUTEX_LIBFAKETIME") {
+        return Some(PathBuf::from(p));
+    }
+    let lib = Path::new("faketime").join("libfaketime.so.1");
+    for base in ["/usr/lib", "/usr/lib64", "/usr/local/lib"] {
+        let base = Path::new(base);
+        if base.join(&lib).is_file() {
+            return Some(base.join(&lib));
+        }
+        for dir in std::fs::read_dir(base).into_iter().flatten().flatten() {
+            if dir.path().join(&lib).is_file() {
+                return Some(dir.path().join(&lib));
+            }
+        }
+    }
+    None
+}
+
+/// The wall clock of every client jumped by ±1 h (libfaketime, `CLOCK_MONOTONIC` left alone):
+/// the same verdict as without the jump — no violation, counter exact, contention — because
+/// validity lives on the monotonic clock. Two clients run 1 h ahead, two 1 h behind, and two
+/// jump mid-run (a timestamp file switched from +0 to +1 h and then to -1 h).
+#[test]
+fn wall_clock_jumped_by_an_hour() {
+    let Some(lib) = libfaketime() else {
+        eprintln!(
+            "SKIPPED wall_clock_jumped_by_an_hour: libfaketime is not installed \
+             (apt-get install faketime, or set REDMUTEX_LIBFAKETIME)"
+        );
+        return;
+    };
+    for seed in seeds(81) {
+        clock_jump(&lib, seed);
+    }
+}
+
+fn clock_jump(lib: &Path, seed: u64) {
+    const HOUR: i64 = 3600;
+    let server = RedisServer::start();
+    let urls = vec![server.url()];
+    let mut run = Run::new("clock:lock");
+    let jump_file = run.dir.path().join("jump");
+    std::fs::write(&jump_file, "+0\n").unwrap();
+    let n = if long() { "20" } else { "6" };
+    let clients: [(&str, &str); 6] = [
+        ("ahead0", "+1h"),
+        ("ahead1", "+1h"),
+        ("behind0", "-1h"),
+        ("behind1", "-1h"),
+        ("jump0", "file"),
+        ("jump1", "file"),
+    ];
+    for (i, (name, offset)) in clients.iter().enumerate() {
+        let mut cmd = Command::new(TORTURE);
+        cmd.env("LD_PRELOAD", lib)
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        if *offset == "file" {
+            cmd.env("FAKETIME_TIMESTAMP_FILE", &jump_file)
+                .env("FAKETIME_NO_CACHE", "1");
+        } else {
+            cmd.env("FAKETIME", offset);
+        }
+        let seed = (seed + i as u64).to_string();
+        run.spawn_under(
+            name,
+            &urls,
+            &[
+                "--n",
+                n,
+                "--hold-ms",
+                "5:30",
+                "--ttl-ms",
+                "300",
+                "--seed",
+                &seed,
+                "--fenced",
+            ],
+            cmd,
+        );
+    }
+    // Jump the clock of the last two mid-run, once they hold the lock at least once.
+    assert!(wait_until(Duration::from_secs(10), || {
+        run.history_of("jump0").len() + run.history_of("jump1").len() >= 2
+    }));
+    std::fs::write(&jump_file, "+1h\n").unwrap();
+    assert!(wait_until(Duration::from_secs(10), || {
+        run.history_of("jump0").len() + run.history_of("jump1").len() >= 12
+    }));
+    std::fs::write(&jump_file, "-1h\n").unwrap();
+    let summaries = run.finish();
+    let report = history::check(&run.events());
+    let t = total(&summaries);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let skew = |name: &str| summary_of(&summaries, name).wall as i64 - now;
+    eprintln!(
+        "clock jump/seed {seed}: {report}; {} sections, {} waits, {} handovers; wall clock \
+         skew at exit: ahead {} s, behind {} s, jumped {} s",
+        t.sections,
+        t.waits,
+        report.handovers(),
+        skew("ahead0"),
+        skew("behind0"),
+        skew("jump0")
+    );
+    // The fake clocks really were in effect (the last jump was to -1 h).
+    for (name, want) in [("ahead0", HOUR), ("behind0", -HOUR), ("jump0", -HOUR)] {
+        assert!(
+            (skew(name) - want).abs() < 120,
+            "{name}: skew {}",
+            skew(name)
+        );
+    }
+    assert!(report.is_clean(), "{report}");
+    let n: u64 = n.parse().unwrap();
+    assert_eq!(t.sections, 6 * n, "every section completes");
+    assert_eq!(run.counter(), t.sections, "counter == completed sections");
+    assert_eq!((t.lost, t.rejected), (0, 0));
+    assert!(t.waits >= 3, "only {} waits", t.waits);
+    assert!(
+        report.handovers() >= 6,
+        "only {} handovers",
+        report.handovers()
+    );
 }

@@ -23,7 +23,8 @@
 //! - `--connect-timeout-ms X` is the client's connect timeout, which also bounds how long a
 //!   lock call rides over an outage (no quorum reachable) before it reports it.
 //!
-//! Ends with one line on stdout: `done client=NAME sections=S waits=W lost=L rejected=R`.
+//! Ends with one line on stdout:
+//! `done client=NAME sections=S waits=W lost=L rejected=R wall=UNIX_SECONDS`.
 //! Exit code 2 on a usage or lock error.
 
 use std::fs::{File, OpenOptions};
@@ -408,8 +409,13 @@ fn main() {
             lost += u64::from(failed || grant.lost_reported.load(Ordering::SeqCst));
         }
     }
+    // The wall clock at the end (seconds since the epoch): shows a faked clock took effect.
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     println!(
-        "done client={} sections={sections} waits={waits} lost={lost} rejected={rejected}",
+        "done client={} sections={sections} waits={waits} lost={lost} rejected={rejected} \
+         wall={wall}",
         a.client
     );
 }
