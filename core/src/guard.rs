@@ -374,10 +374,19 @@ impl MutexGuard {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Lost`] once the lock expired or was taken over.
+    /// [`ErrorKind::Lost`] once the lock expired or was taken over; [`ErrorKind::NotHeld`]
+    /// after [`release`](MutexGuard::release) or in a forked child, whose copy of the guard
+    /// was never its own.
     pub fn check(&self) -> Result<(), Error> {
         if self.is_held() {
             Ok(())
+        } else if !self.shared.owned_here() {
+            Err(Error::new(
+                ErrorKind::NotHeld,
+                "this guard was inherited through fork; the lock belongs to the parent process",
+            ))
+        } else if self.shared.state.lock().released {
+            Err(Error::new(ErrorKind::NotHeld, "the lock was released"))
         } else {
             Err(Error::new(ErrorKind::Lost, "the lock is no longer held"))
         }
@@ -495,6 +504,18 @@ impl MutexGuard {
     /// left in place); [`ErrorKind::NoQuorum`] (or the node's own kind, with one node) when
     /// not enough nodes confirmed — the lock then expires by its TTL.
     pub fn unlock(self) -> Result<Released, Error> {
+        self.shared.release()
+    }
+
+    /// Like [`unlock`](MutexGuard::unlock), through a shared reference: for a guard shared
+    /// between threads (in an `Arc`, or held by a binding). Afterwards the guard is released
+    /// for good: [`is_held`](MutexGuard::is_held) is false, dropping it does nothing, and a
+    /// second call returns [`ErrorKind::NotHeld`].
+    ///
+    /// # Errors
+    ///
+    /// As [`unlock`](MutexGuard::unlock), plus [`ErrorKind::NotHeld`] when already released.
+    pub fn release(&self) -> Result<Released, Error> {
         self.shared.release()
     }
 }

@@ -153,20 +153,7 @@ impl Lock {
             .take()
             .ok_or_else(|| not_held(py, "release unlocked lock"))?;
         held.ended.set();
-        let result = py.detach(move || {
-            let mut guard = held.guard;
-            // Other clones live only for one local check or one extend() (bounded by the
-            // node timeout); unlock needs the guard itself.
-            loop {
-                match Arc::try_unwrap(guard) {
-                    Ok(g) => break g.unlock(),
-                    Err(g) => {
-                        guard = g;
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                }
-            }
-        });
+        let result = py.detach(move || held.guard.release());
         result.map(drop).map_err(|e| errors::to_py(py, e))
     }
 }
