@@ -283,16 +283,13 @@ pub(crate) fn millis(d: Duration) -> Vec<u8> {
     d.as_millis().to_string().into_bytes()
 }
 
-fn fire(callbacks: Vec<Callback>) {
+/// Runs on-lost callbacks; a panicking callback is logged and does not stop the others.
+pub(crate) fn fire(callbacks: Vec<Callback>) {
     for cb in callbacks {
         if catch_unwind(AssertUnwindSafe(cb)).is_err() {
             log::error!("redmutex: an on-lost callback panicked");
         }
     }
-}
-
-pub(crate) fn run_callbacks(callbacks: Vec<Callback>) {
-    fire(callbacks)
 }
 
 /// What an explicit unlock did on each node.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::guard::{GuardShared, Plan, Renewal, run_callbacks};
+use crate::guard::{GuardShared, Plan, Renewal, fire};
 use crate::quorum::{self, Tally};
 
 /// Extensions per pipelined round.
@@ -195,7 +195,7 @@ fn serve(due: Vec<Weak<GuardShared>>) -> Vec<(Instant, Weak<GuardShared>)> {
             continue;
         };
         let (plan, callbacks) = guard.plan(now);
-        run_callbacks(callbacks);
+        fire(callbacks);
         match plan {
             Plan::Forget => {}
             Plan::At(at) => next.push((at, weak)),
@@ -253,5 +253,5 @@ fn renew_batch(
             Renewal::Gone => {}
         }
     }
-    run_callbacks(callbacks);
+    fire(callbacks);
 }
