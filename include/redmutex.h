@@ -157,7 +157,7 @@ typedef uint32_t redmutex_result;
 typedef struct redmutex_client redmutex_client;
 
 /**
- * Settings for `redmutex_client_new_with_options`: timeouts and the owner label.
+ * Settings for `redmutex_client_new_with_options`: timeouts, the owner label and the TLS CA.
  *
  * Thread-safety: none of its own; do not change an options handle while another thread uses
  * it. It may be read by several threads at once.
@@ -284,7 +284,8 @@ redmutex_result redmutex_client_new(const char *const *urls,
  *
  * Returns as `redmutex_client_new`, plus `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is
  * NULL and `REDMUTEX_RESULT_INVALID_ARGUMENT` for a setting out of range (a timeout outside
- * 1 ms to 1 h, a bad owner label).
+ * 1 ms to 1 h, a bad owner label, a TLS CA without a PEM certificate or given with a URL that
+ * is not `rediss://`).
  */
 redmutex_result redmutex_client_new_with_options(const char *const *urls,
                                                  size_t urls_len,
@@ -345,6 +346,24 @@ redmutex_result redmutex_client_options_set_node_timeout(struct redmutex_client_
  */
 redmutex_result redmutex_client_options_set_owner(struct redmutex_client_options *options,
                                                   const char *owner);
+
+/**
+ * Sets the certificate authority, as `pem_len` bytes of PEM (one or more
+ * `-----BEGIN CERTIFICATE-----` blocks), that the certificates of `rediss://` servers must
+ * chain to, instead of the system's roots. The bytes are copied. Certificates are always
+ * checked unless a URL ends in `#insecure` (`rediss://host:6380/#insecure`).
+ *
+ * The PEM is checked when the client is made: `redmutex_client_new_with_options` answers
+ * `REDMUTEX_RESULT_INVALID_ARGUMENT` when it holds no certificate or when a URL is not
+ * `rediss://`. A server whose certificate does not chain to this CA makes lock calls fail
+ * with `REDMUTEX_RESULT_CONNECTION` and a message saying the certificate verification failed.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NULL_PARAMETER` when `options` or `pem` is
+ * NULL, or `REDMUTEX_RESULT_INVALID_ARGUMENT` when `pem_len` is 0 or above 16 MiB.
+ */
+redmutex_result redmutex_client_options_set_tls_ca_cert(struct redmutex_client_options *options,
+                                                        const uint8_t *pem,
+                                                        size_t pem_len);
 
 /**
  * Takes the lock named by the NUL-terminated UTF-8 string `name` (its Redis key), with a

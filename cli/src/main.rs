@@ -10,6 +10,7 @@ mod run;
 mod sys;
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -70,6 +71,12 @@ struct Cli {
     /// How long to keep trying while Redis cannot be reached before giving up.
     #[arg(long, value_name = "DUR", global = true, default_value = "1s", value_parser = duration::parse)]
     connect_timeout: Duration,
+
+    /// For rediss:// URLs: a PEM file with the CA that the servers' certificates must chain
+    /// to, instead of the system's roots. Certificates are always checked unless a URL ends
+    /// in "#insecure".
+    #[arg(long, value_name = "FILE", global = true)]
+    tls_ca_cert: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Cmd,
@@ -163,11 +170,22 @@ fn dispatch(cli: Cli) -> i32 {
         fail("no Redis URL: pass --url redis://host:6379 or set REDMUTEX_URL");
         return EXIT_USAGE;
     }
-    let client = match Client::builder()
+    let mut builder = Client::builder()
         .nodes(urls)
-        .connect_timeout(cli.connect_timeout)
-        .build()
-    {
+        .connect_timeout(cli.connect_timeout);
+    if let Some(path) = &cli.tls_ca_cert {
+        match std::fs::read(path) {
+            Ok(pem) => builder = builder.tls_ca_cert(pem),
+            Err(e) => {
+                fail(format_args!(
+                    "cannot read the TLS CA certificate {}: {e}",
+                    path.display()
+                ));
+                return EXIT_USAGE;
+            }
+        }
+    }
+    let client = match builder.build() {
         Ok(c) => c,
         Err(e) => {
             fail(report::describe(&e));

@@ -756,3 +756,53 @@ while [ ! -e go ]; do sleep 0.02; done"#;
     );
     assert!(!dir.path().join("ran").exists());
 }
+
+#[test]
+fn a_tls_ca_cert_file_is_read_and_checked() {
+    let dir = TempDir::new("redmutex-cli");
+    let ok = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
+        .args(["-subj", "/CN=redmutex cli test CA", "-keyout", "ca.key"])
+        .args(["-out", "ca.crt"])
+        .current_dir(dir.path())
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl, to make a CA certificate");
+    assert!(ok.success());
+    std::fs::write(dir.path().join("garbage.pem"), "not a certificate").unwrap();
+    let status = |url: &str, ca: &str| {
+        Redmutex::new(dir.path(), &[url.to_owned()])
+            .args([
+                "--tls-ca-cert",
+                ca,
+                "--connect-timeout",
+                "300ms",
+                "status",
+                "k",
+            ])
+            .run()
+    };
+    let tls_url = format!("rediss://127.0.0.1:{}", free_port());
+
+    let r = status(&tls_url, "missing.pem");
+    assert_eq!(r.code, 64, "{r:?}");
+    assert!(
+        r.error_line()
+            .starts_with("redmutex: cannot read the TLS CA certificate missing.pem:"),
+        "{r:?}"
+    );
+    let r = status(&tls_url, "garbage.pem");
+    assert_eq!(r.code, 64, "{r:?}");
+    assert!(r.error_line().contains("PEM"), "{r:?}");
+    let r = status("redis://127.0.0.1:6379", "ca.crt");
+    assert_eq!(r.code, 64, "{r:?}");
+    assert!(r.error_line().contains("not a rediss:// URL"), "{r:?}");
+    // A good CA is taken; nothing listens there, so the lock's Redis is unavailable.
+    let r = status(&tls_url, "ca.crt");
+    assert_eq!(r.code, 69, "{r:?}");
+    assert_eq!(
+        r.error_line(),
+        format!("redmutex: cannot reach {tls_url}: connection refused")
+    );
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redmutex::{Client, MAX_NODES};
 
-use crate::ptr::{Out, arg, c_str, free_box};
+use crate::ptr::{Out, arg, bytes, c_str, free_box};
 use crate::result::{Failure, boundary, redmutex_result};
 
 /// A connection to one Redis server, or to several independent masters (Redlock), shared by
@@ -26,7 +26,7 @@ pub struct redmutex_client {
     pub(crate) client: Client,
 }
 
-/// Settings for `redmutex_client_new_with_options`: timeouts and the owner label.
+/// Settings for `redmutex_client_new_with_options`: timeouts, the owner label and the TLS CA.
 ///
 /// Thread-safety: none of its own; do not change an options handle while another thread uses
 /// it. It may be read by several threads at once.
@@ -38,7 +38,11 @@ pub struct redmutex_client_options {
     connect_timeout: Option<Duration>,
     node_timeout: Option<Duration>,
     owner: Option<String>,
+    tls_ca_cert: Option<Vec<u8>>,
 }
+
+/// The largest CA bundle accepted (a full system bundle is about 200 KiB).
+const MAX_TLS_CA_CERT_LEN: usize = 16 << 20;
 
 /// Makes a client for `urls_len` Redis URLs (`redis://host:port`,
 /// `redis://user:password@host:port/db`) with default settings. With several URLs, each is an
@@ -73,7 +77,8 @@ pub extern "C" fn redmutex_client_new(
 ///
 /// Returns as `redmutex_client_new`, plus `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is
 /// NULL and `REDMUTEX_RESULT_INVALID_ARGUMENT` for a setting out of range (a timeout outside
-/// 1 ms to 1 h, a bad owner label).
+/// 1 ms to 1 h, a bad owner label, a TLS CA without a PEM certificate or given with a URL that
+/// is not `rediss://`).
 #[unsafe(no_mangle)]
 pub extern "C" fn redmutex_client_new_with_options(
     urls: *const *const c_char,
@@ -94,6 +99,9 @@ pub extern "C" fn redmutex_client_new_with_options(
         }
         if let Some(owner) = &options.owner {
             builder = builder.owner(owner.clone());
+        }
+        if let Some(pem) = &options.tls_ca_cert {
+            builder = builder.tls_ca_cert(pem.clone());
         }
         let client = builder.build()?;
         out.write(Box::into_raw(Box::new(redmutex_client { client })));
@@ -146,6 +154,7 @@ pub extern "C" fn redmutex_client_options_new(
             connect_timeout: None,
             node_timeout: None,
             owner: None,
+            tls_ca_cert: None,
         })));
         Ok(())
     })
@@ -208,6 +217,35 @@ pub extern "C" fn redmutex_client_options_set_owner(
     boundary(|| {
         let options = options_mut(options)?;
         options.owner = Some(c_str(owner, "owner")?.to_owned());
+        Ok(())
+    })
+}
+
+/// Sets the certificate authority, as `pem_len` bytes of PEM (one or more
+/// `-----BEGIN CERTIFICATE-----` blocks), that the certificates of `rediss://` servers must
+/// chain to, instead of the system's roots. The bytes are copied. Certificates are always
+/// checked unless a URL ends in `#insecure` (`rediss://host:6380/#insecure`).
+///
+/// The PEM is checked when the client is made: `redmutex_client_new_with_options` answers
+/// `REDMUTEX_RESULT_INVALID_ARGUMENT` when it holds no certificate or when a URL is not
+/// `rediss://`. A server whose certificate does not chain to this CA makes lock calls fail
+/// with `REDMUTEX_RESULT_CONNECTION` and a message saying the certificate verification failed.
+///
+/// Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NULL_PARAMETER` when `options` or `pem` is
+/// NULL, or `REDMUTEX_RESULT_INVALID_ARGUMENT` when `pem_len` is 0 or above 16 MiB.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_client_options_set_tls_ca_cert(
+    options: *mut redmutex_client_options,
+    pem: *const u8,
+    pem_len: usize,
+) -> redmutex_result {
+    boundary(|| {
+        let options = options_mut(options)?;
+        let pem = bytes(pem, pem_len, MAX_TLS_CA_CERT_LEN, "pem")?;
+        if pem.is_empty() {
+            return Err(Failure::invalid("`pem` is empty"));
+        }
+        options.tls_ca_cert = Some(pem.to_vec());
         Ok(())
     })
 }

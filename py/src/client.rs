@@ -1,9 +1,11 @@
 //! `Client`: one set of Redis nodes, and the factory of locks.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use redmutex::MutexOptions;
 
 use crate::args;
@@ -27,6 +29,9 @@ const MAX_HOLD: Duration = Duration::from_secs(366 * 24 * 3600);
 ///     lock's ttl, between 0.02 and 0.25).
 /// owner: the label at the start of every lock value, so that GET on a lock tells who
 ///     holds it (default "hostname:pid"); 1 to 128 visible ASCII characters.
+/// tls_ca_cert: for rediss:// URLs, the CA certificate(s) the servers' certificates must
+///     chain to instead of the system's roots: PEM as bytes, or the path of a PEM file.
+///     Certificates are always checked unless a URL ends in "#insecure".
 ///
 /// Making a Client does no I/O: nodes are connected on first use, and a forked child opens its
 /// own connections. Thread-safe; share one Client between threads.
@@ -38,12 +43,13 @@ pub struct Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (url, *, connect_timeout = None, node_timeout = None, owner = None))]
+    #[pyo3(signature = (url, *, connect_timeout = None, node_timeout = None, owner = None, tls_ca_cert = None))]
     fn new(
         url: &Bound<'_, PyAny>,
         connect_timeout: Option<&Bound<'_, PyAny>>,
         node_timeout: Option<&Bound<'_, PyAny>>,
         owner: Option<&Bound<'_, PyAny>>,
+        tls_ca_cert: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Client> {
         let py = url.py();
         let mut builder = redmutex::Client::builder().nodes(args::urls(url)?);
@@ -62,6 +68,9 @@ impl Client {
                 .extract()
                 .map_err(|_| PyTypeError::new_err("owner must be a str or None"))?;
             builder = builder.owner(label);
+        }
+        if let Some(ca) = tls_ca_cert.filter(|c| !c.is_none()) {
+            builder = builder.tls_ca_cert(pem(ca)?);
         }
         let inner = builder.build().map_err(|e| errors::to_py(py, e))?;
         Ok(Client { inner })
@@ -140,4 +149,16 @@ impl Client {
     fn __repr__(&self) -> String {
         format!("<redmutex.Client nodes={:?}>", self.inner.node_names())
     }
+}
+
+/// `tls_ca_cert`: PEM bytes, or the path (str or os.PathLike) of a PEM file.
+fn pem(ca: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(bytes) = ca.cast::<PyBytes>() {
+        return Ok(bytes.as_bytes().to_vec());
+    }
+    let path: PathBuf = ca.extract().map_err(|_| {
+        PyTypeError::new_err("tls_ca_cert must be PEM bytes, a path (str or os.PathLike) or None")
+    })?;
+    // FileNotFoundError, PermissionError, … as Python's open() raises them.
+    std::fs::read(&path).map_err(PyErr::from)
 }

@@ -1,5 +1,6 @@
 """Type stubs for the native module; keep in step with py/src/*.rs."""
 
+import os
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import final
@@ -57,6 +58,7 @@ class Client:
         connect_timeout: float | None = None,
         node_timeout: float | None = None,
         owner: str | None = None,
+        tls_ca_cert: bytes | str | os.PathLike[str] | None = None,
     ) -> Client:
         """Make a client.
 
@@ -70,10 +72,15 @@ class Client:
                 lock's ttl, between 0.02 and 0.25).
             owner: the label at the start of every lock value, so that GET on a lock tells
                 who holds it (default "hostname:pid"); 1 to 128 visible ASCII characters.
+            tls_ca_cert: for rediss:// URLs, the CA certificate(s) the servers' certificates
+                must chain to instead of the system's roots: PEM as bytes, or the path of a
+                PEM file. Certificates are always checked unless a URL ends in "#insecure".
 
         Raises:
-            TypeError: url is not a str or a list of str.
-            ValueError: no URL, a malformed URL, a timeout outside 0.001..3600 s, a bad owner.
+            TypeError: url is not a str or a list of str; tls_ca_cert is not bytes or a path.
+            ValueError: no URL, a malformed URL, a timeout outside 0.001..3600 s, a bad owner,
+                a tls_ca_cert without a PEM certificate or given for a redis:// URL.
+            OSError: the tls_ca_cert file cannot be read.
         """
 
     def lock(
