@@ -28,6 +28,7 @@ deps:
 	command -v redis-server >/dev/null || missing+=(redis-server); \
 	command -v valgrind >/dev/null || missing+=(valgrind); \
 	command -v pkg-config >/dev/null || missing+=(pkg-config); \
+	command -v faketime >/dev/null || missing+=(faketime); \
 	command -v c++ >/dev/null || missing+=(g++); \
 	python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv); \
 	if (( $${#missing[@]} )); then \

@@ -9,7 +9,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::client::Inner;
 use crate::error::{Error, ErrorKind, NodeReport};
 use crate::keys::Keys;
-use crate::mutex::{MIN_TTL, MutexOptions, check_ttl, drift};
+use crate::options::{MIN_TTL, MutexOptions, check_ttl, drift};
 use crate::quorum::{self, Tally};
 use crate::scripts::{self, Call};
 

@@ -43,12 +43,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod acquire;
 mod client;
 mod error;
 mod guard;
 mod keys;
 mod mutex;
 mod node;
+mod options;
 mod quorum;
 mod renew;
 mod scripts;
@@ -57,7 +59,7 @@ mod token;
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, MAX_NODES, MAX_OWNER_LEN};
 pub use error::{Error, ErrorKind, NodeOutcome, NodeReport, Result, TryLockError};
 pub use guard::{MutexGuard, Released};
-pub use mutex::{
-    DEFAULT_TTL, LockStatus, MAX_NAME_LEN, MAX_TTL, MIN_TTL, Mutex, MutexOptions,
-    default_node_timeout, drift,
+pub use mutex::{LockStatus, Mutex};
+pub use options::{
+    DEFAULT_TTL, MAX_NAME_LEN, MAX_TTL, MIN_TTL, MutexOptions, default_node_timeout, drift,
 };

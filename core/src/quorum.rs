@@ -166,7 +166,7 @@ pub(crate) struct Tally {
     pub(crate) missing: usize,
     /// Nodes that could not be asked or answered with an error.
     pub(crate) failed: usize,
-    /// Of `failed`: nodes that are down (refused or dropped us twice), not merely slow.
+    /// Of `failed`: nodes that refused the connection (down), not merely slow or flaky.
     pub(crate) down: usize,
     /// Each node's answer, for error reports.
     pub(crate) reports: Vec<NodeReport>,
@@ -178,7 +178,9 @@ impl Tally {
     /// Records a node that could not be asked or answered with an error.
     pub(crate) fn fail(&mut self, node: &Node, e: RedisError) {
         self.failed += 1;
-        if !e.is_timeout() && e.is_connection_dropped() {
+        // Only a refused connection says the node is down: a connection dropped after it was
+        // established (CLIENT KILL, a proxy) may work again on the next try.
+        if e.is_connection_refusal() {
             self.down += 1;
         }
         self.reports.push(NodeReport {

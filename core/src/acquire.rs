@@ -1,0 +1,341 @@
+//! The acquire loop: Redlock rounds, the fence write-back, and waiting for a release.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use crate::error::{Error, ErrorKind, NodeOutcome, TryLockError};
+use crate::guard::{GuardShared, MutexGuard, millis, release_call};
+use crate::keys::Keys;
+use crate::mutex::{Mutex, bytes, int};
+use crate::node;
+use crate::options::{MAX_NAME_LEN, MIN_TTL, default_node_timeout, drift};
+use crate::quorum::{self, Tally};
+use crate::scripts::{self, Call};
+use crate::token;
+
+/// One acquisition attempt's result.
+enum Attempt {
+    Held(MutexGuard),
+    /// Someone else holds it (or a split vote): wait, preferably on one of these nodes.
+    Busy {
+        hint: Option<Duration>,
+        wake_from: Vec<usize>,
+    },
+    /// Fewer than a quorum of nodes answered.
+    Unreachable(Error),
+}
+
+/// What one acquisition call settles once, before its first attempt.
+pub(crate) struct Plan {
+    pub(crate) keys: Keys,
+    pub(crate) node_timeout: Duration,
+    pub(crate) label: String,
+}
+
+impl Mutex {
+    pub(crate) fn plan(&self) -> Result<Plan, Error> {
+        if self.name.is_empty() || self.name.len() > MAX_NAME_LEN {
+            return Err(Error::invalid(format!(
+                "a lock name must be 1 to {MAX_NAME_LEN} bytes, got {}",
+                self.name.len()
+            )));
+        }
+        self.opts.validate()?;
+        let inner = &self.client.inner;
+        let node_timeout = self
+            .opts
+            .node_timeout
+            .or(inner.node_timeout)
+            .unwrap_or_else(|| default_node_timeout(self.opts.ttl));
+        Ok(Plan {
+            keys: Keys::new(&self.name),
+            node_timeout,
+            label: inner.label(),
+        })
+    }
+
+    pub(crate) fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        mut interrupted: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<MutexGuard, TryLockError> {
+        let plan = self.plan()?;
+        let mut waited = false;
+        let mut unreachable_since: Option<Instant> = None;
+        loop {
+            let started = Instant::now();
+            let will_wait = deadline.is_none_or(|d| d > started);
+            match self.attempt(&plan, waited, will_wait)? {
+                Attempt::Held(guard) => return Ok(guard),
+                Attempt::Busy { hint, wake_from } => {
+                    unreachable_since = None;
+                    let now = Instant::now();
+                    let left = deadline.map(|d| d.saturating_duration_since(now));
+                    if left == Some(Duration::ZERO) {
+                        return Err(TryLockError::WouldBlock);
+                    }
+                    let block = [hint, Some(self.opts.wait_cap), left]
+                        .into_iter()
+                        .flatten()
+                        .min()
+                        .unwrap_or(self.opts.wait_cap);
+                    self.wait_for_release(&plan, &wake_from, block);
+                    waited = true;
+                }
+                Attempt::Unreachable(err) => {
+                    if err.kind() == ErrorKind::Auth {
+                        return Err(err.into());
+                    }
+                    // Ride over a short outage (a restart, a failover) for up to the connect
+                    // timeout, then report it rather than block forever on a dead Redis.
+                    let since = *unreachable_since.get_or_insert(started);
+                    let give_up = since + self.client.inner.connect_timeout;
+                    let give_up = deadline.map_or(give_up, |d| d.min(give_up));
+                    let pause = token::jitter(self.opts.retry_delay);
+                    let now = Instant::now();
+                    if now + pause > give_up {
+                        return Err(err.into());
+                    }
+                    std::thread::sleep(pause);
+                }
+            }
+            if let Some(check) = interrupted.as_mut()
+                && check()
+            {
+                return Err(Error::new(ErrorKind::Interrupted, "the wait was interrupted").into());
+            }
+        }
+    }
+
+    /// One Redlock round: ask every node at once, count the grants, check the validity.
+    fn attempt(&self, plan: &Plan, waited: bool, will_wait: bool) -> Result<Attempt, Error> {
+        let inner = &self.client.inner;
+        let nodes = &inner.nodes;
+        let n = nodes.len();
+        let opts = &self.opts;
+        let keys = &plan.keys;
+        let token = token::new_token(&plan.label)?;
+        let announce = if will_wait {
+            opts.wait_cap + plan.node_timeout + Duration::from_millis(10)
+        } else {
+            Duration::ZERO
+        };
+        let acquire = Call::new(
+            &scripts::ACQUIRE,
+            vec![
+                keys.lock.clone(),
+                keys.fence.clone(),
+                keys.waiters.clone(),
+                keys.handoff.clone(),
+            ],
+            vec![
+                token.clone(),
+                millis(self.grant_ttl()),
+                if opts.fencing {
+                    b"1".to_vec()
+                } else {
+                    b"0".to_vec()
+                },
+                if waited { b"1".to_vec() } else { b"0".to_vec() },
+                millis(announce),
+            ],
+        );
+        let undo = release_call(keys, &token, opts, false);
+
+        let t0 = Instant::now();
+        let answers = quorum::exchange(
+            nodes,
+            &vec![vec![acquire]; n],
+            t0 + plan.node_timeout,
+            Some(&undo),
+        );
+        let mut tally = Tally::default();
+        let mut granted: Vec<(usize, u64)> = Vec::new();
+        let mut hint: Option<Duration> = None;
+        let mut wake_from = Vec::new();
+        let mut failed_midway = Vec::new();
+        for (i, (node, answer)) in nodes.iter().zip(answers).enumerate() {
+            match answer.map(|mut v| v.pop()) {
+                Ok(Some(Ok(Value::Array(items))))
+                    if int(items.first().unwrap_or(&Value::Nil)) == 1 =>
+                {
+                    granted.push((i, int(items.get(1).unwrap_or(&Value::Nil)).max(0) as u64));
+                    tally.push(node, NodeOutcome::Ok);
+                }
+                Ok(Some(Ok(Value::Array(items)))) if items.len() == 3 => {
+                    let pttl = int(&items[1]);
+                    if pttl >= 0 {
+                        let d = Duration::from_millis(pttl as u64);
+                        hint = Some(hint.map_or(d, |h| h.min(d)));
+                    } else if pttl == -2 {
+                        hint = Some(Duration::ZERO);
+                    }
+                    wake_from.push(i);
+                    tally.push(
+                        node,
+                        NodeOutcome::Taken {
+                            holder: bytes(&items[2]),
+                            pttl_ms: pttl,
+                        },
+                    );
+                }
+                // A script that failed midway may have stored our token before it failed.
+                Ok(Some(Err(e))) => {
+                    failed_midway.push(i);
+                    tally.fail(node, e)
+                }
+                Err(e) => tally.fail(node, e),
+                other => tally.push(
+                    node,
+                    NodeOutcome::Error(format!("unexpected reply {other:?}")),
+                ),
+            }
+        }
+
+        if granted.len() >= inner.quorum
+            && let Some(fence) = self.settle_fence(plan, &granted)
+        {
+            let ttl = self.grant_ttl();
+            let valid_until = t0 + ttl.saturating_sub(drift(ttl));
+            if Instant::now() < valid_until {
+                let shared = Arc::new(GuardShared::new(
+                    Arc::clone(inner),
+                    keys.clone(),
+                    token,
+                    fence,
+                    opts.clone(),
+                    plan.node_timeout,
+                    t0,
+                    valid_until,
+                ));
+                let next = shared.next_check(t0);
+                inner.renewer.schedule(next, &shared);
+                return Ok(Attempt::Held(MutexGuard { shared }));
+            }
+        }
+
+        // Not held: undo every grant, and on nodes whose script failed midway. Nodes that did
+        // not answer in time already have the undo queued behind our request; nodes that said
+        // "taken" never stored our token.
+        if !granted.is_empty() || !failed_midway.is_empty() {
+            let mut calls = vec![Vec::new(); n];
+            for i in granted.iter().map(|(i, _)| *i).chain(failed_midway) {
+                calls[i] = vec![undo.clone()];
+            }
+            quorum::exchange(nodes, &calls, Instant::now() + plan.node_timeout, None);
+        }
+        let answered = tally.yes + tally.refused;
+        if answered >= inner.quorum {
+            // A split vote or a late grant: nobody may hold it right now, so do not wait for
+            // the holder's whole TTL.
+            if wake_from.is_empty() || granted.len() >= inner.quorum {
+                hint = Some(Duration::ZERO);
+            }
+            Ok(Attempt::Busy { hint, wake_from })
+        } else {
+            Ok(Attempt::Unreachable(Error::from_report(
+                "fewer than a quorum of nodes answered",
+                ErrorKind::NoQuorum,
+                tally.reports,
+                tally.source,
+            )))
+        }
+    }
+
+    /// The lease of a grant: the TTL, shortened so it ends with `max_hold`.
+    fn grant_ttl(&self) -> Duration {
+        match self.opts.max_hold {
+            Some(h) => self.opts.ttl.min(h.max(MIN_TTL)),
+            None => self.opts.ttl,
+        }
+    }
+
+    /// The fence of a grant, made monotonic across different quorums: the largest counter
+    /// among the granting nodes, written back to those that returned less, so that any later
+    /// quorum overlaps a node whose counter is already at least this fence. `None` when the
+    /// write-back did not reach a quorum.
+    fn settle_fence(&self, plan: &Plan, granted: &[(usize, u64)]) -> Option<u64> {
+        if !self.opts.fencing {
+            return Some(0);
+        }
+        let max = granted.iter().map(|(_, f)| *f).max().unwrap_or(0);
+        let behind: Vec<usize> = granted
+            .iter()
+            .filter(|(_, f)| *f < max)
+            .map(|(i, _)| *i)
+            .collect();
+        if behind.is_empty() {
+            return Some(max);
+        }
+        let nodes = &self.client.inner.nodes;
+        let mut calls = vec![Vec::new(); nodes.len()];
+        let raise = Call::new(
+            &scripts::FENCE_MAX,
+            vec![plan.keys.fence.clone()],
+            vec![max.to_string().into_bytes()],
+        );
+        for i in &behind {
+            calls[*i] = vec![raise.clone()];
+        }
+        let answers = quorum::exchange(nodes, &calls, Instant::now() + plan.node_timeout, None);
+        let raised = behind
+            .iter()
+            .filter(|i| matches!(&answers[**i], Ok(v) if matches!(v.first(), Some(Ok(_)))))
+            .count();
+        let at_max = granted.len() - behind.len() + raised;
+        (at_max >= self.client.inner.quorum).then_some(max)
+    }
+
+    /// Blocks until a release signal, or `block` passes. Falls back to a randomized sleep
+    /// when no node can be waited on.
+    fn wait_for_release(&self, plan: &Plan, wake_from: &[usize], block: Duration) {
+        if block.is_zero() {
+            return;
+        }
+        let nodes = &self.client.inner.nodes;
+        let i = if wake_from.is_empty() {
+            token::pick(nodes.len())
+        } else {
+            wake_from[token::pick(wake_from.len())]
+        };
+        let node = &nodes[i];
+        let started = Instant::now();
+        let conn = node
+            .take()
+            .or_else(|| node.connect(started + plan.node_timeout).ok());
+        if let Some(mut conn) = conn {
+            // Redis checks blocking timeouts on its cron tick (every 100 ms at the default
+            // hz 10), so a BLPOP may return up to a tick late. The wait must end on time (a
+            // crashed holder's key expires exactly then), so our own read deadline ends it,
+            // and a connection whose BLPOP is still pending is dropped, never reused. Long
+            // waits ask the server for a tick less, so that they usually end cleanly.
+            let tick = Duration::from_millis(100);
+            let server_block = if block > tick + tick / 2 {
+                block - tick
+            } else {
+                block
+            };
+            // BLPOP takes seconds with millisecond precision; 0 would mean "forever".
+            let secs = format!("{:.3}", server_block.as_secs_f64().max(0.001));
+            let packed = redis::cmd("BLPOP")
+                .arg(plan.keys.wake.as_slice())
+                .arg(secs)
+                .get_packed_command();
+            let waited = node::set_timeouts(&conn, started + block + Duration::from_millis(2))
+                .and_then(|()| conn.send_packed_command(&packed))
+                .and_then(|()| conn.recv_response());
+            match waited {
+                Ok(_) => {
+                    node.put(conn);
+                    return;
+                }
+                Err(e) if e.is_timeout() => return,
+                Err(_) => {}
+            }
+        }
+        let left = block.saturating_sub(started.elapsed());
+        std::thread::sleep(token::jitter(self.opts.retry_delay).min(left));
+    }
+}

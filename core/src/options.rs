@@ -1,0 +1,176 @@
+//! The options of a lock, their bounds and defaults.
+
+use std::time::Duration;
+
+use crate::error::Error;
+
+/// The shortest TTL accepted.
+pub const MIN_TTL: Duration = Duration::from_millis(10);
+/// The longest TTL accepted (a lease is never "no expiry").
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+/// The longest lock name, in bytes.
+pub const MAX_NAME_LEN: usize = 512;
+/// The default lease.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// The clock drift allowance for a lease of `ttl`: 1 % plus 2 ms, as in the Redlock text.
+pub fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The per-node timeout a lock uses when none is configured: 2 % of the TTL, at least 50 ms,
+/// at most 250 ms, and never more than a quarter of the TTL. (The Redlock text suggests
+/// 5–50 ms for a 10 s TTL; below 50 ms a busy client machine mistakes its own scheduling
+/// delays for dead nodes.)
+pub fn default_node_timeout(ttl: Duration) -> Duration {
+    (ttl / 50)
+        .max(Duration::from_millis(50))
+        .min(Duration::from_millis(250))
+        .min(ttl / 4)
+}
+
+pub(crate) fn check_ttl(ttl: Duration) -> Result<(), Error> {
+    if ttl < MIN_TTL || ttl > MAX_TTL {
+        return Err(Error::invalid(format!(
+            "the TTL must be between {MIN_TTL:?} and {MAX_TTL:?}, got {ttl:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Options of one lock. Every default is a finite lease: nothing here means "never expires".
+///
+/// ```
+/// use redmutex::MutexOptions;
+/// use std::time::Duration;
+///
+/// let opts = MutexOptions::default()
+///     .with_ttl(Duration::from_secs(10))
+///     .with_max_hold(Some(Duration::from_secs(600)));
+/// assert!(opts.auto_renew);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MutexOptions {
+    /// The lease: how long the lock survives its holder's silence (default 30 s, between
+    /// 10 ms and 24 h).
+    pub ttl: Duration,
+    /// Whether the client's renew thread extends the lease every `ttl/3` (default true).
+    pub auto_renew: bool,
+    /// Renewal stops this long after the lock was taken; the lock then expires and the guard
+    /// is lost (default: none).
+    pub max_hold: Option<Duration>,
+    /// Whether each grant increments the name's fence counter (default true). Turn off for
+    /// names of unbounded cardinality: the counter is one key per name that never expires.
+    pub fencing: bool,
+    /// The per-node, per-request timeout. Default: the client's, else
+    /// [`default_node_timeout`] of the TTL.
+    pub node_timeout: Option<Duration>,
+    /// The base of the randomized retry delay (uniform in ½..1½ of it; default 50 ms), used
+    /// when no wake-up signal can be awaited and between renewal retries.
+    pub retry_delay: Duration,
+    /// The longest a waiter blocks for a wake-up signal before it tries again (default 250 ms):
+    /// the most a lost wake-up can cost.
+    pub wait_cap: Duration,
+    /// After a release that had waiters, newcomers must leave the lock to a waiter for this
+    /// long (default 20 ms), so a holder that re-locks at once cannot starve the waiters.
+    /// Zero turns the hand-off off.
+    pub handoff_window: Duration,
+}
+
+impl Default for MutexOptions {
+    fn default() -> Self {
+        MutexOptions {
+            ttl: DEFAULT_TTL,
+            auto_renew: true,
+            max_hold: None,
+            fencing: true,
+            node_timeout: None,
+            retry_delay: Duration::from_millis(50),
+            wait_cap: Duration::from_millis(250),
+            handoff_window: Duration::from_millis(20),
+        }
+    }
+}
+
+impl MutexOptions {
+    /// Sets [`ttl`](MutexOptions::ttl).
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+    /// Sets [`auto_renew`](MutexOptions::auto_renew).
+    pub fn with_auto_renew(mut self, on: bool) -> Self {
+        self.auto_renew = on;
+        self
+    }
+    /// Sets [`max_hold`](MutexOptions::max_hold).
+    pub fn with_max_hold(mut self, max_hold: Option<Duration>) -> Self {
+        self.max_hold = max_hold;
+        self
+    }
+    /// Sets [`fencing`](MutexOptions::fencing).
+    pub fn with_fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+    /// Sets [`node_timeout`](MutexOptions::node_timeout).
+    pub fn with_node_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+    /// Sets [`retry_delay`](MutexOptions::retry_delay).
+    pub fn with_retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+    /// Sets [`wait_cap`](MutexOptions::wait_cap).
+    pub fn with_wait_cap(mut self, cap: Duration) -> Self {
+        self.wait_cap = cap;
+        self
+    }
+    /// Sets [`handoff_window`](MutexOptions::handoff_window).
+    pub fn with_handoff_window(mut self, window: Duration) -> Self {
+        self.handoff_window = window;
+        self
+    }
+
+    /// Checks every option; what `lock` does before it sends anything.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] naming the first option out of range.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_ttl(self.ttl)?;
+        let ms = Duration::from_millis;
+        let within = |what: &str, d: Duration, lo: Duration, hi: Duration| {
+            if d < lo || d > hi {
+                Err(Error::invalid(format!(
+                    "{what} must be between {lo:?} and {hi:?}, got {d:?}"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        if let Some(h) = self.max_hold {
+            within("max_hold", h, MIN_TTL, Duration::from_secs(366 * 24 * 3600))?;
+        }
+        if let Some(t) = self.node_timeout {
+            within("node_timeout", t, ms(1), self.ttl)?;
+        }
+        within(
+            "retry_delay",
+            self.retry_delay,
+            ms(1),
+            Duration::from_secs(60),
+        )?;
+        within("wait_cap", self.wait_cap, ms(1), Duration::from_secs(60))?;
+        within(
+            "handoff_window",
+            self.handoff_window,
+            Duration::ZERO,
+            self.ttl,
+        )?;
+        Ok(())
+    }
+}
