@@ -139,7 +139,7 @@ impl MutexOptions {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`] naming the first option out of range.
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) naming the first option out of range.
     pub fn validate(&self) -> Result<(), Error> {
         check_ttl(self.ttl)?;
         let ms = Duration::from_millis;
