@@ -263,7 +263,7 @@ impl GuardShared {
 /// for waiters (a real release); a failed attempt's clean-up does not.
 pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, handoff: bool) -> Call {
     let window = if handoff {
-        opts.handoff_window
+        opts.handoff_window.min(opts.ttl)
     } else {
         Duration::ZERO
     };

@@ -73,7 +73,8 @@ pub struct MutexOptions {
     /// the most a lost wake-up can cost.
     pub wait_cap: Duration,
     /// After a release that had waiters, newcomers must leave the lock to a waiter for this
-    /// long (default 20 ms), so a holder that re-locks at once cannot starve the waiters.
+    /// long (default 20 ms, at most the TTL), so a holder that re-locks at once cannot starve
+    /// the waiters.
     /// Zero turns the hand-off off.
     pub handoff_window: Duration,
 }
@@ -165,11 +166,13 @@ impl MutexOptions {
             Duration::from_secs(60),
         )?;
         within("wait_cap", self.wait_cap, ms(1), Duration::from_secs(60))?;
+        // Not bounded by the TTL: the default window must be valid for the shortest TTL too;
+        // a release uses at most the TTL of it.
         within(
             "handoff_window",
             self.handoff_window,
             Duration::ZERO,
-            self.ttl,
+            Duration::from_secs(60),
         )?;
         Ok(())
     }

@@ -69,6 +69,9 @@ pub extern "C" fn redmutex_version() -> *const c_char {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -461,6 +461,12 @@ fn bad_input_is_refused_before_anything_is_sent() {
         assert_eq!(m.status().unwrap_err().kind(), ErrorKind::InvalidArgument);
     }
     assert!(client.mutex(vec![b'x'; 512]).try_lock().unwrap_err().kind() == ErrorKind::Connection);
+    // The shortest TTL is valid with every other option at its default.
+    let shortest = client.mutex("ok").ttl(redmutex::MIN_TTL);
+    assert_eq!(
+        shortest.try_lock().unwrap_err().kind(),
+        ErrorKind::Connection
+    );
     for url in [
         "",
         "localhost:6379",
