@@ -520,7 +520,8 @@ redmutex_result redmutex_lock_options_set_wait_cap(struct redmutex_lock_options 
 
 /**
  * Sets how long, after a release that had waiters, newcomers must leave the lock to a
- * waiter, in milliseconds (default 20; 0 turns the hand-off off; at most the TTL). It stops
+ * waiter, in milliseconds (default 20; 0 turns the hand-off off; at most 60000, and a release
+ * uses at most the TTL of it). It stops
  * a holder that re-locks at once from starving the waiters.
  *
  * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.

@@ -324,7 +324,7 @@ static void test_out_of_range_values(void) {
   CHECK_RESULT(redmutex_lock_with_options(client, long_name, 10, options, 0, &guard),
                REDMUTEX_RESULT_INVALID_ARGUMENT);
   CHECK_OK(redmutex_lock_options_set_retry_delay(options, 50));
-  CHECK_OK(redmutex_lock_options_set_handoff_window(options, 5000)); /* more than the TTL */
+  CHECK_OK(redmutex_lock_options_set_handoff_window(options, 61000)); /* more than 60 s */
   CHECK_RESULT(redmutex_lock_with_options(client, long_name, 10, options, 0, &guard),
                REDMUTEX_RESULT_INVALID_ARGUMENT);
   CHECK(guard == GUARD_SENTINEL);
