@@ -60,6 +60,15 @@ impl Client {
     /// A client for one Redis node, from a URL such as `redis://127.0.0.1:6379`,
     /// `redis://user:password@host:6379/0` or `rediss://host:6380`.
     ///
+    /// A master watched by Redis Sentinel is one node too, given by its sentinels and its
+    /// name: `redis+sentinel://[[user]:password@]s1[:26379][,s2[:port],...]/mymaster[/db]`,
+    /// optionally with `?sentinel_username=…&sentinel_password=…` when the sentinels require
+    /// a password of their own. The user-info credentials and the database are the master's;
+    /// sentinels without a port listen on 26379. Each new connection asks the sentinels for
+    /// the current master and checks with `ROLE` that it is one, so the client follows a
+    /// failover. Set [`ClientBuilder::connect_timeout`] to cover the failover time if lock
+    /// calls should ride over it.
+    ///
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a malformed URL.

@@ -54,6 +54,7 @@ mod options;
 mod quorum;
 mod renew;
 mod scripts;
+mod sentinel;
 mod token;
 
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, MAX_NODES, MAX_OWNER_LEN};

@@ -8,10 +8,11 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError};
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError, Value};
 
 use crate::error::Error;
 use crate::scripts;
+use crate::sentinel::{self, Sentinel};
 
 /// Idle connections older than this are closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -19,11 +20,19 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_IDLE: usize = 64;
 
 pub(crate) struct Node {
-    client: redis::Client,
+    target: Target,
     display: String,
     client_name: String,
     connect_timeout: Duration,
     pool: Mutex<Pool>,
+}
+
+/// Where a node's connections go.
+enum Target {
+    /// One server, by its URL.
+    Direct(redis::Client),
+    /// Whichever server a group of sentinels names as the master.
+    Sentinel(Sentinel),
 }
 
 struct Pool {
@@ -34,13 +43,42 @@ struct Pool {
 
 impl Node {
     /// A node for `url`; with `tls_ca_cert` (PEM), a `rediss://` node whose certificate must
-    /// chain to that CA instead of the system's roots.
+    /// chain to that CA instead of the system's roots. A `redis+sentinel://` URL makes a node
+    /// whose connections go to the master that its sentinels name (see `sentinel.rs`).
     pub(crate) fn open(
         url: &str,
         client_name: &str,
         connect_timeout: Duration,
         tls_ca_cert: Option<&[u8]>,
     ) -> Result<Node, Error> {
+        let (target, display) = if sentinel::is_sentinel_url(url) {
+            let s = Sentinel::parse(url).map_err(|e| {
+                Error::invalid(format!("malformed Redis Sentinel URL {}: {e}", redact(url)))
+            })?;
+            if tls_ca_cert.is_some() {
+                return Err(Error::invalid(format!(
+                    "a TLS CA certificate was given, but {} is not a rediss:// URL",
+                    s.display()
+                )));
+            }
+            let display = s.display().to_owned();
+            (Target::Sentinel(s), display)
+        } else {
+            Self::direct(url, tls_ca_cert)?
+        };
+        Ok(Node {
+            target,
+            display,
+            client_name: client_name.to_owned(),
+            connect_timeout,
+            pool: Mutex::new(Pool {
+                pid: std::process::id(),
+                idle: Vec::new(),
+            }),
+        })
+    }
+
+    fn direct(url: &str, tls_ca_cert: Option<&[u8]>) -> Result<(Target, String), Error> {
         let info: ConnectionInfo = url
             .into_connection_info()
             .map_err(|e| Error::invalid(format!("malformed Redis URL {}: {e}", redact(url))))?;
@@ -57,16 +95,7 @@ impl Node {
         ) {
             tls::install_crypto_provider();
         }
-        Ok(Node {
-            client,
-            display,
-            client_name: client_name.to_owned(),
-            connect_timeout,
-            pool: Mutex::new(Pool {
-                pid: std::process::id(),
-                idle: Vec::new(),
-            }),
-        })
+        Ok((Target::Direct(client), display))
     }
 
     /// The node's address without credentials, for reports and logs.
@@ -107,12 +136,21 @@ impl Node {
     }
 
     fn try_connect(&self, deadline: Instant) -> Result<redis::Connection, RedisError> {
-        let budget = remaining(deadline)?.min(self.connect_timeout);
-        let mut conn = self.client.get_connection_with_timeout(budget)?;
+        let mut conn = match &self.target {
+            Target::Direct(client) => {
+                let budget = remaining(deadline)?.min(self.connect_timeout);
+                client.get_connection_with_timeout(budget)?
+            }
+            Target::Sentinel(s) => s.connect_master(deadline, self.connect_timeout)?,
+        };
         // redis-rs clears its timeouts after connecting; a blocking client must never wait
         // without a bound.
         set_timeouts(&conn, deadline)?;
         let mut setup = redis::pipe();
+        if let Target::Sentinel(_) = self.target {
+            // The one reply the setup returns.
+            setup.cmd("ROLE");
+        }
         setup
             .cmd("CLIENT")
             .arg("SETNAME")
@@ -121,7 +159,11 @@ impl Node {
         for s in scripts::all() {
             setup.cmd("SCRIPT").arg("LOAD").arg(s.source()).ignore();
         }
-        setup.query::<()>(&mut conn)?;
+        let replies: Vec<Value> = setup.query(&mut conn)?;
+        if let Target::Sentinel(_) = self.target {
+            let role = replies.first().unwrap_or(&Value::Nil);
+            sentinel::check_master(role, &self.display)?;
+        }
         Ok(conn)
     }
 }
@@ -295,11 +337,32 @@ mod tests {
         .unwrap();
         assert_eq!(n.name(), "redis://alice@127.0.0.1:7000/2");
         assert_eq!(redact("redis://:pw@h:1"), "redis://:***@h:1");
+
+        let n = Node::open(
+            "redis+sentinel://alice:s3cret@s1:26379,s2/mymaster/2?sentinel_password=sp",
+            "t",
+            Duration::from_secs(1),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            n.name(),
+            "redis+sentinel://alice@s1:26379,s2:26379/mymaster/2"
+        );
     }
 
     #[test]
     fn malformed_urls_are_invalid_arguments() {
-        for url in ["", "nonsense", "http://x:1", "redis://:pw@[::1:7000"] {
+        for url in [
+            "",
+            "nonsense",
+            "http://x:1",
+            "redis://:pw@[::1:7000",
+            "redis+sentinel://:pw@s1:26379",
+            "redis+sentinel://:pw@s1:x/m",
+            "redis+sentinel://:pw@s1/m?sentinel_password=pw&x=1",
+            "rediss+sentinel://:pw@s1/m",
+        ] {
             let err = Node::open(url, "t", Duration::from_secs(1), None)
                 .err()
                 .unwrap();

@@ -90,7 +90,9 @@ pub(crate) fn exchange(
 }
 
 /// Pools a connection that finished cleanly; drops one that did not, so that a late reply is
-/// never read as the answer to a later request.
+/// never read as the answer to a later request. A connection that answered `READONLY` is to
+/// a master that was demoted to a replica (a failover): it is dropped too, so that the next
+/// round connects anew (and, for a Sentinel node, asks the sentinels for the new master).
 fn finish(
     node: &Node,
     mut conn: redis::Connection,
@@ -98,6 +100,7 @@ fn finish(
     on_timeout: Option<&Call>,
 ) {
     match answer {
+        Ok(values) if values.iter().any(|v| matches!(v, Err(e) if is_readonly(e))) => {}
         Ok(_) => node.put(conn),
         Err(e) if e.is_timeout() => {
             if let Some(call) = on_timeout {
@@ -143,6 +146,10 @@ fn receive(conn: &mut redis::Connection, calls: &[Call], deadline: Instant) -> N
         results.push(value.extract_error());
     }
     Ok(results)
+}
+
+fn is_readonly(e: &RedisError) -> bool {
+    e.code() == Some("READONLY")
 }
 
 fn is_noscript(v: &Value) -> bool {

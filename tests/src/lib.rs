@@ -20,10 +20,12 @@
 
 pub mod history;
 pub mod proxy;
+mod sentinel;
 mod server;
 mod tempdir;
 
 pub use proxy::{FaultProxy, Mode};
+pub use sentinel::Sentinel;
 pub use server::{REDIS_SERVER_ENV, RedisServer, RedisServers, free_port, wait_until};
 pub use tempdir::TempDir;
 

@@ -364,7 +364,7 @@ impl Drop for RedisServer {
 }
 
 /// `Some(child)` if the child has not exited; reaps it (and sets `None`) if it has.
-fn running(slot: &mut Option<Child>) -> Option<&mut Child> {
+pub(crate) fn running(slot: &mut Option<Child>) -> Option<&mut Child> {
     match slot.as_mut().map(Child::try_wait) {
         Some(Ok(None)) => slot.as_mut(),
         _ => {
@@ -374,7 +374,7 @@ fn running(slot: &mut Option<Child>) -> Option<&mut Child> {
     }
 }
 
-fn kill_and_reap(slot: &mut Option<Child>) {
+pub(crate) fn kill_and_reap(slot: &mut Option<Child>) {
     if let Some(child) = running(slot) {
         // SAFETY: plain syscall on our unreaped child. SIGCONT first so a paused server is not
         // left stopped should the SIGKILL somehow fail.
@@ -389,7 +389,7 @@ fn kill_and_reap(slot: &mut Option<Child>) {
 
 /// Whether something on `127.0.0.1:port` answers an inline `PING` with a RESP reply (`+PONG`,
 /// or an error such as `-NOAUTH` when a password is required).
-fn answers_ping(port: u16) -> bool {
+pub(crate) fn answers_ping(port: u16) -> bool {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(250)) else {
         return false;
@@ -418,7 +418,7 @@ fn read_lossy(path: &Path) -> String {
 /// every spawn is delegated to one helper thread that lives as long as the process. The helper
 /// never touches the children otherwise; waiting and signalling work from any thread.
 #[cfg(target_os = "linux")]
-fn spawn_orphan_safe(mut cmd: Command) -> io::Result<Child> {
+pub(crate) fn spawn_orphan_safe(mut cmd: Command) -> io::Result<Child> {
     use std::os::unix::process::CommandExt;
     use std::sync::OnceLock;
     use std::sync::mpsc::{Sender, channel};
@@ -464,7 +464,7 @@ fn spawn_orphan_safe(mut cmd: Command) -> io::Result<Child> {
 /// Spawn `cmd`. Without Linux's `PR_SET_PDEATHSIG`, orphans of a killed test process survive;
 /// `Drop` still stops them whenever the process unwinds normally.
 #[cfg(not(target_os = "linux"))]
-fn spawn_orphan_safe(mut cmd: Command) -> io::Result<Child> {
+pub(crate) fn spawn_orphan_safe(mut cmd: Command) -> io::Result<Child> {
     cmd.spawn()
 }
 
