@@ -62,8 +62,9 @@ Examples:
     after_help = EXAMPLES
 )]
 struct Cli {
-    /// A Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS); repeat it
-    /// for Redlock, where a majority of independent masters must agree. Default: the
+    /// A Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS,
+    /// redis+sentinel://[user:password@]s1:26379,s2:26379/mymaster[/db] for a master found
+    /// by Sentinel); repeat it for Redlock, where a majority of independent masters must agree. Default: the
     /// comma-separated list in REDMUTEX_URL.
     #[arg(long = "url", value_name = "URL", global = true)]
     urls: Vec<String>,
@@ -227,11 +228,38 @@ fn dispatch(cli: Cli) -> i32 {
 
 /// `REDMUTEX_URL`: comma-separated URLs.
 fn from_env() -> Vec<String> {
-    std::env::var("REDMUTEX_URL")
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .map(str::to_owned)
-        .collect()
+    split_urls(&std::env::var("REDMUTEX_URL").unwrap_or_default())
+}
+
+/// Splits comma-separated URLs. A piece without `://` continues the previous URL: the
+/// sentinel list of `redis+sentinel://s1:26379,s2:26379/mymaster` has commas too.
+fn split_urls(list: &str) -> Vec<String> {
+    let mut urls: Vec<String> = Vec::new();
+    for piece in list.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+        match urls.last_mut() {
+            Some(last) if !piece.contains("://") => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => urls.push(piece.to_owned()),
+        }
+    }
+    urls
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sentinel_urls_keep_their_commas() {
+        assert_eq!(
+            super::split_urls(
+                " redis://a:1, redis+sentinel://s1:26379,s2,s3:26380/m/1 ,rediss://b:2,"
+            ),
+            [
+                "redis://a:1",
+                "redis+sentinel://s1:26379,s2,s3:26380/m/1",
+                "rediss://b:2"
+            ]
+        );
+    }
 }
