@@ -118,6 +118,12 @@ struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = duration::parse)]
     max_hold: Option<Duration>,
 
+    /// Replication safety: the lock counts as taken (and renewed) on a Redis only once N of
+    /// its replicas acknowledged the write within DUR (Redis WAIT; default 1s, at most
+    /// TTL/2). A failover to one of those replicas keeps the lock; other failovers may not.
+    #[arg(long, value_name = "N[:DUR]", value_parser = parse_min_replicas)]
+    min_replicas: Option<(u32, Option<Duration>)>,
+
     /// What to do with the command when the lock is lost while it runs.
     #[arg(long, value_enum, value_name = "ACTION", default_value_t = OnLost::Kill)]
     on_lost: OnLost,
@@ -206,6 +212,12 @@ fn dispatch(cli: Cli) -> i32 {
                     a.wait
                 },
                 max_hold: a.max_hold,
+                min_replicas: a.min_replicas.map(|(n, timeout)| {
+                    (
+                        n,
+                        timeout.unwrap_or_else(|| DEFAULT_REPLICA_WAIT.min(a.ttl / 2)),
+                    )
+                }),
                 on_lost: a.on_lost,
                 kill_after: a.kill_after,
                 conflict_exit_code: a.conflict_exit_code.into(),
@@ -224,6 +236,28 @@ fn dispatch(cli: Cli) -> i32 {
             }
         },
     }
+}
+
+/// How long `--min-replicas N` waits for the replicas when no DUR is given (capped at TTL/2).
+const DEFAULT_REPLICA_WAIT: Duration = Duration::from_secs(1);
+
+/// `--min-replicas N[:DUR]`: at least one replica, an optional positive wait.
+fn parse_min_replicas(text: &str) -> Result<(u32, Option<Duration>), String> {
+    let (n, timeout) = match text.split_once(':') {
+        Some((n, d)) => (n, Some(duration::parse(d)?)),
+        None => (text, None),
+    };
+    let n: u32 = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("{n:?} is not a number of replicas (e.g. 1 or 1:500ms)"))?;
+    if n == 0 {
+        return Err("at least 1 replica (leave the option out to turn it off)".into());
+    }
+    if timeout == Some(Duration::ZERO) {
+        return Err("the wait for the replicas must be positive (e.g. 1:500ms)".into());
+    }
+    Ok((n, timeout))
 }
 
 /// `REDMUTEX_URL`: comma-separated URLs.
@@ -249,6 +283,46 @@ fn split_urls(list: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn min_replicas_takes_a_count_and_an_optional_wait() {
+        use super::parse_min_replicas as p;
+        use std::time::Duration;
+        assert_eq!(p("1"), Ok((1, None)));
+        assert_eq!(p("2:500ms"), Ok((2, Some(Duration::from_millis(500)))));
+        for bad in ["0", "", "-1", "x", "1:", "1:0", "1:5", "0:1s", "1:1s:2"] {
+            assert!(p(bad).is_err(), "{bad:?} was accepted");
+        }
+        use clap::Parser;
+        let cli = super::Cli::try_parse_from([
+            "redmutex",
+            "run",
+            "--key",
+            "k",
+            "--min-replicas",
+            "1:200ms",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        let super::Cmd::Run(a) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(a.min_replicas, Some((1, Some(Duration::from_millis(200)))));
+        assert!(
+            super::Cli::try_parse_from([
+                "redmutex",
+                "run",
+                "--key",
+                "k",
+                "--min-replicas",
+                "0",
+                "--",
+                "true",
+            ])
+            .is_err()
+        );
+    }
+
     #[test]
     fn sentinel_urls_keep_their_commas() {
         assert_eq!(

@@ -49,6 +49,10 @@ pub fn describe(e: &Error) -> String {
                 n.node,
                 one_line(why)
             )),
+            NodeOutcome::ReplicasShort { acked, wanted } => Some(format!(
+                "{}: the lock's write reached {acked} of the {wanted} replicas required",
+                n.node
+            )),
             NodeOutcome::Error(why) => Some(format!(
                 "{} answered with an error: {}",
                 n.node,

@@ -29,6 +29,8 @@ pub struct Plan {
     /// `None`: wait as long as it takes.
     pub wait: Option<Duration>,
     pub max_hold: Option<Duration>,
+    /// `--min-replicas`: replicas and how long to wait for them.
+    pub min_replicas: Option<(u32, Duration)>,
     pub on_lost: OnLost,
     pub kill_after: Duration,
     pub conflict_exit_code: i32,
@@ -41,6 +43,9 @@ pub fn run(events: &Events, client: &Client, plan: &Plan) -> i32 {
     let mut mutex = client.mutex(&plan.key).ttl(plan.ttl);
     if let Some(h) = plan.max_hold {
         mutex = mutex.max_hold(h);
+    }
+    if let Some((n, timeout)) = plan.min_replicas {
+        mutex = mutex.min_replicas(n, timeout);
     }
     let deadline = plan.wait.map(|w| Instant::now() + w);
     let guard = match mutex.lock_interruptible(deadline, &mut || sys::pending_signal().is_some()) {

@@ -144,11 +144,17 @@ impl Mutex {
         );
         let undo = release_call(keys, &token, opts, false);
 
+        // With min_replicas, `WAIT` follows the grant on the same connection, so it waits for
+        // exactly that write; the round's deadline grows by the WAIT timeout.
+        let mut per_node = vec![acquire];
+        if let Some((replicas, timeout)) = opts.min_replicas {
+            per_node.push(Call::wait(replicas, timeout));
+        }
         let t0 = Instant::now();
         let answers = quorum::exchange(
             nodes,
-            &vec![vec![acquire]; n],
-            t0 + plan.node_timeout,
+            &vec![per_node; n],
+            t0 + plan.node_timeout + opts.replica_wait(),
             Some(&undo),
         );
         let mut tally = Tally::default();
@@ -157,12 +163,28 @@ impl Mutex {
         let mut wake_from = Vec::new();
         let mut failed_midway = Vec::new();
         for (i, (node, answer)) in nodes.iter().zip(answers).enumerate() {
-            match answer.map(|mut v| v.pop()) {
+            let (answer, waited) = match answer {
+                Ok(mut v) => {
+                    let waited = (v.len() > 1).then(|| v.pop()).flatten();
+                    (Ok(v.pop()), waited)
+                }
+                Err(e) => (Err(e), None),
+            };
+            match answer {
                 Ok(Some(Ok(Value::Array(items))))
                     if int(items.first().unwrap_or(&Value::Nil)) == 1 =>
                 {
-                    granted.push((i, int(items.get(1).unwrap_or(&Value::Nil)).max(0) as u64));
-                    tally.push(node, NodeOutcome::Ok);
+                    let outcome = match opts.min_replicas {
+                        Some((wanted, _)) => quorum::replicas_outcome(waited.as_ref(), wanted),
+                        None => NodeOutcome::Ok,
+                    };
+                    if outcome == NodeOutcome::Ok {
+                        granted.push((i, int(items.get(1).unwrap_or(&Value::Nil)).max(0) as u64));
+                    } else {
+                        // The node granted, but too few replicas have it: undo it there.
+                        failed_midway.push(i);
+                    }
+                    tally.push(node, outcome);
                 }
                 Ok(Some(Ok(Value::Array(items)))) if items.len() == 3 => {
                     let pttl = int(&items[1]);

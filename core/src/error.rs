@@ -72,6 +72,15 @@ pub enum NodeOutcome {
     Unreachable(String),
     /// The node refused our credentials.
     Auth(String),
+    /// The node took the write, but fewer replicas than
+    /// [`min_replicas`](crate::MutexOptions::min_replicas) acknowledged it in time (`WAIT`);
+    /// the write counts as not done on this node (a grant there was undone).
+    ReplicasShort {
+        /// How many replicas acknowledged the write.
+        acked: u32,
+        /// How many were required.
+        wanted: u32,
+    },
     /// The node answered with an error.
     Error(String),
 }
@@ -110,6 +119,10 @@ impl fmt::Display for NodeReport {
             NodeOutcome::Missing => f.write_str("not there"),
             NodeOutcome::Unreachable(e) => write!(f, "unreachable ({e})"),
             NodeOutcome::Auth(e) => write!(f, "authentication failed ({e})"),
+            NodeOutcome::ReplicasShort { acked, wanted } => write!(
+                f,
+                "replicas short (the write reached {acked} of the {wanted} replicas required)"
+            ),
             NodeOutcome::Error(e) => write!(f, "error ({e})"),
         }
     }

@@ -140,6 +140,12 @@ impl GuardShared {
         (Plan::Renew(ttl), Vec::new())
     }
 
+    /// The `WAIT` that follows this guard's extension, and the number of replicas it needs,
+    /// when [`min_replicas`](MutexOptions::min_replicas) is on.
+    pub(crate) fn replica_wait(&self) -> Option<(u32, Duration)> {
+        self.opts.min_replicas
+    }
+
     pub(crate) fn extend_call(&self, ttl: Duration) -> Call {
         Call::new(
             &scripts::EXTEND,
@@ -235,7 +241,7 @@ impl GuardShared {
         let nodes = &self.client.nodes;
         let deadline = Instant::now() + self.node_timeout;
         let answers = quorum::exchange(nodes, &vec![vec![call]; nodes.len()], deadline, None);
-        let tally = Tally::of_ints(nodes, &answers, 0);
+        let tally = Tally::of_ints(nodes, &answers, 0, None);
         let report = Released::from_tally(&tally);
         let n = nodes.len();
         if was_lost || tally.refused > n - self.client.quorum {
@@ -416,14 +422,18 @@ impl MutexGuard {
         let op = shared.op.lock();
         let nodes = &shared.client.nodes;
         let t0 = Instant::now();
-        let call = shared.extend_call(ttl);
+        let mut calls = vec![shared.extend_call(ttl)];
+        let replicas = shared.replica_wait();
+        if let Some((n, timeout)) = replicas {
+            calls.push(Call::wait(n, timeout));
+        }
         let answers = quorum::exchange(
             nodes,
-            &vec![vec![call]; nodes.len()],
-            t0 + shared.node_timeout,
+            &vec![calls; nodes.len()],
+            t0 + shared.node_timeout + shared.opts.replica_wait(),
             None,
         );
-        let tally = Tally::of_ints(nodes, &answers, 0);
+        let tally = Tally::of_ints(nodes, &answers, 0, replicas.map(|(n, _)| (1, n)));
         let (result, callbacks) = shared.apply_extend(t0, ttl, &tally, true);
         drop(op);
         fire(callbacks);

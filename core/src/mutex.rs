@@ -98,6 +98,14 @@ impl Mutex {
         self
     }
 
+    /// Replication safety: each grant and renewal counts on a node only once `n` of its
+    /// replicas acknowledged the write within `timeout` (`WAIT`); see
+    /// [`MutexOptions::min_replicas`] for what it does and does not guarantee.
+    pub fn min_replicas(mut self, n: u32, timeout: Duration) -> Self {
+        self.opts.min_replicas = Some((n, timeout));
+        self
+    }
+
     /// Replaces all options at once.
     pub fn options(mut self, opts: MutexOptions) -> Self {
         self.opts = opts;

@@ -77,6 +77,20 @@ pub struct MutexOptions {
     /// the waiters.
     /// Zero turns the hand-off off.
     pub handoff_window: Duration,
+    /// Replication safety (default off): `Some((n, timeout))` makes every grant and every
+    /// renewal wait (`WAIT n timeout`, pipelined right after the write on the same
+    /// connection) until `n` replicas of that node acknowledged the write. A node whose write
+    /// reached fewer replicas in time does not count: its grant is undone like any failed
+    /// grant, and its renewal counts as not confirmed. `n` is at least 1; the timeout is
+    /// between 1 ms and half the TTL, and is added to each round's deadline.
+    ///
+    /// What it guarantees: when the lock counts as held (or renewed), its write had reached
+    /// `n` replicas on each node of the quorum, so a failover that promotes one of those
+    /// replicas keeps the lock. What it does not: `WAIT` is not consensus. A failover to a
+    /// replica that did not get the write, or a write lost by asynchronous replication
+    /// afterwards, can still lose the lock; a fence write-back to lagging nodes is not
+    /// waited for. It costs a round trip plus the replicas' lag on every grant and renewal.
+    pub min_replicas: Option<(u32, Duration)>,
 }
 
 impl Default for MutexOptions {
@@ -90,6 +104,7 @@ impl Default for MutexOptions {
             retry_delay: Duration::from_millis(50),
             wait_cap: Duration::from_millis(250),
             handoff_window: Duration::from_millis(20),
+            min_replicas: None,
         }
     }
 }
@@ -135,6 +150,16 @@ impl MutexOptions {
         self.handoff_window = window;
         self
     }
+    /// Sets [`min_replicas`](MutexOptions::min_replicas).
+    pub fn with_min_replicas(mut self, min_replicas: Option<(u32, Duration)>) -> Self {
+        self.min_replicas = min_replicas;
+        self
+    }
+
+    /// The time a round may spend in `WAIT`, on top of the node timeout.
+    pub(crate) fn replica_wait(&self) -> Duration {
+        self.min_replicas.map_or(Duration::ZERO, |(_, t)| t)
+    }
 
     /// Checks every option; what `lock` does before it sends anything.
     ///
@@ -174,6 +199,14 @@ impl MutexOptions {
             Duration::ZERO,
             Duration::from_secs(60),
         )?;
+        if let Some((n, timeout)) = self.min_replicas {
+            if n == 0 {
+                return Err(Error::invalid(
+                    "min_replicas needs at least 1 replica (use None to turn it off)",
+                ));
+            }
+            within("the min_replicas timeout", timeout, ms(1), self.ttl / 2)?;
+        }
         Ok(())
     }
 }

@@ -105,7 +105,7 @@ fn finish(
         Err(e) if e.is_timeout() => {
             if let Some(call) = on_timeout {
                 let mut buf = Vec::new();
-                call.write_evalsha(&mut buf);
+                call.write_packed(&mut buf);
                 let _ = conn.set_write_timeout(Some(std::time::Duration::from_millis(5)));
                 let _ = conn.send_packed_command(&buf);
             }
@@ -119,7 +119,7 @@ fn send(conn: &mut redis::Connection, calls: &[Call], deadline: Instant) -> Resu
     conn.set_write_timeout(Some(node::remaining(deadline)?))?;
     let mut buf = Vec::new();
     for c in calls {
-        c.write_evalsha(&mut buf);
+        c.write_packed(&mut buf);
     }
     conn.send_packed_command(&buf)
 }
@@ -133,10 +133,13 @@ fn receive(conn: &mut redis::Connection, calls: &[Call], deadline: Instant) -> N
         conn.set_read_timeout(Some(left.max(std::time::Duration::from_millis(1))))?;
         values.push(conn.recv_response()?);
     }
-    // A server that lost its scripts (SCRIPT FLUSH) gets the script text once more.
+    // A server that lost its scripts (SCRIPT FLUSH) gets the script text once more. A command
+    // after a re-sent script (a `WAIT`) is re-sent too, so that it still follows the write.
     let mut results = Vec::with_capacity(values.len());
+    let mut resent = false;
     for (call, value) in calls.iter().zip(values) {
-        let value = if is_noscript(&value) {
+        let value = if is_noscript(&value) || (resent && call.is_command()) {
+            resent = true;
             node::set_timeouts(conn, deadline)?;
             conn.send_packed_command(&call.packed_eval())?;
             conn.recv_response()?
@@ -214,11 +217,25 @@ impl Tally {
     }
 
     /// Tallies call `j` of a round of scripts that answer 1 (yes), 0 (missing) or -1 (taken).
-    pub(crate) fn of_ints(nodes: &[Arc<Node>], answers: &[NodeAnswer], j: usize) -> Tally {
+    ///
+    /// With `replicas = Some((k, n))`, call `k` of each node is a `WAIT` that followed call
+    /// `j`: a yes counts only if it reported at least `n` replicas.
+    pub(crate) fn of_ints(
+        nodes: &[Arc<Node>],
+        answers: &[NodeAnswer],
+        j: usize,
+        replicas: Option<(usize, u32)>,
+    ) -> Tally {
         let mut t = Tally::default();
         for (node, answer) in nodes.iter().zip(answers) {
             match answer.as_ref().map(|values| values.get(j)) {
-                Ok(Some(Ok(Value::Int(1)))) => t.push(node, NodeOutcome::Ok),
+                Ok(Some(Ok(Value::Int(1)))) => match replicas {
+                    Some((k, wanted)) => {
+                        let waited = answer.as_ref().ok().and_then(|v| v.get(k));
+                        t.push(node, replicas_outcome(waited, wanted))
+                    }
+                    None => t.push(node, NodeOutcome::Ok),
+                },
                 Ok(Some(Ok(Value::Int(0)))) => t.push(node, NodeOutcome::Missing),
                 Ok(Some(Ok(Value::Int(_)))) => t.push(
                     node,
@@ -236,5 +253,19 @@ impl Tally {
             }
         }
         t
+    }
+}
+
+/// What a node's `WAIT` reply means for a write that the node accepted: [`NodeOutcome::Ok`]
+/// when at least `wanted` replicas acknowledged it, else why not.
+pub(crate) fn replicas_outcome(waited: Option<&RedisResult<Value>>, wanted: u32) -> NodeOutcome {
+    match waited {
+        Some(Ok(Value::Int(acked))) if *acked >= i64::from(wanted) => NodeOutcome::Ok,
+        Some(Ok(Value::Int(acked))) => NodeOutcome::ReplicasShort {
+            acked: (*acked).max(0) as u32,
+            wanted,
+        },
+        Some(Err(e)) => outcome_of(e),
+        other => NodeOutcome::Error(format!("unexpected WAIT reply {other:?}")),
     }
 }

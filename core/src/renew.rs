@@ -13,6 +13,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::guard::{GuardShared, Plan, Renewal, fire};
 use crate::quorum::{self, Tally};
+use crate::scripts::Call;
 
 /// Extensions per pipelined round.
 const BATCH: usize = 256;
@@ -229,12 +230,25 @@ fn renew_batch(
         return;
     };
     let client = Arc::clone(&first.client);
-    let calls: Vec<_> = held.iter().map(|(g, ttl, _)| g.extend_call(*ttl)).collect();
+    let mut calls: Vec<_> = held.iter().map(|(g, ttl, _)| g.extend_call(*ttl)).collect();
     let timeout = held
         .iter()
         .map(|(g, _, _)| g.node_timeout)
         .max()
         .unwrap_or(Duration::from_millis(100));
+    // Guards with min_replicas share one `WAIT` at the end of the pipeline: it waits for
+    // every earlier write of the connection, so its count holds for each of their
+    // extensions. It asks for the most replicas and waits the longest any of them asks.
+    let waits: Vec<_> = held
+        .iter()
+        .filter_map(|(g, _, _)| g.replica_wait())
+        .collect();
+    let wait_at = calls.len();
+    let wait_timeout = waits.iter().map(|(_, t)| *t).max().unwrap_or_default();
+    if let Some(most) = waits.iter().map(|(n, _)| *n).max() {
+        calls.push(Call::wait(most, wait_timeout));
+    }
+    let timeout = timeout + wait_timeout;
     let t0 = Instant::now();
     let answers = quorum::exchange(
         &client.nodes,
@@ -244,7 +258,8 @@ fn renew_batch(
     );
     let mut callbacks = Vec::new();
     for (j, (guard, ttl, op)) in held.into_iter().enumerate() {
-        let tally = Tally::of_ints(&client.nodes, &answers, j);
+        let replicas = guard.replica_wait().map(|(n, _)| (wait_at, n));
+        let tally = Tally::of_ints(&client.nodes, &answers, j, replicas);
         let (outcome, cbs) = guard.apply_extend(t0, ttl, &tally, false);
         drop(op);
         callbacks.extend(cbs);

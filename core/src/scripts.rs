@@ -130,45 +130,67 @@ pub(crate) fn all() -> [&'static Script; 5] {
     [&ACQUIRE, &RELEASE, &EXTEND, &FENCE_MAX, &STATUS]
 }
 
-/// One script invocation: sent with EVALSHA, re-sent with EVAL when the server lost its scripts.
+/// One request of a round: a script invocation (sent with EVALSHA, re-sent with EVAL when the
+/// server lost its scripts) or a plain command such as `WAIT`.
 #[derive(Clone)]
-pub(crate) struct Call {
-    script: &'static Script,
-    keys: Vec<Vec<u8>>,
-    args: Vec<Vec<u8>>,
+pub(crate) enum Call {
+    Script {
+        script: &'static Script,
+        keys: Vec<Vec<u8>>,
+        args: Vec<Vec<u8>>,
+    },
+    Command(Cmd),
 }
 
 impl Call {
     pub(crate) fn new(script: &'static Script, keys: Vec<Vec<u8>>, args: Vec<Vec<u8>>) -> Call {
-        Call { script, keys, args }
+        Call::Script { script, keys, args }
+    }
+
+    /// `WAIT n timeout_ms`: blocks until every earlier write of the same connection reached
+    /// `n` replicas, or the timeout passed; answers how many replicas acknowledged.
+    pub(crate) fn wait(replicas: u32, timeout: std::time::Duration) -> Call {
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(timeout.as_millis().max(1) as u64);
+        Call::Command(cmd)
+    }
+
+    /// Whether this is a plain command (not a script).
+    pub(crate) fn is_command(&self) -> bool {
+        matches!(self, Call::Command(_))
     }
 
     fn cmd(&self, by_hash: bool) -> Cmd {
+        let (script, keys, args) = match self {
+            Call::Script { script, keys, args } => (script, keys, args),
+            Call::Command(cmd) => return cmd.clone(),
+        };
         let mut cmd = if by_hash {
             let mut c = redis::cmd("EVALSHA");
-            c.arg(self.script.hash.as_str());
+            c.arg(script.hash.as_str());
             c
         } else {
             let mut c = redis::cmd("EVAL");
-            c.arg(self.script.source);
+            c.arg(script.source);
             c
         };
-        cmd.arg(self.keys.len());
-        for k in &self.keys {
+        cmd.arg(keys.len());
+        for k in keys {
             cmd.arg(k.as_slice());
         }
-        for a in &self.args {
+        for a in args {
             cmd.arg(a.as_slice());
         }
         cmd
     }
 
-    /// The EVALSHA request, packed for the wire.
-    pub(crate) fn write_evalsha(&self, buf: &mut Vec<u8>) {
+    /// The request packed for the wire (EVALSHA for a script).
+    pub(crate) fn write_packed(&self, buf: &mut Vec<u8>) {
         buf.extend_from_slice(&self.cmd(true).get_packed_command());
     }
 
-    /// The EVAL request (full script text), for a server that answered NOSCRIPT.
+    /// The request again, a script with its full text (EVAL), for a server that answered
+    /// NOSCRIPT.
     pub(crate) fn packed_eval(&self) -> Vec<u8> {
         self.cmd(false).get_packed_command()
     }

@@ -288,6 +288,26 @@ pub extern "C" fn redmutex_lock_options_set_node_timeout(
     })
 }
 
+/// Replication safety: each grant and renewal counts on a node only once `n` of that node's
+/// replicas acknowledged the write within `timeout_ms` (`WAIT n timeout_ms`); a grant that
+/// falls short is undone there. `n == 0` turns it off (the default). Otherwise the timeout
+/// must be 1 ms to half the TTL, checked by the lock call. It guarantees that the lock's
+/// write reached `n` replicas before the lock counted as held, so a failover to one of them
+/// keeps it; not that every failover does (`WAIT` is not consensus). Costs a round trip plus
+/// replica lag per grant and renewal. An ACL user needs `+wait`.
+///
+/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_lock_options_set_min_replicas(
+    options: *mut redmutex_lock_options,
+    n: u32,
+    timeout_ms: u64,
+) -> redmutex_result {
+    set(options, |o| {
+        o.min_replicas = (n != 0).then(|| (n, Duration::from_millis(timeout_ms)));
+    })
+}
+
 /// Sets the base of the randomized retry delay in milliseconds (default 50; 1 ms to 60 s),
 /// used when no wake-up signal can be awaited and between renewal retries.
 ///

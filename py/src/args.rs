@@ -181,3 +181,45 @@ pub(crate) fn urls(obj: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         })
         .collect()
 }
+
+/// `min_replicas=(n, timeout_seconds)`: `n` a positive int, the timeout a number of seconds
+/// (its upper bound, half the TTL, is checked with the other lock options). `None` is off.
+pub(crate) fn min_replicas(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(u32, Duration)>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let bad_type = || {
+        PyTypeError::new_err(format!(
+            "min_replicas must be None or a tuple (n, timeout_seconds), got {}",
+            type_name(obj)
+        ))
+    };
+    let tuple = obj.cast::<pyo3::types::PyTuple>().map_err(|_| bad_type())?;
+    if tuple.len() != 2 {
+        return Err(bad_type());
+    }
+    let n = tuple.get_item(0)?;
+    if n.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(
+            "min_replicas n must be an int, got bool",
+        ));
+    }
+    let n: i64 = n.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "min_replicas n must be an int, got {}",
+            type_name(&n)
+        ))
+    })?;
+    if !(1..=i64::from(u32::MAX)).contains(&n) {
+        return Err(PyValueError::new_err(format!(
+            "min_replicas n must be at least 1, got {n}"
+        )));
+    }
+    let timeout = duration(
+        "the min_replicas timeout",
+        &tuple.get_item(1)?,
+        Duration::from_millis(1),
+        redmutex::MAX_TTL,
+    )?;
+    Ok(Some((n as u32, timeout)))
+}

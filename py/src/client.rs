@@ -91,9 +91,13 @@ impl Client {
     ///     (renewal failed, or another owner replaced our value). It runs on a background
     ///     thread; keep it short. An exception it raises is printed (sys.unraisablehook).
     ///     It is not called after release().
+    /// min_replicas: None (default) or (n, timeout_seconds): each grant and renewal counts
+    ///     on a node only once n of its replicas acknowledged the write within the timeout
+    ///     (Redis WAIT; timeout 0.001 s to ttl/2). A failover to one of those replicas keeps
+    ///     the lock; WAIT is not consensus, so other failovers still may not.
     #[pyo3(
-        signature = (name, ttl = None, *, auto_renew = true, max_hold = None, fencing = true, on_lost = None),
-        text_signature = "(self, name, ttl=30.0, *, auto_renew=True, max_hold=None, fencing=True, on_lost=None)"
+        signature = (name, ttl = None, *, auto_renew = true, max_hold = None, fencing = true, on_lost = None, min_replicas = None),
+        text_signature = "(self, name, ttl=30.0, *, auto_renew=True, max_hold=None, fencing=True, on_lost=None, min_replicas=None)"
     )]
     // The Python keyword arguments, one parameter each.
     #[allow(clippy::too_many_arguments)]
@@ -106,6 +110,7 @@ impl Client {
         max_hold: Option<&Bound<'_, PyAny>>,
         fencing: bool,
         on_lost: Option<&Bound<'_, PyAny>>,
+        min_replicas: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Lock> {
         let (name, name_is_str) = args::name(name)?;
         let ttl = match ttl.filter(|t| !t.is_none()) {
@@ -128,7 +133,8 @@ impl Client {
             .with_auto_renew(auto_renew)
             .with_max_hold(max_hold)
             .with_fencing(fencing)
-            .with_wait_cap(SIGNAL_CHECK);
+            .with_wait_cap(SIGNAL_CHECK)
+            .with_min_replicas(args::min_replicas(min_replicas)?);
         opts.validate().map_err(|e| errors::to_py(py, e))?;
         let mutex = self.inner.mutex(name).options(opts);
         Ok(Lock::new(mutex, name_is_str, on_lost))

@@ -156,6 +156,18 @@ def test_lock_options(dead_url):
     assert lock.ttl == 1.0
 
 
+def test_min_replicas_arguments(dead_url):
+    client = redmutex.Client(dead_url)
+    for bad in (5, "1:0.1", (1,), (1, 0.1, 2), (True, 0.1), (1.5, 0.1), (1, "x")):
+        with pytest.raises(TypeError, match="min_replicas"):
+            client.lock("x", min_replicas=bad)
+    for bad in ((0, 0.1), (-1, 0.1), (1, 0), (1, math.nan), (1, -1), (1, 20)):
+        with pytest.raises(ValueError, match="min_replicas"):
+            client.lock("x", ttl=30, min_replicas=bad)
+    client.lock("x", min_replicas=None)
+    client.lock("x", ttl=1, min_replicas=(1, 0.5))
+
+
 def test_acquire_arguments(dead_url):
     lock = redmutex.Client(dead_url).lock("x")
     with pytest.raises(ValueError, match="non-blocking"):

@@ -169,6 +169,8 @@ static void test_null_arguments_of_lock_options_functions(void) {
   CHECK_RESULT(redmutex_lock_options_set_retry_delay(NULL, 10), REDMUTEX_RESULT_NULL_PARAMETER);
   CHECK_RESULT(redmutex_lock_options_set_wait_cap(NULL, 10), REDMUTEX_RESULT_NULL_PARAMETER);
   CHECK_RESULT(redmutex_lock_options_set_handoff_window(NULL, 10), REDMUTEX_RESULT_NULL_PARAMETER);
+  CHECK_RESULT(redmutex_lock_options_set_min_replicas(NULL, 1, 100),
+               REDMUTEX_RESULT_NULL_PARAMETER);
   CHECK_RESULT(redmutex_lock_options_set_interrupt(NULL, never_interrupt, NULL),
                REDMUTEX_RESULT_NULL_PARAMETER);
   CHECK_RESULT(redmutex_lock_options_set_interrupt(options, NULL, NULL),
@@ -327,6 +329,15 @@ static void test_out_of_range_values(void) {
   CHECK_OK(redmutex_lock_options_set_handoff_window(options, 61000)); /* more than 60 s */
   CHECK_RESULT(redmutex_lock_with_options(client, long_name, 10, options, 0, &guard),
                REDMUTEX_RESULT_INVALID_ARGUMENT);
+  CHECK_OK(redmutex_lock_options_set_handoff_window(options, 20));
+  CHECK_OK(redmutex_lock_options_set_min_replicas(options, 1, 600)); /* more than TTL/2 */
+  CHECK_RESULT(redmutex_lock_with_options(client, long_name, 10, options, 0, &guard),
+               REDMUTEX_RESULT_INVALID_ARGUMENT);
+  CHECK(last_error_contains("min_replicas"));
+  CHECK_OK(redmutex_lock_options_set_min_replicas(options, 1, 0)); /* timeout below 1 ms */
+  CHECK_RESULT(redmutex_lock_with_options(client, long_name, 10, options, 0, &guard),
+               REDMUTEX_RESULT_INVALID_ARGUMENT);
+  CHECK_OK(redmutex_lock_options_set_min_replicas(options, 0, 0)); /* off again */
   CHECK(guard == GUARD_SENTINEL);
   CHECK(locked);
   redmutex_lock_options_free(options);

@@ -9,7 +9,7 @@ use redmutex_tests::RedisServer;
 /// The ACL rule the README documents: only the commands redmutex sends or its scripts call.
 const ACL_RULE: &str = "on >lock-pass resetkeys ~* resetchannels -@all +evalsha +eval +script|load \
                         +client|setname +blpop +set +get +del +incr +pttl \
-                        +pexpire +rpush +exists +select +ping";
+                        +pexpire +rpush +exists +select +ping +wait";
 
 #[test]
 fn a_least_privilege_acl_user_can_do_everything_and_a_wrong_password_cannot() {
@@ -41,6 +41,18 @@ fn a_least_privilege_acl_user_can_do_everything_and_a_wrong_password_cannot() {
     assert!(guard.is_held());
     guard.unlock().unwrap();
     assert_eq!(t.join().unwrap().unwrap(), 2);
+    // min_replicas sends WAIT: allowed, it only finds no replica here.
+    let err = client
+        .mutex("acl:replicas")
+        .min_replicas(1, Duration::from_millis(10))
+        .try_lock()
+        .expect_err("no replica, no lock");
+    assert!(
+        matches!(&err, redmutex::TryLockError::Error(e)
+            if e.nodes().iter().all(|n| matches!(n.outcome,
+                redmutex::NodeOutcome::ReplicasShort { acked: 0, wanted: 1 }))),
+        "{err:?}"
+    );
     let denied: Vec<String> = redis::cmd("ACL")
         .arg("LOG")
         .query::<redis::Value>(&mut admin)

@@ -92,6 +92,7 @@ class Client:
         max_hold: float | None = None,
         fencing: bool = True,
         on_lost: Callable[[], object] | None = None,
+        min_replicas: tuple[int, float] | None = None,
     ) -> Lock:
         """A Lock on `name`; cheap, sends nothing until it is used.
 
@@ -108,11 +109,17 @@ class Client:
             on_lost: called with no arguments, once, when a held lock is lost (renewal failed
                 or another owner replaced our value). It runs on a background thread; keep it
                 short. Its exceptions go to sys.unraisablehook. Not called after release().
+            min_replicas: None (the default) or (n, timeout_seconds): each grant and
+                renewal counts on a node only once n of its replicas acknowledged the write
+                within the timeout (Redis WAIT; 0.001 s to ttl/2); a grant that falls short
+                is undone. A failover to one of those replicas keeps the lock; WAIT is not
+                consensus, so a failover to a replica without the write can still lose it.
 
         Raises:
-            TypeError: a name that is not str/bytes, a non-number, a non-callable on_lost.
+            TypeError: a name that is not str/bytes, a non-number, a non-callable on_lost,
+                a min_replicas that is not a (int, number) tuple.
             ValueError: an empty or too long name, a ttl or max_hold out of range (NaN,
-                negative, zero, huge).
+                negative, zero, huge), a min_replicas n below 1 or timeout out of range.
         """
 
     @property
