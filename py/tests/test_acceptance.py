@@ -193,7 +193,8 @@ def test_nightly_invoice_example_runs(redis_server):
         text=True,
         timeout=120,
     )
+    # The example exits 0 only when exactly one worker process sent the invoices and the two
+    # others skipped (it checks their exit codes). The workers' own lines are not counted:
+    # three processes share one pipe, and a line from a worker may not reach it.
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = proc.stdout.splitlines()
-    assert sum("sent 3 invoices with fence" in line for line in lines) == 1
-    assert sum("skipping" in line for line in lines) == 2
+    assert "1 of 3 workers sent the invoices" in proc.stdout, proc.stdout
