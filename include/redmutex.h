@@ -327,7 +327,7 @@ redmutex_result redmutex_client_options_set_connect_timeout(struct redmutex_clie
 
 /**
  * Sets the per-node, per-request timeout of every lock taken through the client, in
- * milliseconds (default: 2 % of each lock's TTL, between 20 and 250 ms). A lock's own
+ * milliseconds (default: 2 % of each lock's TTL, between 50 and 250 ms). A lock's own
  * `redmutex_lock_options_set_node_timeout` takes precedence. Checked (1 ms to 1 h) when the
  * client is made.
  *
@@ -492,7 +492,7 @@ redmutex_result redmutex_lock_options_set_fencing(struct redmutex_lock_options *
 /**
  * Sets the per-node, per-request timeout in milliseconds (1 ms up to the TTL, checked by
  * the lock call); `0` restores the default (the client's setting, else 2 % of the TTL
- * between 20 and 250 ms).
+ * between 50 and 250 ms).
  *
  * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
  */

@@ -187,7 +187,7 @@ pub extern "C" fn redmutex_client_options_set_connect_timeout(
 }
 
 /// Sets the per-node, per-request timeout of every lock taken through the client, in
-/// milliseconds (default: 2 % of each lock's TTL, between 20 and 250 ms). A lock's own
+/// milliseconds (default: 2 % of each lock's TTL, between 50 and 250 ms). A lock's own
 /// `redmutex_lock_options_set_node_timeout` takes precedence. Checked (1 ms to 1 h) when the
 /// client is made.
 ///

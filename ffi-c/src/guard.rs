@@ -262,19 +262,8 @@ pub extern "C" fn redmutex_guard_wait_lost(
     boundary(|| {
         let guard = arg(guard, "guard")?;
         let out = Out::new(out_lost, "out_lost")?;
-        // In slices of a day, so that no timeout can overflow the clock.
-        const SLICE_MS: u64 = 24 * 3600 * 1000;
-        let mut left = timeout_ms;
-        let lost = loop {
-            let slice = left.min(SLICE_MS);
-            if guard.guard.wait_lost(Duration::from_millis(slice)) {
-                break true;
-            }
-            left -= slice;
-            if left == 0 {
-                break false;
-            }
-        };
+        // The core treats a timeout too long for the clock as no timeout.
+        let lost = guard.guard.wait_lost(Duration::from_millis(timeout_ms));
         out.write(lost);
         Ok(())
     })

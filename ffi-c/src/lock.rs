@@ -275,7 +275,7 @@ pub extern "C" fn redmutex_lock_options_set_fencing(
 
 /// Sets the per-node, per-request timeout in milliseconds (1 ms up to the TTL, checked by
 /// the lock call); `0` restores the default (the client's setting, else 2 % of the TTL
-/// between 20 and 250 ms).
+/// between 50 and 250 ms).
 ///
 /// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
 #[unsafe(no_mangle)]
