@@ -64,8 +64,9 @@ Examples:
 struct Cli {
     /// A Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS,
     /// redis+sentinel://[user:password@]s1:26379,s2:26379/mymaster[/db] for a master found
-    /// by Sentinel); repeat it for Redlock, where a majority of independent masters must agree. Default: the
-    /// comma-separated list in REDMUTEX_URL.
+    /// by Sentinel, redis+cluster://[user:password@]host1:7000,host2:7000 for a Redis
+    /// Cluster); repeat it for Redlock, where a majority of independent masters must agree.
+    /// Default: the comma-separated list in REDMUTEX_URL.
     #[arg(long = "url", value_name = "URL", global = true)]
     urls: Vec<String>,
 
@@ -266,7 +267,8 @@ fn from_env() -> Vec<String> {
 }
 
 /// Splits comma-separated URLs. A piece without `://` continues the previous URL: the
-/// sentinel list of `redis+sentinel://s1:26379,s2:26379/mymaster` has commas too.
+/// sentinel list of `redis+sentinel://s1:26379,s2:26379/mymaster` and the seeds of
+/// `redis+cluster://h1:7000,h2:7000` have commas too.
 fn split_urls(list: &str) -> Vec<String> {
     let mut urls: Vec<String> = Vec::new();
     for piece in list.split(',').map(str::trim).filter(|u| !u.is_empty()) {
@@ -324,15 +326,17 @@ mod tests {
     }
 
     #[test]
-    fn sentinel_urls_keep_their_commas() {
+    fn sentinel_and_cluster_urls_keep_their_commas() {
         assert_eq!(
             super::split_urls(
-                " redis://a:1, redis+sentinel://s1:26379,s2,s3:26380/m/1 ,rediss://b:2,"
+                " redis://a:1, redis+sentinel://s1:26379,s2,s3:26380/m/1 ,rediss://b:2,\
+                 redis+cluster://h1:7000,h2:7001"
             ),
             [
                 "redis://a:1",
                 "redis+sentinel://s1:26379,s2,s3:26380/m/1",
-                "rediss://b:2"
+                "rediss://b:2",
+                "redis+cluster://h1:7000,h2:7001"
             ]
         );
     }

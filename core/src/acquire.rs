@@ -7,7 +7,7 @@ use redis::Value;
 
 use crate::error::{Error, ErrorKind, NodeOutcome, TryLockError};
 use crate::guard::{GuardShared, MutexGuard, millis, release_call};
-use crate::keys::Keys;
+use crate::keys::{Keys, key_slot};
 use crate::mutex::{Mutex, bytes, int};
 use crate::node;
 use crate::options::{MAX_NAME_LEN, MIN_TTL, default_node_timeout, drift};
@@ -324,10 +324,11 @@ impl Mutex {
         };
         let node = &nodes[i];
         let started = Instant::now();
+        let connected = started + plan.node_timeout;
         let conn = node
-            .take()
-            .or_else(|| node.connect(started + plan.node_timeout).ok());
-        if let Some(mut conn) = conn {
+            .endpoint(key_slot(&plan.keys.wake), connected)
+            .and_then(|e| e.take_or_connect(connected).map(|c| (e, c)));
+        if let Ok((endpoint, mut conn)) = conn {
             // Redis checks blocking timeouts on its cron tick (every 100 ms at the default
             // hz 10), so a BLPOP may return up to a tick late. The wait must end on time (a
             // crashed holder's key expires exactly then), so our own read deadline ends it,
@@ -350,7 +351,7 @@ impl Mutex {
                 .and_then(|()| conn.recv_response());
             match waited {
                 Ok(_) => {
-                    node.put(conn);
+                    endpoint.put(conn);
                     return;
                 }
                 Err(e) if e.is_timeout() => return,

@@ -3,10 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::Cluster;
 use crate::error::Error;
 use crate::mutex::Mutex;
 use crate::node::{Node, redact};
 use crate::renew::Renewer;
+use crate::sentinel::Sentinel;
 use crate::token;
 
 /// Default bound on opening one connection (TCP connect, AUTH, script loading).
@@ -16,9 +18,9 @@ pub const MAX_NODES: usize = 63;
 /// The longest owner label, in bytes.
 pub const MAX_OWNER_LEN: usize = 128;
 
-/// One set of Redis nodes — one server, or N independent masters for Redlock — plus the
-/// background services shared by all of its locks: a connection pool per node and one renew
-/// thread.
+/// One set of Redis nodes — one server (alone, behind Sentinel or a Redis Cluster), or N
+/// independent ones for Redlock — plus the background services shared by all of its locks: a
+/// connection pool per server and one renew thread.
 ///
 /// Cheap to clone (an `Arc` inside), `Send + Sync`; share one `Client` between threads.
 /// Opening a client does no I/O: nodes are connected on first use.
@@ -68,6 +70,9 @@ impl Client {
     /// the current master and checks with `ROLE` that it is one, so the client follows a
     /// failover. Set [`ClientBuilder::connect_timeout`] to cover the failover time if lock
     /// calls should ride over it.
+    ///
+    /// A Redis Cluster is one node as well: `redis+cluster://[[user]:password@]h1:7000[,h2:7000,...]`
+    /// (see [`ClientBuilder::cluster`]).
     ///
     /// # Errors
     ///
@@ -130,19 +135,68 @@ impl std::fmt::Debug for Client {
 /// feature) the CA that TLS nodes must be signed by.
 #[derive(Clone, Default)]
 pub struct ClientBuilder {
-    urls: Vec<String>,
+    voters: Vec<Voter>,
     connect_timeout: Option<Duration>,
     node_timeout: Option<Duration>,
     owner: Option<String>,
     tls_ca_cert: Option<Vec<u8>>,
 }
 
+/// One voter as the builder was given it.
+#[derive(Clone)]
+enum Voter {
+    Url(String),
+    Cluster(Vec<String>),
+    Sentinel(Vec<String>, String),
+}
+
+impl Voter {
+    /// The voter's URLs without passwords.
+    fn redacted(&self) -> String {
+        let join = |urls: &[String]| urls.iter().map(|u| redact(u)).collect::<Vec<_>>().join(",");
+        match self {
+            Voter::Url(u) => redact(u),
+            Voter::Cluster(seeds) => format!("cluster({})", join(seeds)),
+            Voter::Sentinel(urls, master) => format!("sentinel({}; {master})", join(urls)),
+        }
+    }
+
+    fn open(
+        &self,
+        client_name: &str,
+        connect_timeout: Duration,
+        tls_ca_cert: Option<&[u8]>,
+    ) -> Result<Node, Error> {
+        let no_ca = |what: &str| match tls_ca_cert {
+            Some(_) => Err(Error::invalid(format!(
+                "a TLS CA certificate was given, but TLS to {what} is not supported yet"
+            ))),
+            None => Ok(()),
+        };
+        match self {
+            Voter::Url(url) => Node::open(url, client_name, connect_timeout, tls_ca_cert),
+            Voter::Cluster(seeds) => {
+                no_ca("a Redis Cluster")?;
+                let c = Cluster::from_seeds(seeds, client_name, connect_timeout)
+                    .map_err(|e| Error::invalid(format!("unusable Redis Cluster seeds: {e}")))?;
+                Ok(Node::cluster(c))
+            }
+            Voter::Sentinel(urls, master) => {
+                no_ca("a Sentinel group")?;
+                let s = Sentinel::from_parts(urls, master)
+                    .map_err(|e| Error::invalid(format!("unusable Redis Sentinel group: {e}")))?;
+                Ok(Node::sentinel(s, client_name, connect_timeout))
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The URLs may carry passwords.
-        let urls: Vec<String> = self.urls.iter().map(|u| redact(u)).collect();
+        let voters: Vec<String> = self.voters.iter().map(Voter::redacted).collect();
         f.debug_struct("ClientBuilder")
-            .field("urls", &urls)
+            .field("voters", &voters)
             .field("connect_timeout", &self.connect_timeout)
             .field("node_timeout", &self.node_timeout)
             .field("owner", &self.owner)
@@ -158,9 +212,11 @@ impl std::fmt::Debug for ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// Adds one node.
+    /// Adds one node: a server URL (`redis://`, `rediss://`, `unix://`), or one of the URL
+    /// forms of a voter made of several servers, `redis+sentinel://` (see [`Client::open`])
+    /// and `redis+cluster://` (see [`ClientBuilder::cluster`]).
     pub fn node(mut self, url: impl Into<String>) -> Self {
-        self.urls.push(url.into());
+        self.voters.push(Voter::Url(url.into()));
         self
     }
 
@@ -171,7 +227,74 @@ impl ClientBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.urls.extend(urls.into_iter().map(Into::into));
+        self.voters
+            .extend(urls.into_iter().map(|u| Voter::Url(u.into())));
+        self
+    }
+
+    /// Adds a Redis Cluster, given by some of its nodes (`redis://[[user]:password@]host:port`;
+    /// any reachable one tells where the others are). The whole cluster is one voter: each
+    /// lock lives on the master that serves its hash slot (the lock's companion keys share
+    /// it), so a cluster spreads many locks over its masters. Redirections during resharding
+    /// (`MOVED`, `ASK`, `TRYAGAIN`) and a master's failover are followed, not reported.
+    ///
+    /// The URL form, for [`ClientBuilder::node`], [`Client::open`] and the C, Python and
+    /// command-line interfaces, is
+    /// `redis+cluster://[[user]:password@]host[:port][,host2[:port2],...]` (port 6379 when left
+    /// out). Credentials, if any, are those of every node and must be the same in every seed.
+    ///
+    /// A failover can lose a lock that the old master had not yet passed on to its replica
+    /// (Redis replicates asynchronously); [`MutexOptions::min_replicas`](crate::MutexOptions)
+    /// closes that gap. Several clusters (or a cluster and other nodes) make a Redlock quorum,
+    /// each cluster one voter.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::builder()
+    ///     .cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000", "redis://10.0.0.3:7000"])
+    ///     .build()?;
+    /// let guard = client.mutex("invoice:nightly:lock").lock()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn cluster<I, S>(mut self, seeds: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.voters
+            .push(Voter::Cluster(seeds.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// Adds a master watched by Redis Sentinel, given by its sentinels
+    /// (`redis://[[user]:password@]host[:port]`, port 26379 when left out; credentials are the
+    /// sentinels' own and must be the same in every URL) and the name they know it by. Each
+    /// new connection asks the sentinels for the current master and checks with `ROLE` that it
+    /// is one, so the client follows a failover.
+    ///
+    /// The master is reached without credentials; for a master that needs a password, or a
+    /// database other than 0, use the URL form (see [`Client::open`]):
+    /// `redis+sentinel://[[user]:password@]s1[:26379][,s2...]/mymaster[/db]`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redmutex::Client::builder()
+    ///     .sentinel(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"], "mymaster")
+    ///     .connect_timeout(std::time::Duration::from_secs(10)) // ride over a failover
+    ///     .build()?;
+    /// # Ok::<(), redmutex::Error>(())
+    /// ```
+    pub fn sentinel<I, S>(mut self, sentinels: I, master_name: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.voters.push(Voter::Sentinel(
+            sentinels.into_iter().map(Into::into).collect(),
+            master_name.into(),
+        ));
         self
     }
 
@@ -229,13 +352,13 @@ impl ClientBuilder {
     /// than 63 nodes, a malformed URL, a zero timeout or a bad owner label; with a TLS CA, also
     /// for PEM without a certificate and for a node that is not a `rediss://` URL.
     pub fn build(self) -> Result<Client, Error> {
-        if self.urls.is_empty() {
+        if self.voters.is_empty() {
             return Err(Error::invalid("a client needs at least one Redis URL"));
         }
-        if self.urls.len() > MAX_NODES {
+        if self.voters.len() > MAX_NODES {
             return Err(Error::invalid(format!(
                 "{} nodes given; at most {MAX_NODES} are supported",
-                self.urls.len()
+                self.voters.len()
             )));
         }
         let connect_timeout = self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT);
@@ -249,16 +372,11 @@ impl ClientBuilder {
         let name_label = self.owner.clone().unwrap_or_else(token::default_label);
         let client_name = format!("redmutex:{name_label}");
         let nodes = self
-            .urls
+            .voters
             .iter()
-            .map(|u| {
-                Node::open(
-                    u,
-                    &client_name,
-                    connect_timeout,
-                    self.tls_ca_cert.as_deref(),
-                )
-                .map(Arc::new)
+            .map(|v| {
+                v.open(&client_name, connect_timeout, self.tls_ca_cert.as_deref())
+                    .map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let quorum = nodes.len() / 2 + 1;

@@ -45,6 +45,7 @@
 
 mod acquire;
 mod client;
+mod cluster;
 mod error;
 mod guard;
 mod keys;

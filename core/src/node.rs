@@ -1,15 +1,20 @@
-//! One Redis node: its address and a small pool of blocking connections.
+//! One voter: a Redis server (or a Sentinel-watched master, or a cluster of masters), and a
+//! small pool of blocking connections per endpoint.
 //!
 //! A connection is used by one thread at a time: it is taken out of the pool for one exchange
 //! and put back only when the exchange ended cleanly. A connection that timed out or broke is
 //! dropped, never reused, so a late reply can never be read as the answer to a new request.
 
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError, Value};
+use redis::{
+    ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisError, Value,
+};
 
+use crate::cluster::{self, Cluster};
 use crate::error::Error;
 use crate::scripts;
 use crate::sentinel::{self, Sentinel};
@@ -19,15 +24,29 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// At most this many idle connections are kept per node.
 const MAX_IDLE: usize = 64;
 
+/// One voter of the quorum: a single server (by URL or behind Sentinel), or a Redis Cluster
+/// whose key slots decide which master a lock's requests go to.
 pub(crate) struct Node {
+    kind: Kind,
+    display: String,
+}
+
+enum Kind {
+    Single(Arc<Endpoint>),
+    Cluster(Box<Cluster>),
+}
+
+/// One place connections go, with its pool: a server, a Sentinel-watched master, or one master
+/// of a cluster.
+pub(crate) struct Endpoint {
     target: Target,
     display: String,
-    client_name: String,
+    client_name: Arc<str>,
     connect_timeout: Duration,
     pool: Mutex<Pool>,
 }
 
-/// Where a node's connections go.
+/// Where an endpoint's connections go.
 enum Target {
     /// One server, by its URL.
     Direct(redis::Client),
@@ -44,61 +63,173 @@ struct Pool {
 impl Node {
     /// A node for `url`; with `tls_ca_cert` (PEM), a `rediss://` node whose certificate must
     /// chain to that CA instead of the system's roots. A `redis+sentinel://` URL makes a node
-    /// whose connections go to the master that its sentinels name (see `sentinel.rs`).
+    /// whose connections go to the master that its sentinels name (see `sentinel.rs`); a
+    /// `redis+cluster://` URL makes a cluster node (see `cluster.rs`).
     pub(crate) fn open(
         url: &str,
         client_name: &str,
         connect_timeout: Duration,
         tls_ca_cert: Option<&[u8]>,
     ) -> Result<Node, Error> {
+        if cluster::is_cluster_url(url) {
+            let c = Cluster::parse(url, client_name, connect_timeout).map_err(|e| {
+                Error::invalid(format!("malformed Redis Cluster URL {}: {e}", redact(url)))
+            })?;
+            no_tls_ca(tls_ca_cert, c.display())?;
+            return Ok(Node::cluster(c));
+        }
         let (target, display) = if sentinel::is_sentinel_url(url) {
             let s = Sentinel::parse(url).map_err(|e| {
                 Error::invalid(format!("malformed Redis Sentinel URL {}: {e}", redact(url)))
             })?;
-            if tls_ca_cert.is_some() {
-                return Err(Error::invalid(format!(
-                    "a TLS CA certificate was given, but {} is not a rediss:// URL",
-                    s.display()
-                )));
-            }
+            no_tls_ca(tls_ca_cert, s.display())?;
             let display = s.display().to_owned();
             (Target::Sentinel(s), display)
         } else {
-            Self::direct(url, tls_ca_cert)?
+            direct(url, tls_ca_cert)?
         };
-        Ok(Node {
+        Ok(Node::single(Endpoint::new(
             target,
             display,
-            client_name: client_name.to_owned(),
+            client_name.into(),
+            connect_timeout,
+        )))
+    }
+
+    /// A node behind Sentinel, from its parts.
+    pub(crate) fn sentinel(s: Sentinel, client_name: &str, connect_timeout: Duration) -> Node {
+        let display = s.display().to_owned();
+        Node::single(Endpoint::new(
+            Target::Sentinel(s),
+            display,
+            client_name.into(),
+            connect_timeout,
+        ))
+    }
+
+    /// A node for a Redis Cluster.
+    pub(crate) fn cluster(c: Cluster) -> Node {
+        Node {
+            display: c.display().to_owned(),
+            kind: Kind::Cluster(Box::new(c)),
+        }
+    }
+
+    fn single(endpoint: Endpoint) -> Node {
+        Node {
+            display: endpoint.display.clone(),
+            kind: Kind::Single(Arc::new(endpoint)),
+        }
+    }
+
+    /// The node's address without credentials, for reports and logs.
+    pub(crate) fn name(&self) -> &str {
+        &self.display
+    }
+
+    /// The cluster behind this node, if it is one.
+    pub(crate) fn as_cluster(&self) -> Option<&Cluster> {
+        match &self.kind {
+            Kind::Cluster(c) => Some(c),
+            Kind::Single(_) => None,
+        }
+    }
+
+    /// Whether a server that refuses connections may be replaced by a promoted replica
+    /// (Sentinel, Cluster): then a refused connection does not mean the node is gone.
+    pub(crate) fn follows_failover(&self) -> bool {
+        match &self.kind {
+            Kind::Cluster(_) => true,
+            Kind::Single(e) => matches!(e.target, Target::Sentinel(_)),
+        }
+    }
+
+    /// Where requests about keys in `slot` go, resolved before `deadline`.
+    pub(crate) fn endpoint(
+        &self,
+        slot: u16,
+        deadline: Instant,
+    ) -> Result<Arc<Endpoint>, RedisError> {
+        match &self.kind {
+            Kind::Single(e) => Ok(Arc::clone(e)),
+            Kind::Cluster(c) => c.endpoint(slot, deadline),
+        }
+    }
+}
+
+fn no_tls_ca(tls_ca_cert: Option<&[u8]>, display: &str) -> Result<(), Error> {
+    if tls_ca_cert.is_some() {
+        return Err(Error::invalid(format!(
+            "a TLS CA certificate was given, but {display} is not a rediss:// URL"
+        )));
+    }
+    Ok(())
+}
+
+fn direct(url: &str, tls_ca_cert: Option<&[u8]>) -> Result<(Target, String), Error> {
+    let info: ConnectionInfo = url
+        .into_connection_info()
+        .map_err(|e| Error::invalid(format!("malformed Redis URL {}: {e}", redact(url))))?;
+    let display = describe(&info);
+    let client = match tls_ca_cert {
+        None => redis::Client::open(info),
+        Some(pem) => tls::client_with_ca(info, &display, pem)?,
+    }
+    .map_err(|e| Error::invalid(format!("unusable Redis URL {display}: {e}")))?;
+    #[cfg(feature = "tls-rustls")]
+    if matches!(
+        client.get_connection_info().addr(),
+        ConnectionAddr::TcpTls { .. }
+    ) {
+        tls::install_crypto_provider();
+    }
+    Ok((Target::Direct(client), display))
+}
+
+impl Endpoint {
+    fn new(
+        target: Target,
+        display: String,
+        client_name: Arc<str>,
+        connect_timeout: Duration,
+    ) -> Endpoint {
+        Endpoint {
+            target,
+            display,
+            client_name,
             connect_timeout,
             pool: Mutex::new(Pool {
                 pid: std::process::id(),
                 idle: Vec::new(),
             }),
-        })
+        }
     }
 
-    fn direct(url: &str, tls_ca_cert: Option<&[u8]>) -> Result<(Target, String), Error> {
-        let info: ConnectionInfo = url
-            .into_connection_info()
-            .map_err(|e| Error::invalid(format!("malformed Redis URL {}: {e}", redact(url))))?;
-        let display = describe(&info);
-        let client = match tls_ca_cert {
-            None => redis::Client::open(info),
-            Some(pem) => tls::client_with_ca(info, &display, pem)?,
-        }
-        .map_err(|e| Error::invalid(format!("unusable Redis URL {display}: {e}")))?;
-        #[cfg(feature = "tls-rustls")]
-        if matches!(
-            client.get_connection_info().addr(),
-            ConnectionAddr::TcpTls { .. }
-        ) {
-            tls::install_crypto_provider();
-        }
-        Ok((Target::Direct(client), display))
+    /// One master of a cluster, at `host:port`, with the cluster's credentials.
+    pub(crate) fn cluster_master(
+        host: &str,
+        port: u16,
+        settings: &RedisConnectionInfo,
+        client_name: Arc<str>,
+        connect_timeout: Duration,
+    ) -> Result<Endpoint, RedisError> {
+        let info = ConnectionAddr::Tcp(host.to_owned(), port)
+            .into_connection_info()?
+            .set_redis_settings(settings.clone());
+        let display = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        Ok(Endpoint::new(
+            Target::Direct(redis::Client::open(info)?),
+            display,
+            client_name,
+            connect_timeout,
+        ))
     }
 
-    /// The node's address without credentials, for reports and logs.
+    /// The endpoint's address without credentials.
     pub(crate) fn name(&self) -> &str {
         &self.display
     }
@@ -130,6 +261,17 @@ impl Node {
         }
     }
 
+    /// A pooled connection, or a new one opened before `deadline`.
+    pub(crate) fn take_or_connect(
+        &self,
+        deadline: Instant,
+    ) -> Result<redis::Connection, RedisError> {
+        match self.take() {
+            Some(conn) => Ok(conn),
+            None => self.connect(deadline),
+        }
+    }
+
     /// Opens a new connection within `deadline`: connect, name it, load the scripts.
     pub(crate) fn connect(&self, deadline: Instant) -> Result<redis::Connection, RedisError> {
         self.try_connect(deadline).map_err(explain_tls)
@@ -154,7 +296,7 @@ impl Node {
         setup
             .cmd("CLIENT")
             .arg("SETNAME")
-            .arg(&self.client_name)
+            .arg(&*self.client_name)
             .ignore();
         for s in scripts::all() {
             setup.cmd("SCRIPT").arg("LOAD").arg(s.source()).ignore();

@@ -1,22 +1,38 @@
 //! Scatter/gather: one round of script calls to every node at once.
 //!
 //! Requests are written to every pooled connection first, then the replies are read, all under
-//! one deadline: the round costs the slowest node's round trip, not the sum. Nodes without an
-//! idle connection connect on a scoped thread each, so a node that must connect (or reconnect
-//! after its server restarted) does not hold the others up. A node that does not answer by
-//! the deadline counts as unreachable for this round.
+//! one deadline: the round costs the slowest node's round trip, not the sum. Endpoints without
+//! an idle connection connect on a scoped thread each, so a node that must connect (or
+//! reconnect after its server restarted) does not hold the others up. A node that does not
+//! answer by the deadline counts as unreachable for this round.
+//!
+//! A cluster node's calls are split by the master that serves each call's key slot: one leg
+//! per master, sent like any other. Redirections (`MOVED`, `ASK`, `TRYAGAIN`) are followed
+//! afterwards, within the same deadline, and the legs' replies are put back in call order.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redis::{RedisError, RedisResult, Value};
 
+use crate::cluster::{Cluster, Redirect};
 use crate::error::{NodeOutcome, NodeReport, outcome_of};
-use crate::node::{self, Node};
+use crate::keys::key_slot;
+use crate::node::{self, Endpoint, Node};
 use crate::scripts::Call;
 
 /// What one node answered: one result per call, or the reason it could not be asked.
 pub(crate) type NodeAnswer = Result<Vec<RedisResult<Value>>, RedisError>;
+
+/// Some of one node's calls, bound for one endpoint.
+struct Leg {
+    node: usize,
+    endpoint: Result<Arc<Endpoint>, RedisError>,
+    /// Indices into the node's calls, in order.
+    picks: Vec<usize>,
+    /// Each script call is preceded by `ASKING` (a slot being imported).
+    asking: bool,
+}
 
 /// Sends `calls[i]` to `nodes[i]` (an empty list skips that node) and gathers the answers
 /// before `deadline`.
@@ -31,56 +47,131 @@ pub(crate) fn exchange(
     on_timeout: Option<&Call>,
 ) -> Vec<NodeAnswer> {
     debug_assert_eq!(nodes.len(), calls.len());
-    let mut answers: Vec<Option<NodeAnswer>> = (0..nodes.len()).map(|_| None).collect();
-    let mut pooled = Vec::new();
-    let mut fresh = Vec::new();
+    let mut legs = Vec::with_capacity(nodes.len());
     for (i, node) in nodes.iter().enumerate() {
         if calls[i].is_empty() {
-            answers[i] = Some(Ok(Vec::new()));
-        } else if let Some(conn) = node.take() {
-            pooled.push((i, conn));
-        } else {
-            fresh.push(i);
+            continue;
+        }
+        match node.as_cluster() {
+            None => legs.push(Leg {
+                node: i,
+                endpoint: node.endpoint(0, deadline),
+                picks: (0..calls[i].len()).collect(),
+                asking: false,
+            }),
+            Some(cluster) => split(cluster, i, &calls[i], deadline, &mut legs),
+        }
+    }
+    let mut answers = run(&legs, calls, deadline, on_timeout);
+    for (leg, answer) in legs.iter_mut().zip(answers.iter_mut()) {
+        if let Some(cluster) = nodes[leg.node].as_cluster() {
+            follow(cluster, leg, answer, &calls[leg.node], deadline, on_timeout);
+        }
+    }
+    gather(nodes, calls, legs, answers)
+}
+
+/// Splits a cluster node's calls by the master that serves each call's slot. A command
+/// without keys (a `WAIT`) goes to every master that got a call before it.
+fn split(cluster: &Cluster, i: usize, calls: &[Call], deadline: Instant, legs: &mut Vec<Leg>) {
+    let first = legs.len();
+    for (k, call) in calls.iter().enumerate() {
+        match call.first_key() {
+            Some(key) => {
+                let endpoint = cluster.endpoint(key_slot(key), deadline);
+                let same = legs[first..]
+                    .iter_mut()
+                    .find(|l| match (&l.endpoint, &endpoint) {
+                        (Ok(a), Ok(b)) => Arc::ptr_eq(a, b),
+                        _ => false,
+                    });
+                match same {
+                    Some(leg) => leg.picks.push(k),
+                    None => legs.push(Leg {
+                        node: i,
+                        endpoint,
+                        picks: vec![k],
+                        asking: false,
+                    }),
+                }
+            }
+            None => {
+                for leg in &mut legs[first..] {
+                    leg.picks.push(k);
+                }
+            }
+        }
+    }
+}
+
+/// Sends every leg and gathers the replies: one answer per leg.
+fn run(
+    legs: &[Leg],
+    calls: &[Vec<Call>],
+    deadline: Instant,
+    on_timeout: Option<&Call>,
+) -> Vec<NodeAnswer> {
+    let mut answers: Vec<Option<NodeAnswer>> = (0..legs.len()).map(|_| None).collect();
+    let mut pooled = Vec::new();
+    let mut fresh = Vec::new();
+    for (l, leg) in legs.iter().enumerate() {
+        match &leg.endpoint {
+            Err(e) => answers[l] = Some(Err(e.clone())),
+            Ok(endpoint) => match endpoint.take() {
+                Some(conn) => pooled.push((l, conn)),
+                None => fresh.push(l),
+            },
+        }
+    }
+    let leg_calls =
+        |leg: &Leg| -> Vec<&Call> { leg.picks.iter().map(|&k| &calls[leg.node][k]).collect() };
+    // A leg alone needs no thread to connect on.
+    if legs.len() == 1 && fresh.len() == 1 {
+        let leg = &legs[0];
+        if let Ok(endpoint) = &leg.endpoint {
+            let answer =
+                connect_and_run(endpoint, &leg_calls(leg), leg.asking, deadline, on_timeout);
+            return vec![answer];
         }
     }
 
     std::thread::scope(|scope| {
-        let connect_and_run = |i: usize| {
-            let node = &nodes[i];
-            let calls = &calls[i];
-            scope.spawn(move || {
-                let mut conn = node.connect(deadline)?;
-                send(&mut conn, calls, deadline)?;
-                let answer = receive(&mut conn, calls, deadline);
-                finish(node, conn, &answer, on_timeout);
-                answer
+        let spawn = |l: usize| {
+            let leg = &legs[l];
+            let calls = leg_calls(leg);
+            scope.spawn(move || match &leg.endpoint {
+                Ok(endpoint) => connect_and_run(endpoint, &calls, leg.asking, deadline, on_timeout),
+                Err(e) => Err(e.clone()),
             })
         };
-        let mut threads: Vec<_> = fresh.iter().map(|&i| (i, connect_and_run(i))).collect();
+        let mut threads: Vec<_> = fresh.iter().map(|&l| (l, spawn(l))).collect();
 
         // Write every request before reading any reply.
         let mut sent = Vec::with_capacity(pooled.len());
-        for (i, mut conn) in pooled {
-            match send(&mut conn, &calls[i], deadline) {
-                Ok(()) => sent.push((i, conn)),
-                Err(e) if stale(&e) => threads.push((i, connect_and_run(i))),
-                Err(e) => answers[i] = Some(Err(e)),
+        for (l, mut conn) in pooled {
+            match send(&mut conn, &leg_calls(&legs[l]), legs[l].asking, deadline) {
+                Ok(()) => sent.push((l, conn)),
+                Err(e) if stale(&e) => threads.push((l, spawn(l))),
+                Err(e) => answers[l] = Some(Err(e)),
             }
         }
-        for (i, mut conn) in sent {
-            let answer = receive(&mut conn, &calls[i], deadline);
+        for (l, mut conn) in sent {
+            let leg = &legs[l];
+            let answer = receive(&mut conn, &leg_calls(leg), leg.asking, deadline);
             match answer {
                 // The server restarted or dropped us while the connection sat in the pool:
                 // one retry on a new connection, within the same deadline.
-                Err(e) if stale(&e) => threads.push((i, connect_and_run(i))),
+                Err(e) if stale(&e) => threads.push((l, spawn(l))),
                 answer => {
-                    finish(&nodes[i], conn, &answer, on_timeout);
-                    answers[i] = Some(answer);
+                    if let Ok(endpoint) = &leg.endpoint {
+                        finish(endpoint, conn, &answer, on_timeout);
+                    }
+                    answers[l] = Some(answer);
                 }
             }
         }
-        for (i, t) in threads {
-            answers[i] = Some(t.join().unwrap_or_else(|_| Err(node::timed_out())));
+        for (l, t) in threads {
+            answers[l] = Some(t.join().unwrap_or_else(|_| Err(node::timed_out())));
         }
     });
     answers
@@ -89,19 +180,206 @@ pub(crate) fn exchange(
         .collect()
 }
 
+/// One exchange with one endpoint, on a pooled connection or a new one.
+fn connect_and_run(
+    endpoint: &Endpoint,
+    calls: &[&Call],
+    asking: bool,
+    deadline: Instant,
+    on_timeout: Option<&Call>,
+) -> NodeAnswer {
+    if let Some(mut conn) = endpoint.take() {
+        let answer = send(&mut conn, calls, asking, deadline)
+            .and_then(|()| receive(&mut conn, calls, asking, deadline));
+        match answer {
+            Err(e) if stale(&e) => {}
+            answer => {
+                finish(endpoint, conn, &answer, on_timeout);
+                return answer;
+            }
+        }
+    }
+    let mut conn = endpoint.connect(deadline)?;
+    send(&mut conn, calls, asking, deadline)?;
+    let answer = receive(&mut conn, calls, asking, deadline);
+    finish(endpoint, conn, &answer, on_timeout);
+    answer
+}
+
+/// Follows the redirections in a cluster leg's answer until none is left, the deadline
+/// passes, or too many were followed. Marks the map stale when the answer suggests a
+/// failover.
+fn follow(
+    cluster: &Cluster,
+    leg: &mut Leg,
+    answer: &mut NodeAnswer,
+    calls: &[Call],
+    deadline: Instant,
+    on_timeout: Option<&Call>,
+) {
+    for _ in 0..MAX_FOLLOW {
+        let values = match answer {
+            Ok(values) => values,
+            Err(_) => {
+                cluster.mark_stale();
+                return;
+            }
+        };
+        if values
+            .iter()
+            .any(|v| matches!(v, Err(e) if is_readonly(e) || e.code() == Some("CLUSTERDOWN")))
+        {
+            cluster.mark_stale();
+        }
+        // The first redirected call; it and every call after it are sent again, so that a
+        // `WAIT` still follows the writes it waits for.
+        let Some((at, redirect)) = values.iter().enumerate().find_map(|(at, v)| match v {
+            Err(e) => cluster.redirect(e).map(|r| (at, r)),
+            Ok(_) => None,
+        }) else {
+            return;
+        };
+        if node::remaining(deadline).is_err() {
+            return;
+        }
+        let endpoint = match redirect {
+            Redirect::To(e) => e,
+            Redirect::Ask(e) => {
+                leg.asking = true;
+                e
+            }
+            Redirect::Retry => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                std::thread::sleep(TRY_AGAIN_PAUSE.min(left / 2));
+                match &leg.endpoint {
+                    Ok(e) => Arc::clone(e),
+                    Err(_) => return,
+                }
+            }
+        };
+        let again: Vec<&Call> = leg.picks[at..].iter().map(|&k| &calls[k]).collect();
+        match connect_and_run(&endpoint, &again, leg.asking, deadline, on_timeout) {
+            Ok(redone) => {
+                values.truncate(at);
+                values.extend(redone);
+            }
+            Err(e) => {
+                for v in &mut values[at..] {
+                    *v = Err(e.clone());
+                }
+                cluster.mark_stale();
+                return;
+            }
+        }
+        // A slot that moved for good is asked for without `ASKING` next time.
+        leg.endpoint = Ok(endpoint);
+        leg.asking = false;
+    }
+}
+
+/// The most redirections one cluster leg follows in a round.
+const MAX_FOLLOW: usize = 5;
+/// The pause before a request that got `TRYAGAIN` (a slot in the middle of a migration).
+const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(5);
+
+/// Puts the legs' answers back together, one answer per node in call order. Where a command
+/// without keys went to several masters, the smallest count (the weakest `WAIT`) or an error
+/// stands. A cluster node none of whose legs could be asked failed as a whole.
+fn gather(
+    nodes: &[Arc<Node>],
+    calls: &[Vec<Call>],
+    legs: Vec<Leg>,
+    answers: Vec<NodeAnswer>,
+) -> Vec<NodeAnswer> {
+    let mut out: Vec<Option<NodeAnswer>> = (0..nodes.len())
+        .map(|i| calls[i].is_empty().then(|| Ok(Vec::new())))
+        .collect();
+    let mut parts: Vec<Parts> = calls
+        .iter()
+        .map(|c| Parts {
+            values: vec![None; c.len()],
+            error: None,
+            answered: false,
+        })
+        .collect();
+    for (leg, answer) in legs.into_iter().zip(answers) {
+        let i = leg.node;
+        if nodes[i].as_cluster().is_none() {
+            out[i] = Some(answer);
+            continue;
+        }
+        let p = &mut parts[i];
+        match answer {
+            Ok(values) => {
+                p.answered = true;
+                for (&k, v) in leg.picks.iter().zip(values) {
+                    p.values[k] = Some(weakest(p.values[k].take(), v, calls[i][k].is_command()));
+                }
+            }
+            Err(e) => {
+                for &k in &leg.picks {
+                    p.values[k] = Some(Err(e.clone()));
+                }
+                p.error.get_or_insert(e);
+            }
+        }
+    }
+    for (i, p) in parts.into_iter().enumerate() {
+        if out[i].is_some() || nodes[i].as_cluster().is_none() {
+            continue;
+        }
+        out[i] = Some(match p.error {
+            Some(e) if !p.answered => Err(e),
+            _ => Ok(p
+                .values
+                .into_iter()
+                .map(|v| v.unwrap_or_else(|| Err(node::timed_out())))
+                .collect()),
+        });
+    }
+    out.into_iter()
+        .map(|a| a.unwrap_or_else(|| Err(node::timed_out())))
+        .collect()
+}
+
+/// A cluster node's answer while its legs come in.
+struct Parts {
+    /// Each call's answer so far.
+    values: Vec<Option<RedisResult<Value>>>,
+    /// The first leg that could not be asked.
+    error: Option<RedisError>,
+    /// Some leg answered.
+    answered: bool,
+}
+
+/// The answer that stands for a call after one more leg answered it: for a command sent to
+/// several masters, the smaller count or the first error; for a script (sent to one master),
+/// its answer.
+fn weakest(
+    old: Option<RedisResult<Value>>,
+    new: RedisResult<Value>,
+    command: bool,
+) -> RedisResult<Value> {
+    match (old, new) {
+        (Some(Ok(Value::Int(a))), Ok(Value::Int(b))) if command => Ok(Value::Int(a.min(b))),
+        (Some(Err(e)), _) if command => Err(e),
+        (_, new) => new,
+    }
+}
+
 /// Pools a connection that finished cleanly; drops one that did not, so that a late reply is
 /// never read as the answer to a later request. A connection that answered `READONLY` is to
 /// a master that was demoted to a replica (a failover): it is dropped too, so that the next
 /// round connects anew (and, for a Sentinel node, asks the sentinels for the new master).
 fn finish(
-    node: &Node,
+    endpoint: &Endpoint,
     mut conn: redis::Connection,
     answer: &NodeAnswer,
     on_timeout: Option<&Call>,
 ) {
     match answer {
         Ok(values) if values.iter().any(|v| matches!(v, Err(e) if is_readonly(e))) => {}
-        Ok(_) => node.put(conn),
+        Ok(_) => endpoint.put(conn),
         Err(e) if e.is_timeout() => {
             if let Some(call) = on_timeout {
                 let mut buf = Vec::new();
@@ -114,23 +392,42 @@ fn finish(
     }
 }
 
-fn send(conn: &mut redis::Connection, calls: &[Call], deadline: Instant) -> Result<(), RedisError> {
+/// `ASKING`, sent before each script call of a leg redirected with `ASK`.
+const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+
+fn send(
+    conn: &mut redis::Connection,
+    calls: &[&Call],
+    asking: bool,
+    deadline: Instant,
+) -> Result<(), RedisError> {
     // The read timeout is set before each reply is read.
     conn.set_write_timeout(Some(node::remaining(deadline)?))?;
     let mut buf = Vec::new();
     for c in calls {
+        if asking && !c.is_command() {
+            buf.extend_from_slice(ASKING);
+        }
         c.write_packed(&mut buf);
     }
     conn.send_packed_command(&buf)
 }
 
-fn receive(conn: &mut redis::Connection, calls: &[Call], deadline: Instant) -> NodeAnswer {
+fn receive(
+    conn: &mut redis::Connection,
+    calls: &[&Call],
+    asking: bool,
+    deadline: Instant,
+) -> NodeAnswer {
     let mut values = Vec::with_capacity(calls.len());
-    for _ in calls {
+    for c in calls {
         // Replies are read one node after another: when a slow node used up the deadline,
         // the replies that other nodes sent in time are still collected, with a token wait.
         let left = deadline.saturating_duration_since(Instant::now());
         conn.set_read_timeout(Some(left.max(std::time::Duration::from_millis(1))))?;
+        if asking && !c.is_command() {
+            conn.recv_response()?;
+        }
         values.push(conn.recv_response()?);
     }
     // A server that lost its scripts (SCRIPT FLUSH) gets the script text once more. A command
@@ -141,7 +438,15 @@ fn receive(conn: &mut redis::Connection, calls: &[Call], deadline: Instant) -> N
         let value = if is_noscript(&value) || (resent && call.is_command()) {
             resent = true;
             node::set_timeouts(conn, deadline)?;
-            conn.send_packed_command(&call.packed_eval())?;
+            let mut buf = Vec::new();
+            if asking && !call.is_command() {
+                buf.extend_from_slice(ASKING);
+            }
+            buf.extend_from_slice(&call.packed_eval());
+            conn.send_packed_command(&buf)?;
+            if asking && !call.is_command() {
+                conn.recv_response()?;
+            }
             conn.recv_response()?
         } else {
             value
@@ -189,8 +494,9 @@ impl Tally {
     pub(crate) fn fail(&mut self, node: &Node, e: RedisError) {
         self.failed += 1;
         // Only a refused connection says the node is down: a connection dropped after it was
-        // established (CLIENT KILL, a proxy) may work again on the next try.
-        if e.is_connection_refusal() {
+        // established (CLIENT KILL, a proxy) may work again on the next try, and a master
+        // behind Sentinel or in a cluster may be replaced by a promoted replica.
+        if e.is_connection_refusal() && !node.follows_failover() {
             self.down += 1;
         }
         self.reports.push(NodeReport {

@@ -155,6 +155,15 @@ impl Call {
         Call::Command(cmd)
     }
 
+    /// The first key of a script call (it names the slot of all of them); `None` for a
+    /// command.
+    pub(crate) fn first_key(&self) -> Option<&[u8]> {
+        match self {
+            Call::Script { keys, .. } => keys.first().map(Vec::as_slice),
+            Call::Command(_) => None,
+        }
+    }
+
     /// Whether this is a plain command (not a script).
     pub(crate) fn is_command(&self) -> bool {
         matches!(self, Call::Command(_))

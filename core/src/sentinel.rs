@@ -38,7 +38,7 @@ pub(crate) fn is_sentinel_url(url: &str) -> bool {
     has_scheme(url, SCHEME) || has_scheme(url, TLS_SCHEME)
 }
 
-fn has_scheme(url: &str, scheme: &str) -> bool {
+pub(crate) fn has_scheme(url: &str, scheme: &str) -> bool {
     url.get(..scheme.len())
         .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
 }
@@ -83,7 +83,7 @@ impl Sentinel {
 
         let sentinels = hosts
             .split(',')
-            .map(parse_host)
+            .map(|h| parse_host(h, DEFAULT_PORT))
             .collect::<Result<Vec<_>, _>>()?;
 
         let mut segments = path.split('/');
@@ -103,22 +103,7 @@ impl Sentinel {
             return Err("the path is /master-name[/db]".into());
         }
 
-        let mut master = RedisConnectionInfo::default().set_db(db);
-        let mut user = None;
-        if let Some(userinfo) = userinfo {
-            let (u, p) = match userinfo.split_once(':') {
-                Some((u, p)) => (u, Some(p)),
-                None => (userinfo, None),
-            };
-            if !u.is_empty() {
-                let u = decode(u)?;
-                master = master.set_username(&u);
-                user = Some(u);
-            }
-            if let Some(p) = p.filter(|p| !p.is_empty()) {
-                master = master.set_password(decode(p)?);
-            }
-        }
+        let master = userinfo_settings(userinfo)?.set_db(db);
 
         let mut auth = RedisConnectionInfo::default();
         for param in query.into_iter().flat_map(|q| q.split('&')) {
@@ -134,6 +119,61 @@ impl Sentinel {
             }
         }
 
+        Ok(Sentinel::new(sentinels, master_name, master, auth))
+    }
+
+    /// A group from sentinel URLs (`redis://[[user]:password@]host[:port]`, port 26379 when
+    /// left out) and a master name: the form of `ClientBuilder::sentinel`. Credentials in the
+    /// URLs are the sentinels' and must be the same in all of them; the master is asked
+    /// without credentials.
+    pub(crate) fn from_parts(urls: &[String], master_name: &str) -> Result<Sentinel, String> {
+        if urls.is_empty() {
+            return Err("a Sentinel group needs at least one sentinel URL".into());
+        }
+        if master_name.is_empty() {
+            return Err("the master name is empty".into());
+        }
+        let mut sentinels = Vec::with_capacity(urls.len());
+        let mut auth: Option<RedisConnectionInfo> = None;
+        for url in urls {
+            if !has_scheme(url, "redis://") {
+                return Err(format!(
+                    "sentinels are redis://host[:port] URLs, got {}",
+                    node::redact(url)
+                ));
+            }
+            let authority = url["redis://".len()..].trim_end_matches('/');
+            let (userinfo, host) = match authority.rsplit_once('@') {
+                Some((u, h)) => (Some(u), h),
+                None => (None, authority),
+            };
+            sentinels.push(parse_host(host, DEFAULT_PORT)?);
+            let creds = userinfo_settings(userinfo)?;
+            match &auth {
+                None => auth = Some(creds),
+                Some(first)
+                    if first.username() != creds.username()
+                        || first.password() != creds.password() =>
+                {
+                    return Err("every sentinel URL must carry the same credentials".into());
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(Sentinel::new(
+            sentinels,
+            master_name.to_owned(),
+            RedisConnectionInfo::default(),
+            auth.unwrap_or_default(),
+        ))
+    }
+
+    fn new(
+        sentinels: Vec<(String, u16)>,
+        master_name: String,
+        master: RedisConnectionInfo,
+        auth: RedisConnectionInfo,
+    ) -> Sentinel {
         let hosts: Vec<String> = sentinels
             .iter()
             .map(|(h, p)| {
@@ -146,23 +186,26 @@ impl Sentinel {
             .collect();
         let display = format!(
             "{SCHEME}{}{}/{}{}",
-            user.map(|u| format!("{u}@")).unwrap_or_default(),
+            master
+                .username()
+                .map(|u| format!("{u}@"))
+                .unwrap_or_default(),
             hosts.join(","),
             master_name,
-            if db != 0 {
-                format!("/{db}")
+            if master.db() != 0 {
+                format!("/{}", master.db())
             } else {
                 String::new()
             },
         );
-        Ok(Sentinel {
+        Sentinel {
             sentinels,
             master_name,
             master,
             auth,
             first: AtomicUsize::new(0),
             display,
-        })
+        }
     }
 
     /// The URL without credentials: the sentinels, the master name and the database.
@@ -268,47 +311,66 @@ pub(crate) fn check_master(role: &Value, display: &str) -> Result<(), RedisError
     }
 }
 
-/// `host[:port]` or `[v6]:port`.
-fn parse_host(s: &str) -> Result<(String, u16), String> {
-    let (host, port) =
-        if let Some(v6) = s.strip_prefix('[') {
-            let (host, rest) = v6
-                .split_once(']')
-                .ok_or_else(|| format!("unclosed [ in sentinel address {s:?}"))?;
-            match rest {
-                "" => (host, None),
-                _ => (
-                    host,
-                    Some(rest.strip_prefix(':').ok_or_else(|| {
-                        format!("expected :port after ] in sentinel address {s:?}")
-                    })?),
+/// `host[:port]` or `[v6]:port`; `default_port` when the port is left out.
+pub(crate) fn parse_host(s: &str, default_port: u16) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(v6) = s.strip_prefix('[') {
+        let (host, rest) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("unclosed [ in address {s:?}"))?;
+        match rest {
+            "" => (host, None),
+            _ => (
+                host,
+                Some(
+                    rest.strip_prefix(':')
+                        .ok_or_else(|| format!("expected :port after ] in address {s:?}"))?,
                 ),
-            }
-        } else {
-            match s.rsplit_once(':') {
-                Some((h, p)) => (h, Some(p)),
-                None => (s, None),
-            }
-        };
+            ),
+        }
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        }
+    };
     if host.is_empty() {
-        return Err(format!("empty sentinel host in {s:?}"));
+        return Err(format!("empty host in {s:?}"));
     }
     if host.contains(['/', '@', '[', ']', ' ']) || (!s.starts_with('[') && host.contains(':')) {
-        return Err(format!("malformed sentinel address {s:?}"));
+        return Err(format!("malformed address {s:?}"));
     }
     let port = match port {
-        None => DEFAULT_PORT,
+        None => default_port,
         Some(p) => p
             .parse::<u16>()
             .ok()
             .filter(|p| *p != 0)
-            .ok_or_else(|| format!("bad sentinel port in {s:?}"))?,
+            .ok_or_else(|| format!("bad port in {s:?}"))?,
     };
     Ok((host.to_owned(), port))
 }
 
+/// The credentials of a URL's user-info (`user:password`, percent-encoded), if any.
+pub(crate) fn userinfo_settings(userinfo: Option<&str>) -> Result<RedisConnectionInfo, String> {
+    let mut settings = RedisConnectionInfo::default();
+    let Some(userinfo) = userinfo else {
+        return Ok(settings);
+    };
+    let (u, p) = match userinfo.split_once(':') {
+        Some((u, p)) => (u, Some(p)),
+        None => (userinfo, None),
+    };
+    if !u.is_empty() {
+        settings = settings.set_username(decode(u)?);
+    }
+    if let Some(p) = p.filter(|p| !p.is_empty()) {
+        settings = settings.set_password(decode(p)?);
+    }
+    Ok(settings)
+}
+
 /// Percent-decoding (`%40` → `@`); the result must be UTF-8.
-fn decode(s: &str) -> Result<String, String> {
+pub(crate) fn decode(s: &str) -> Result<String, String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
