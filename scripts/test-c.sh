@@ -4,8 +4,10 @@
 #
 #   scripts/test-c.sh [test_name ...]    e.g. scripts/test-c.sh test_basic
 #
-# Tests read REDMUTEX_TEST_URL (one server) and REDMUTEX_TEST_URLS5 (five, comma-separated).
-# When unset, this script starts throwaway redis-servers on free loopback ports for them.
+# Tests read REDMUTEX_TEST_URL (one server), REDMUTEX_TEST_URLS5 (five, comma-separated) and
+# REDMUTEX_TEST_CLUSTER_URL (a redis+cluster:// URL of a three-master Redis Cluster with the
+# usual slot ranges). When unset, this script starts throwaway redis-servers on free loopback
+# ports for them.
 # Needs cc, c++, redis-server and valgrind (`make deps` installs what is missing).
 # valgrind reads tests/c/valgrind.supp: glibc's and Rust std's per-thread bookkeeping only.
 set -euo pipefail
@@ -50,8 +52,13 @@ if [[ -z "${REDMUTEX_TEST_URLS5:-}" ]]; then
   REDMUTEX_TEST_URLS5=$(IFS=,; echo "${REDIS_URLS[*]: -5}")
   export REDMUTEX_TEST_URLS5
 fi
+if [[ -z "${REDMUTEX_TEST_CLUSTER_URL:-}" ]]; then
+  redis_start_cluster 3
+  export REDMUTEX_TEST_CLUSTER_URL=$REDIS_CLUSTER_URL
+fi
 echo "test-c: REDMUTEX_TEST_URL=$REDMUTEX_TEST_URL"
 echo "test-c: REDMUTEX_TEST_URLS5=$REDMUTEX_TEST_URLS5"
+echo "test-c: REDMUTEX_TEST_CLUSTER_URL=$REDMUTEX_TEST_CLUSTER_URL"
 
 common=(-g -Iinclude -Itests/c -Wall -Wextra -Wpedantic -Werror "-DEXPECTED_VERSION=\"$version\"")
 # A Rust staticlib leaves its system libraries to the final link.

@@ -3,6 +3,7 @@
 #
 #   source scripts/lib/redis.sh
 #   redis_start_servers 5          # sets REDIS_URLS=(redis://127.0.0.1:PORT ...)
+#   redis_start_cluster 3          # sets REDIS_CLUSTER_URL=redis+cluster://127.0.0.1:P1,...
 #
 # Each server listens on a free loopback port (never 6379, so a developer's own Redis is
 # never touched), keeps nothing on disk, and is stopped by pid when the sourcing shell
@@ -10,6 +11,9 @@
 
 REDIS_PIDS=()
 REDIS_URLS=()
+# Set by redis_start_cluster, for the sourcing script.
+# shellcheck disable=SC2034
+REDIS_CLUSTER_URL='' REDIS_CLUSTER_PORTS=()
 REDIS_EXIT_HOOKS=()
 REDIS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/redmutex-redis.XXXXXX")
 
@@ -30,21 +34,42 @@ trap 'exit 143' TERM
 # Ports are drawn below Linux's ephemeral range (32768+) so that outgoing connections
 # don't take them between the check and the server's bind; a bind that still loses a
 # race is retried on another port.
-redis__start_one() {
-  local attempt port pid log i
-  for attempt in 1 2 3 4 5 6 7 8 9 10; do
-    port=$((20000 + RANDOM % 12000))
+redis__free_port() { # sets REDIS__PORT to a port nobody listens on, other than $1
+  local i
+  for i in $(seq 1 100); do
+    REDIS__PORT=$((20000 + RANDOM % 12000))
+    [[ "$REDIS__PORT" != "${1:-}" ]] || continue
     # A successful connect means someone already listens there.
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then continue; fi
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$REDIS__PORT") 2>/dev/null; then return 0; fi
+  done
+  echo "redis.sh: no free port found" >&2
+  return 1
+}
+
+# Starts one server; with "cluster", a cluster-enabled one whose cluster bus listens on a
+# second free port (not Redis' default of port + 10000, which may be out of range or taken).
+# Sets REDIS__PORT to its port; only a plain server's URL goes into REDIS_URLS.
+redis__start_one() {
+  local mode=${1:-} attempt port pid log i extra
+  for attempt in 1 2 3 4 5 6 7 8 9 10; do
+    redis__free_port || return 1
+    port=$REDIS__PORT
+    extra=()
+    if [[ "$mode" == cluster ]]; then
+      redis__free_port "$port" || return 1
+      extra=(--cluster-enabled yes --cluster-config-file "nodes-$port.conf"
+        --cluster-node-timeout 2000 --cluster-port "$REDIS__PORT")
+    fi
     log="$REDIS_DIR/redis-$port.log"
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-      --daemonize no --dir "$REDIS_DIR" >"$log" 2>&1 &
+      --daemonize no --dir "$REDIS_DIR" "${extra[@]}" >"$log" 2>&1 &
     pid=$!
     for i in $(seq 1 100); do
       kill -0 "$pid" 2>/dev/null || break
       if [[ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" == PONG ]]; then
         REDIS_PIDS+=("$pid")
-        REDIS_URLS+=("redis://127.0.0.1:$port")
+        [[ "$mode" == cluster ]] || REDIS_URLS+=("redis://127.0.0.1:$port")
+        REDIS__PORT=$port
         return 0
       fi
       sleep 0.05
@@ -63,4 +88,42 @@ redis__start_one() {
 redis_start_servers() {
   local n=$1 i
   for ((i = 0; i < n; i++)); do redis__start_one; done
+}
+
+# Starts a Redis Cluster of N masters (no replicas; N >= 3, as redis-cli requires), waits
+# until every node reports cluster_state:ok, and sets REDIS_CLUSTER_URL and
+# REDIS_CLUSTER_PORTS. The servers are stopped on exit like the others; their URLs are not
+# added to REDIS_URLS. Called directly, never in $(...).
+redis_start_cluster() {
+  local n=$1 i port state deadline
+  local ports=() addrs=()
+  for ((i = 0; i < n; i++)); do
+    redis__start_one cluster || return 1
+    ports+=("$REDIS__PORT")
+    addrs+=("127.0.0.1:$REDIS__PORT")
+  done
+  # redis-cli waits for the nodes to agree on the configuration with no limit of its own.
+  if ! timeout 30 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 \
+    --cluster-yes >"$REDIS_DIR/cluster-create.log" 2>&1; then
+    echo "redis.sh: redis-cli --cluster create failed:" >&2
+    tail -n 20 "$REDIS_DIR/cluster-create.log" >&2 || true
+    return 1
+  fi
+  deadline=$((SECONDS + 10))
+  for port in "${ports[@]}"; do
+    while :; do
+      state=$(redis-cli -h 127.0.0.1 -p "$port" cluster info 2>/dev/null | tr -d '\r' |
+        sed -n 's/^cluster_state://p')
+      [[ "$state" == ok ]] && break
+      if ((SECONDS >= deadline)); then
+        echo "redis.sh: cluster node on port $port reports cluster_state:${state:-?} after 10 s" >&2
+        return 1
+      fi
+      sleep 0.05
+    done
+  done
+  # shellcheck disable=SC2034 # for the sourcing script
+  REDIS_CLUSTER_PORTS=("${ports[@]}")
+  # shellcheck disable=SC2034
+  REDIS_CLUSTER_URL="redis+cluster://$(IFS=,; echo "${addrs[*]}")"
 }
