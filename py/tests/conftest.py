@@ -1,5 +1,6 @@
-"""Fixtures: one real redis-server for the session, on a free loopback port (never 6379),
-keeping nothing on disk, stopped by pid at the end."""
+"""Fixtures: real redis-servers for the session (one server, and a three-master Redis
+Cluster when a test asks for it), on free loopback ports (never 6379), keeping nothing on
+disk, stopped by pid at the end."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -46,14 +47,17 @@ class RedisServer:
         return Resp(self.port)
 
 
-def start_redis(workdir: str) -> RedisServer:
+def start_redis(
+    workdir: str, extra_args: Callable[[int], Sequence[str]] = lambda port: ()
+) -> RedisServer:
+    """A redis-server on a free port; `extra_args(port)` gives more command-line options."""
     if shutil.which("redis-server") is None:
         pytest.fail("redis-server not found; run make deps")
     for _ in range(10):
         port = free_port()
         proc = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--daemonize", "no", "--dir", workdir],
+             "--appendonly", "no", "--daemonize", "no", "--dir", workdir, *extra_args(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -72,7 +76,7 @@ def start_redis(workdir: str) -> RedisServer:
             finally:
                 r.close()
             time.sleep(0.02)
-        stop(proc)  # lost a race for the port, or too slow: try another port
+        stop(proc)  # lost a race for a port, or too slow: try other ports
     pytest.fail("could not start redis-server")
 
 
@@ -94,6 +98,88 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         stop(server.process)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def cluster_node_args(port: int) -> list[str]:
+    """Options of a cluster-enabled server: its own config file in the shared workdir, and
+    a cluster bus on a second free port (Redis' default, port + 10000, may be out of range or
+    taken)."""
+    bus = free_port()
+    while bus == port:
+        bus = free_port()
+    return ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
+            "--cluster-node-timeout", "2000", "--cluster-port", str(bus)]
+
+
+@dataclass
+class RedisCluster:
+    """A Redis Cluster of masters only (no replicas), with the usual slot split."""
+
+    servers: list[RedisServer]
+
+    @property
+    def ports(self) -> list[int]:
+        return [s.port for s in self.servers]
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+
+def cluster_state(port: int) -> str | None:
+    """The cluster_state field of CLUSTER INFO on one node, or None if it did not answer."""
+    try:
+        r = Resp(port, timeout=1)
+    except OSError:
+        return None
+    try:
+        info = r("CLUSTER", "INFO")
+    except (OSError, ConnectionError):
+        return None
+    finally:
+        r.close()
+    assert isinstance(info, bytes)
+    for line in info.decode().splitlines():
+        if line.startswith("cluster_state:"):
+            return line.split(":", 1)[1]
+    return None
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    if shutil.which("redis-cli") is None:
+        pytest.fail("redis-cli not found; run make deps")
+    workdir = tempfile.mkdtemp(prefix="redmutex-py-cluster-")
+    servers: list[RedisServer] = []
+    try:
+        for _ in range(3):
+            servers.append(start_redis(workdir, cluster_node_args))
+        cluster = RedisCluster(servers)
+        addrs = [f"127.0.0.1:{p}" for p in cluster.ports]
+        try:
+            # redis-cli waits for the nodes to agree with no limit of its own.
+            created = subprocess.run(
+                ["redis-cli", "--cluster", "create", *addrs, "--cluster-replicas", "0",
+                 "--cluster-yes"],
+                capture_output=True, timeout=30, check=False,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail("redis-cli --cluster create did not finish within 30 s")
+        if created.returncode != 0:
+            pytest.fail("redis-cli --cluster create failed:\n"
+                        + created.stdout.decode(errors="replace")
+                        + created.stderr.decode(errors="replace"))
+        deadline = time.monotonic() + 10
+        for port in cluster.ports:
+            while (state := cluster_state(port)) != "ok":
+                if time.monotonic() > deadline:
+                    pytest.fail(f"cluster node {port} reports cluster_state:{state} after 10 s")
+                time.sleep(0.05)
+        yield cluster
+    finally:
+        for server in servers:
+            stop(server.process)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
