@@ -563,8 +563,9 @@ fn run(args: &Args) -> Result<(), String> {
         "floors of this machine: one 5-node scatter/gather PING round is {} the 1-node PING \
          ({} CPUs for 5 servers and the client), so the 5-node row is {} its own floor against \
          {} for the 1-node row. A waiter that slept wakes in {} at best (RPUSH → BLPOP across \
-         processes, median); redmutex's handoff is {} that floor (it adds the acquire round trip \
-         after the wake-up).",
+         processes, median); redmutex's handoff is {} that floor (the waiter's acquire script \
+         runs on the server right behind its BLPOP, and the release's own round trip adds the \
+         rest).",
         fmt_ratio(unc.ping5.median() as f64 / base.max(1) as f64),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         fmt_ratio(unc.redmutex5.median() as f64 / unc.ping5.median().max(1) as f64),

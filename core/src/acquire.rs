@@ -27,6 +27,15 @@ enum Attempt {
     Unreachable(Error),
 }
 
+/// The requests of one acquisition round.
+struct Round {
+    token: Vec<u8>,
+    /// Sent to every node: the acquire script, then any `WAIT`.
+    calls: Vec<Call>,
+    /// Releases this round's token: for grants the round does not keep.
+    undo: Call,
+}
+
 /// What one acquisition call settles once, before its first attempt.
 pub(crate) struct Plan {
     pub(crate) keys: Keys,
@@ -64,10 +73,16 @@ impl Mutex {
         let plan = self.plan()?;
         let mut waited = false;
         let mut unreachable_since: Option<Instant> = None;
+        // An attempt already made while waiting for a release.
+        let mut made: Option<Attempt> = None;
         loop {
             let started = Instant::now();
             let will_wait = deadline.is_none_or(|d| d > started);
-            match self.attempt(&plan, waited, will_wait)? {
+            let attempt = match made.take() {
+                Some(a) => a,
+                None => self.attempt(&plan, waited, will_wait)?,
+            };
+            match attempt {
                 Attempt::Held(guard) => return Ok(guard),
                 Attempt::Busy { hint, wake_from } => {
                     unreachable_since = None;
@@ -81,7 +96,8 @@ impl Mutex {
                         .flatten()
                         .min()
                         .unwrap_or(self.opts.wait_cap);
-                    self.wait_for_release(&plan, &wake_from, block);
+                    let will_wait = deadline.is_none_or(|d| d > now + block);
+                    made = self.wait_for_release(&plan, &wake_from, block, will_wait)?;
                     waited = true;
                 }
                 Attempt::Unreachable(err) => {
@@ -111,9 +127,22 @@ impl Mutex {
 
     /// One Redlock round: ask every node at once, count the grants, check the validity.
     fn attempt(&self, plan: &Plan, waited: bool, will_wait: bool) -> Result<Attempt, Error> {
-        let inner = &self.client.inner;
-        let nodes = &inner.nodes;
-        let n = nodes.len();
+        let nodes = &self.client.inner.nodes;
+        let round = self.round(plan, waited, will_wait)?;
+        let t0 = Instant::now();
+        let answers = quorum::exchange(
+            nodes,
+            &vec![round.calls.clone(); nodes.len()],
+            t0 + plan.node_timeout + self.opts.replica_wait(),
+            Some(&round.undo),
+        );
+        self.settle(plan, &round, t0, answers)
+    }
+
+    /// The requests of one round: a new token, the acquire script (and, with min_replicas,
+    /// a `WAIT` after it on the same connection, so it waits for exactly that write), and
+    /// the undo that releases a grant the round does not keep.
+    fn round(&self, plan: &Plan, waited: bool, will_wait: bool) -> Result<Round, Error> {
         let opts = &self.opts;
         let keys = &plan.keys;
         let token = token::new_token(&plan.label)?;
@@ -143,20 +172,28 @@ impl Mutex {
             ],
         );
         let undo = release_call(keys, &token, opts, false);
-
-        // With min_replicas, `WAIT` follows the grant on the same connection, so it waits for
-        // exactly that write; the round's deadline grows by the WAIT timeout.
-        let mut per_node = vec![acquire];
+        let mut calls = vec![acquire];
         if let Some((replicas, timeout)) = opts.min_replicas {
-            per_node.push(Call::wait(replicas, timeout));
+            calls.push(Call::wait(replicas, timeout));
         }
-        let t0 = Instant::now();
-        let answers = quorum::exchange(
-            nodes,
-            &vec![per_node; n],
-            t0 + plan.node_timeout + opts.replica_wait(),
-            Some(&undo),
-        );
+        Ok(Round { token, calls, undo })
+    }
+
+    /// Counts a round's answers (sent at `t0`): a guard when a quorum granted within the
+    /// validity; otherwise every grant is undone and the caller learns whether to wait.
+    fn settle(
+        &self,
+        plan: &Plan,
+        round: &Round,
+        t0: Instant,
+        answers: Vec<quorum::NodeAnswer>,
+    ) -> Result<Attempt, Error> {
+        let inner = &self.client.inner;
+        let nodes = &inner.nodes;
+        let n = nodes.len();
+        let opts = &self.opts;
+        let keys = &plan.keys;
+        let undo = &round.undo;
         let mut tally = Tally::default();
         let mut granted: Vec<(usize, u64)> = Vec::new();
         let mut hint: Option<Duration> = None;
@@ -225,7 +262,7 @@ impl Mutex {
                 let shared = Arc::new(GuardShared::new(
                     Arc::clone(inner),
                     keys.clone(),
-                    token,
+                    round.token.clone(),
                     fence,
                     opts.clone(),
                     plan.node_timeout,
@@ -312,9 +349,19 @@ impl Mutex {
 
     /// Blocks until a release signal, or `block` passes. Falls back to a randomized sleep
     /// when no node can be waited on.
-    fn wait_for_release(&self, plan: &Plan, wake_from: &[usize], block: Duration) {
+    ///
+    /// With one node, the next attempt's requests are pipelined behind the `BLPOP`: Redis
+    /// runs them the moment the wait ends, so a waiter learns of a release and takes the lock
+    /// in one round trip. Their result is returned.
+    fn wait_for_release(
+        &self,
+        plan: &Plan,
+        wake_from: &[usize],
+        block: Duration,
+        will_wait: bool,
+    ) -> Result<Option<Attempt>, Error> {
         if block.is_zero() {
-            return;
+            return Ok(None);
         }
         let nodes = &self.client.inner.nodes;
         let i = if wake_from.is_empty() {
@@ -323,6 +370,10 @@ impl Mutex {
             wake_from[token::pick(wake_from.len())]
         };
         let node = &nodes[i];
+        let round = match nodes.len() {
+            1 => Some(self.round(plan, true, will_wait)?),
+            _ => None,
+        };
         let started = Instant::now();
         let connected = started + plan.node_timeout;
         let conn = node
@@ -342,23 +393,44 @@ impl Mutex {
             };
             // BLPOP takes seconds with millisecond precision; 0 would mean "forever".
             let secs = format!("{:.3}", server_block.as_secs_f64().max(0.001));
-            let packed = redis::cmd("BLPOP")
+            let mut packed = redis::cmd("BLPOP")
                 .arg(plan.keys.wake.as_slice())
                 .arg(secs)
                 .get_packed_command();
+            let calls: Vec<&Call> = round.iter().flat_map(|r| &r.calls).collect();
+            for c in &calls {
+                c.write_packed(&mut packed);
+            }
+            let t0 = Instant::now();
             let waited = node::set_timeouts(&conn, started + block + Duration::from_millis(2))
                 .and_then(|()| conn.send_packed_command(&packed))
                 .and_then(|()| conn.recv_response());
-            match waited {
-                Ok(_) => {
+            match (waited, &round) {
+                (Ok(_), None) => {
                     endpoint.put(conn);
-                    return;
+                    return Ok(None);
                 }
-                Err(e) if e.is_timeout() => return,
-                Err(_) => {}
+                (Ok(_), Some(round)) => {
+                    let deadline = Instant::now() + plan.node_timeout + self.opts.replica_wait();
+                    let answer = quorum::receive(&mut conn, &calls, false, deadline);
+                    quorum::finish(&endpoint, conn, &answer, Some(&round.undo));
+                    return self.settle(plan, round, t0, vec![answer]).map(Some);
+                }
+                (Err(e), round) => {
+                    // The attempt still runs when the server ends the wait (or has run: a
+                    // stop signal interrupts the read with EINTR): undo it behind.
+                    let timed_out = e.is_timeout();
+                    if let Some(round) = round {
+                        quorum::finish(&endpoint, conn, &Err(e), Some(&round.undo));
+                    }
+                    if timed_out {
+                        return Ok(None);
+                    }
+                }
             }
         }
         let left = block.saturating_sub(started.elapsed());
         std::thread::sleep(token::jitter(self.opts.retry_delay).min(left));
+        Ok(None)
     }
 }

@@ -38,8 +38,9 @@ struct Leg {
 /// before `deadline`.
 ///
 /// `on_timeout` is appended, without waiting for an answer, to the connection of a node that
-/// did not answer in time: a frozen server that wakes later executes it right after our
-/// request, in order. The acquire round uses it to undo a grant that arrives too late.
+/// did not answer in time (or whose answer could not be read): a frozen server that wakes
+/// later executes it right after our request, in order. The acquire round uses it to undo a
+/// grant that arrives too late.
 pub(crate) fn exchange(
     nodes: &[Arc<Node>],
     calls: &[Vec<Call>],
@@ -371,7 +372,7 @@ fn weakest(
 /// never read as the answer to a later request. A connection that answered `READONLY` is to
 /// a master that was demoted to a replica (a failover): it is dropped too, so that the next
 /// round connects anew (and, for a Sentinel node, asks the sentinels for the new master).
-fn finish(
+pub(crate) fn finish(
     endpoint: &Endpoint,
     mut conn: redis::Connection,
     answer: &NodeAnswer,
@@ -380,7 +381,10 @@ fn finish(
     match answer {
         Ok(values) if values.iter().any(|v| matches!(v, Err(e) if is_readonly(e))) => {}
         Ok(_) => endpoint.put(conn),
-        Err(e) if e.is_timeout() => {
+        // Not only a timeout: a read interrupted by a stop signal (SIGSTOP, then SIGCONT)
+        // fails with EINTR although the server ran our request. On a broken connection the
+        // write fails, and there is nothing to undo behind.
+        Err(_) => {
             if let Some(call) = on_timeout {
                 let mut buf = Vec::new();
                 call.write_packed(&mut buf);
@@ -388,7 +392,6 @@ fn finish(
                 let _ = conn.send_packed_command(&buf);
             }
         }
-        Err(_) => {}
     }
 }
 
@@ -413,7 +416,7 @@ fn send(
     conn.send_packed_command(&buf)
 }
 
-fn receive(
+pub(crate) fn receive(
     conn: &mut redis::Connection,
     calls: &[&Call],
     asking: bool,

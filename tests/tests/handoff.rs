@@ -187,3 +187,42 @@ fn a_waiter_survives_its_node_restarting() {
     assert!(at - back <= cap() + SLACK, "{:?}", at - back);
     drop(guard);
 }
+
+/// With one node, a waiter pipelines its next attempt behind its BLPOP, so Redis runs it the
+/// moment the wait ends. When the waiter's own read deadline ends the wait first (here: the
+/// server is frozen past it), that attempt still runs once the server wakes and may take the
+/// lock for a token nobody holds. The undo queued behind it must release it at once: without
+/// it, the lock would sit with that ghost token for its whole TTL (20 s here).
+#[test]
+fn an_attempt_queued_behind_a_cut_wait_leaves_no_ghost_holder() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    // A holder that vanishes without releasing: the waiter blocks for the rest of its lease.
+    let _: () = redis::cmd("SET")
+        .arg("ghost:lock")
+        .arg("foreign")
+        .arg("NX")
+        .arg("PX")
+        .arg(300)
+        .query(&mut conn)
+        .unwrap();
+    let mutex = Client::open(&server.url())
+        .unwrap()
+        .mutex("ghost:lock")
+        .ttl(Duration::from_secs(20));
+    let waiter = std::thread::spawn(move || {
+        let guard = mutex.try_lock_for(Duration::from_secs(5));
+        (Instant::now(), guard.map(|g| g.unlock()))
+    });
+    assert!(wait_until(Duration::from_secs(5), || someone_blocked(
+        &server
+    )));
+    server.pause();
+    // Frozen past the waiter's read deadline (at most the 250 ms cap) and the foreign lease.
+    std::thread::sleep(Duration::from_millis(600));
+    let resumed = Instant::now();
+    server.resume();
+    let (at, result) = waiter.join().unwrap();
+    assert!(matches!(result, Ok(Ok(_))), "{result:?}");
+    assert!(at - resumed <= cap() + SLACK, "{:?}", at - resumed);
+}
