@@ -6,7 +6,8 @@
  * scripts/test-c.sh builds and runs every such file, with sanitizers and under valgrind.
  *
  * Redis: REDMUTEX_TEST_URL names one running server, REDMUTEX_TEST_URLS5 five of them
- * (comma-separated) for Redlock; scripts/test-c.sh starts them and sets both.
+ * (comma-separated) for Redlock, REDMUTEX_TEST_CLUSTER_URL a three-master Redis Cluster
+ * (redis+cluster://...); scripts/test-c.sh starts them and sets all three.
  */
 #ifndef REDMUTEX_TESTS_TESTING_H
 #define REDMUTEX_TESTS_TESTING_H
