@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
@@ -56,6 +57,8 @@ pub(crate) struct Cluster {
     endpoints: Mutex<HashMap<(String, u16), Arc<Endpoint>>>,
     /// Held while one thread asks the cluster for its slots.
     refreshing: Mutex<()>,
+    /// Which candidate a refresh asks first.
+    first: AtomicUsize,
 }
 
 struct SlotMap {
@@ -187,6 +190,7 @@ impl Cluster {
             }),
             endpoints: Mutex::new(HashMap::new()),
             refreshing: Mutex::new(()),
+            first: AtomicUsize::new(0),
         }
     }
 
@@ -300,16 +304,24 @@ impl Cluster {
                 candidates.push(s.clone());
             }
         }
+        // Start where the last refresh succeeded, or after the node that failed it: a frozen
+        // master must not use up every refresh's deadline.
+        let n = candidates.len();
+        let start = self.first.load(Ordering::Relaxed) % n.max(1);
         let mut last = None;
-        for (host, port) in candidates {
-            match self.ask_slots(&host, port, deadline) {
+        for k in 0..n {
+            let at = (start + k) % n;
+            let (host, port) = &candidates[at];
+            match self.ask_slots(host, *port, deadline) {
                 Ok(ranges) => {
+                    self.first.store(at, Ordering::Relaxed);
                     self.install(&ranges)?;
                     return Ok(());
                 }
                 Err(e) => {
                     log::debug!("{host}:{port} did not tell the cluster's slots: {e}");
                     last = Some(e);
+                    self.first.store(at + 1, Ordering::Relaxed);
                     if node::remaining(deadline).is_err() {
                         break;
                     }
