@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod history;
 pub mod proxy;
 mod sentinel;
