@@ -1,6 +1,6 @@
 //! The `redmutex` binary against real redis-server processes: the acceptance of issue 7
 //! (exclusion, waiting in turn, exit status, loss, signals, unreachable Redis), `status`,
-//! bad input and Redlock.
+//! bad input, Redlock and Redis Cluster.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use redmutex_tests::cluster::RedisCluster;
 use redmutex_tests::{RedisServer, RedisServers, TempDir, free_port, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redmutex");
@@ -805,4 +806,59 @@ fn a_tls_ca_cert_file_is_read_and_checked() {
         r.error_line(),
         format!("redmutex: cannot reach {tls_url}: connection refused")
     );
+}
+
+/// A Redis Cluster given as one `redis+cluster://` URL, on the command line or in the
+/// comma-separated REDMUTEX_URL: each master's locks run, conflict and show in `status` as on
+/// one server, and the lock and its fence live on the master that serves the name's slot.
+#[test]
+fn a_redis_cluster_url_works_like_one_server() {
+    let cluster = RedisCluster::start(3, 0);
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [cluster.url()];
+    // One name served by each master.
+    let names: Vec<String> = cluster
+        .masters()
+        .into_iter()
+        .map(|port| {
+            (0..)
+                .map(|i| format!("nightly:{i}"))
+                .find(|n| cluster.master_of_key(n.as_bytes()) == port)
+                .unwrap()
+        })
+        .collect();
+    for name in &names {
+        let r = Redmutex::new(dir.path(), &urls)
+            .args(["run", "--key", name, "--ttl", "5s", "--no-wait", "--"])
+            .args(["sh", "-c", r#"echo "$REDMUTEX_FENCE""#])
+            .run();
+        assert_eq!((r.code, r.stdout.as_str()), (0, "1\n"), "{name}: {r:?}");
+        assert_eq!(cluster.get(name.as_bytes()), None, "{name} released");
+        let fence = cluster.get(format!("{{{name}}}:fence").as_bytes());
+        assert_eq!(fence.as_deref(), Some(&b"1"[..]), "{name}'s fence");
+    }
+
+    // Held through the library; the CLI, given the URL by REDMUTEX_URL, sees the conflict.
+    let client = redmutex::Client::open(&cluster.url()).unwrap();
+    let guard = client.mutex(&names[1]).lock().unwrap();
+    let r = Redmutex::new(dir.path(), &[])
+        .env("REDMUTEX_URL", &cluster.url())
+        .args(["run", "--key", &names[1], "--no-wait", "--", "true"])
+        .run();
+    assert_eq!(r.code, 75, "{r:?}");
+    assert!(
+        r.error_line()
+            .starts_with(&format!("redmutex: {} is held by ", names[1])),
+        "{r:?}"
+    );
+    let r = Redmutex::new(dir.path(), &[])
+        .env("REDMUTEX_URL", &cluster.url())
+        .args(["status", &names[1]])
+        .run();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.starts_with("held by ") && r.stdout.ends_with(", last fence 2\n"),
+        "{r:?}"
+    );
+    guard.unlock().unwrap();
 }
