@@ -45,7 +45,9 @@ pub struct redmutex_client_options {
 const MAX_TLS_CA_CERT_LEN: usize = 16 << 20;
 
 /// Makes a client for `urls_len` Redis URLs (`redis://host:port`,
-/// `redis://user:password@host:port/db`) with default settings. With several URLs, each is an
+/// `redis://user:password@host:port/db`, `rediss://` for TLS; a master behind Sentinel as
+/// `redis+sentinel://s1:26379,s2:26379/mymaster`, a Redis Cluster as
+/// `redis+cluster://h1:7000,h2:7000`) with default settings. With several URLs, each is an
 /// independent master and a lock is held only when a majority grants it (Redlock).
 ///
 /// Does no I/O: nodes are connected on first use, so an unreachable server shows up at the

@@ -64,12 +64,14 @@ class Client:
 
         Args:
             url: a Redis URL ("redis://host:6379", "redis://user:password@host:6379/0",
-                "rediss://host:6380"), or a list of URLs of independent masters for Redlock
-                (use 3, 5 or 7); a lock is then held only while a majority agrees.
+                "rediss://host:6380"; a master behind Sentinel as
+                "redis+sentinel://s1:26379,s2:26379/mymaster", a Redis Cluster as
+                "redis+cluster://h1:7000,h2:7000"), or a list of URLs of independent masters
+                for Redlock (use 3, 5 or 7); a lock is then held only while a majority agrees.
             connect_timeout: seconds to open one connection (default 1.0); also how long a
                 lock call rides over unreachable nodes before it raises.
             node_timeout: seconds each node has to answer one request (default: 2 % of each
-                lock's ttl, between 0.02 and 0.25).
+                lock's ttl, between 0.05 and 0.25).
             owner: the label at the start of every lock value, so that GET on a lock tells
                 who holds it (default "hostname:pid"); 1 to 128 visible ASCII characters.
             tls_ca_cert: for rediss:// URLs, the CA certificate(s) the servers' certificates
