@@ -5,13 +5,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+use redis::Value;
 
 use crate::client::Inner;
 use crate::error::{Error, ErrorKind, NodeReport};
 use crate::keys::Keys;
 use crate::options::{MIN_TTL, MutexOptions, check_ttl, drift};
-use crate::quorum::{self, Tally};
+use crate::quorum::{self, NodeAnswer, Tally};
 use crate::scripts::{self, Call};
+use crate::token;
 
 type Callback = Box<dyn FnOnce() + Send + 'static>;
 
@@ -223,7 +225,7 @@ impl GuardShared {
             ));
         }
         let _op = self.op.lock();
-        let was_lost = {
+        let (was_lost, valid_until) = {
             let mut st = self.state.lock();
             if st.released {
                 return Err(Error::new(
@@ -232,18 +234,14 @@ impl GuardShared {
                 ));
             }
             st.released = true;
-            st.lost || Instant::now() >= st.valid_until
+            (st.lost || Instant::now() >= st.valid_until, st.valid_until)
         };
         self.lost_cv.notify_all();
         self.callbacks.lock().clear();
         self.client.renewer.forget();
-        let call = release_call(&self.keys, &self.token, &self.opts, true);
-        let nodes = &self.client.nodes;
-        let deadline = Instant::now() + self.node_timeout;
-        let answers = quorum::exchange(nodes, &vec![vec![call]; nodes.len()], deadline, None);
-        let tally = Tally::of_ints(nodes, &answers, 0, None);
+        let tally = self.release_everywhere(valid_until);
         let report = Released::from_tally(&tally);
-        let n = nodes.len();
+        let n = self.client.nodes.len();
         if was_lost || tally.refused > n - self.client.quorum {
             return Err(Error::from_report(
                 "the lock was lost before it was released",
@@ -262,6 +260,56 @@ impl GuardShared {
             tally.reports,
             tally.source,
         ))
+    }
+}
+
+impl GuardShared {
+    /// Sends the release to every node; while fewer than a quorum confirmed and no quorum
+    /// said "not yours", asks the nodes that failed again, like a lock call riding over an
+    /// outage (a restart, a failover): for up to the connect timeout, and never past the
+    /// lock's validity, after which it expires by itself.
+    fn release_everywhere(&self, valid_until: Instant) -> Tally {
+        let nodes = &self.client.nodes;
+        let n = nodes.len();
+        let call = release_call(&self.keys, &self.token, &self.opts, true);
+        let give_up = (Instant::now() + self.client.connect_timeout).min(valid_until);
+        let mut answers: Vec<NodeAnswer> = (0..n).map(|_| Ok(Vec::new())).collect();
+        let mut ask: Vec<usize> = (0..n).collect();
+        let mut again = false;
+        loop {
+            let mut calls = vec![Vec::new(); n];
+            for &i in &ask {
+                calls[i] = vec![call.clone()];
+            }
+            let round = quorum::exchange(nodes, &calls, Instant::now() + self.node_timeout, None);
+            for (i, mut answer) in round.into_iter().enumerate() {
+                if !ask.contains(&i) {
+                    continue;
+                }
+                // Asked again within the validity, a node where the lock is missing most
+                // likely applied our first request late (its reply was lost): released.
+                if again
+                    && Instant::now() < valid_until
+                    && let Ok(values) = &mut answer
+                    && let Some(Ok(v @ Value::Int(0))) = values.first_mut()
+                {
+                    *v = Value::Int(1);
+                }
+                answers[i] = answer;
+            }
+            let tally = Tally::of_ints(nodes, &answers, 0, None);
+            ask.retain(|&i| !matches!(&answers[i], Ok(v) if matches!(v.first(), Some(Ok(_)))));
+            let pause = token::jitter(self.opts.retry_delay);
+            if tally.yes >= self.client.quorum
+                || tally.refused > n - self.client.quorum
+                || ask.is_empty()
+                || Instant::now() + pause > give_up
+            {
+                return tally;
+            }
+            std::thread::sleep(pause);
+            again = true;
+        }
     }
 }
 
@@ -503,7 +551,9 @@ impl MutexGuard {
     }
 
     /// Releases the lock on every node (compare-and-delete: only if it still holds our token)
-    /// and reports what each node did.
+    /// and reports what each node did. Nodes that cannot be reached are asked again, like a
+    /// lock call riding over an outage, for up to the client's connect timeout and never past
+    /// the lock's validity.
     ///
     /// # Errors
     ///

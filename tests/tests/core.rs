@@ -541,3 +541,36 @@ fn a_script_error_is_a_server_error_and_leaves_nothing_behind() {
     assert_eq!(err.kind(), ErrorKind::Server, "{err}");
     assert_eq!(get(&server, "broken:lock"), None);
 }
+
+/// `unlock()` rides over an outage like a lock call: for up to the connect timeout, the
+/// release is asked again, so a lock whose server restarts (here with its data on disk, as a
+/// failover keeps it on a replica) is released at once instead of blocking others for its TTL.
+#[test]
+fn unlock_rides_over_a_restart_within_the_connect_timeout() {
+    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let client = Client::builder()
+        .node(server.url())
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let guard = client
+        .mutex("ride:lock")
+        .ttl(Duration::from_secs(20))
+        .lock()
+        .unwrap();
+    server.kill();
+    let started = Instant::now();
+    let restarted = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300)); // the outage
+        server.restart();
+        server
+    });
+    let released = guard.unlock();
+    let took = started.elapsed();
+    let server = restarted.join().unwrap();
+    let released = released.unwrap();
+    assert_eq!(released.released, 1, "{released:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let value: Option<String> = server.conn().get("ride:lock").unwrap();
+    assert_eq!(value, None);
+}
