@@ -303,7 +303,11 @@ fn gather(
             answered: false,
         })
         .collect();
-    for (leg, answer) in legs.into_iter().zip(answers) {
+    // Legs that answered first, so that a failed leg's error does not stand for a command
+    // that other legs answered.
+    let mut legs: Vec<(Leg, NodeAnswer)> = legs.into_iter().zip(answers).collect();
+    legs.sort_by_key(|(_, answer)| answer.is_err());
+    for (leg, answer) in legs {
         let i = leg.node;
         if nodes[i].as_cluster().is_none() {
             out[i] = Some(answer);
@@ -318,8 +322,12 @@ fn gather(
                 }
             }
             Err(e) => {
+                // The leg's scripts failed; a command after them (a `WAIT`) keeps what the
+                // legs that answered said, if any.
                 for &k in &leg.picks {
-                    p.values[k] = Some(Err(e.clone()));
+                    if !calls[i][k].is_command() || p.values[k].is_none() {
+                        p.values[k] = Some(Err(e.clone()));
+                    }
                 }
                 p.error.get_or_insert(e);
             }
@@ -576,5 +584,92 @@ pub(crate) fn replicas_outcome(waited: Option<&RedisResult<Value>>, wanted: u32)
         },
         Some(Err(e)) => outcome_of(e),
         other => NodeOutcome::Error(format!("unexpected WAIT reply {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripts;
+
+    fn refused() -> RedisError {
+        RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+    }
+
+    /// A cluster node's round of two scripts on two masters and one `WAIT` after them.
+    fn gathered(a: NodeAnswer, b: NodeAnswer) -> NodeAnswer {
+        let node = Node::open(
+            "redis+cluster://127.0.0.1:1",
+            "t",
+            Duration::from_secs(1),
+            None,
+        )
+        .unwrap();
+        let script = |key: &str| Call::new(&scripts::STATUS, vec![key.into()], vec![]);
+        let calls = vec![vec![
+            script("a"),
+            script("b"),
+            Call::wait(1, Duration::from_millis(10)),
+        ]];
+        let leg = |picks| Leg {
+            node: 0,
+            endpoint: Err(refused()),
+            picks,
+            asking: false,
+        };
+        gather(
+            &[Arc::new(node)],
+            &calls,
+            vec![leg(vec![0, 2]), leg(vec![1, 2])],
+            vec![a, b],
+        )
+        .pop()
+        .unwrap()
+    }
+
+    fn ints(answer: &NodeAnswer) -> Vec<Option<i64>> {
+        answer
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|v| match v {
+                Ok(Value::Int(i)) => Some(*i),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cluster_round_is_put_back_in_call_order_with_the_weakest_wait() {
+        let both = gathered(
+            Ok(vec![Ok(Value::Int(1)), Ok(Value::Int(2))]),
+            Ok(vec![Ok(Value::Int(0)), Ok(Value::Int(1))]),
+        );
+        assert_eq!(ints(&both), [Some(1), Some(0), Some(1)]);
+
+        // A master that cannot be asked fails its own script, not the other master's WAIT,
+        // whichever leg came first.
+        for (a, b) in [
+            (
+                Ok(vec![Ok(Value::Int(1)), Ok(Value::Int(2))]),
+                Err(refused()),
+            ),
+            (
+                Err(refused()),
+                Ok(vec![Ok(Value::Int(1)), Ok(Value::Int(2))]),
+            ),
+        ] {
+            let first_failed = a.is_err();
+            let answer = gathered(a, b);
+            let expected = if first_failed {
+                [None, Some(1), Some(2)]
+            } else {
+                [Some(1), None, Some(2)]
+            };
+            assert_eq!(ints(&answer), expected);
+        }
+
+        // No master answered: the node failed as a whole.
+        assert!(gathered(Err(refused()), Err(refused())).is_err());
     }
 }
