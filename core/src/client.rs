@@ -147,7 +147,7 @@ pub struct ClientBuilder {
 enum Voter {
     Url(String),
     Cluster(Vec<String>),
-    Sentinel(Vec<String>, String),
+    Sentinel(Vec<String>, SentinelMaster),
 }
 
 impl Voter {
@@ -157,7 +157,9 @@ impl Voter {
         match self {
             Voter::Url(u) => redact(u),
             Voter::Cluster(seeds) => format!("cluster({})", join(seeds)),
-            Voter::Sentinel(urls, master) => format!("sentinel({}; {master})", join(urls)),
+            Voter::Sentinel(urls, master) => {
+                format!("sentinel({}; {})", join(urls), master.name)
+            }
         }
     }
 
@@ -269,31 +271,38 @@ impl ClientBuilder {
 
     /// Adds a master watched by Redis Sentinel, given by its sentinels
     /// (`redis://[[user]:password@]host[:port]`, port 26379 when left out; credentials are the
-    /// sentinels' own and must be the same in every URL) and the name they know it by. Each
-    /// new connection asks the sentinels for the current master and checks with `ROLE` that it
-    /// is one, so the client follows a failover.
+    /// sentinels' own and must be the same in every URL) and the name they know it by — or a
+    /// [`SentinelMaster`] with the master's own credentials and database. Each new connection
+    /// asks the sentinels for the current master and checks with `ROLE` that it is one, so the
+    /// client follows a failover.
     ///
-    /// The master is reached without credentials; for a master that needs a password, or a
-    /// database other than 0, use the URL form (see [`Client::open`]):
-    /// `redis+sentinel://[[user]:password@]s1[:26379][,s2...]/mymaster[/db]`.
+    /// The URL form, for [`ClientBuilder::node`], [`Client::open`] and the C, Python and
+    /// command-line interfaces, is
+    /// `redis+sentinel://[[user]:password@]s1[:26379][,s2...]/mymaster[/db]` (see
+    /// [`Client::open`]).
     ///
     /// # Examples
     ///
     /// ```no_run
+    /// use redmutex::SentinelMaster;
+    ///
     /// let client = redmutex::Client::builder()
-    ///     .sentinel(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"], "mymaster")
+    ///     .sentinel(
+    ///         ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"],
+    ///         SentinelMaster::new("mymaster").password("s3cret"),
+    ///     )
     ///     .connect_timeout(std::time::Duration::from_secs(10)) // ride over a failover
     ///     .build()?;
     /// # Ok::<(), redmutex::Error>(())
     /// ```
-    pub fn sentinel<I, S>(mut self, sentinels: I, master_name: impl Into<String>) -> Self
+    pub fn sentinel<I, S>(mut self, sentinels: I, master: impl Into<SentinelMaster>) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
         self.voters.push(Voter::Sentinel(
             sentinels.into_iter().map(Into::into).collect(),
-            master_name.into(),
+            master.into(),
         ));
         self
     }
@@ -390,6 +399,69 @@ impl ClientBuilder {
                 renewer: Renewer::new(),
             }),
         })
+    }
+}
+
+/// The master a Sentinel group watches, for [`ClientBuilder::sentinel`]: its name, and the
+/// credentials and database to use on it (none and 0 unless set).
+#[derive(Clone)]
+pub struct SentinelMaster {
+    pub(crate) name: String,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) db: i64,
+}
+
+impl SentinelMaster {
+    /// The master the sentinels know as `name`.
+    pub fn new(name: impl Into<String>) -> SentinelMaster {
+        SentinelMaster {
+            name: name.into(),
+            username: None,
+            password: None,
+            db: 0,
+        }
+    }
+
+    /// The ACL user to authenticate as on the master.
+    pub fn username(mut self, username: impl Into<String>) -> SentinelMaster {
+        self.username = Some(username.into());
+        self
+    }
+
+    /// The master's password (`requirepass`, or the ACL user's).
+    pub fn password(mut self, password: impl Into<String>) -> SentinelMaster {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// The database to use on the master.
+    pub fn db(mut self, db: i64) -> SentinelMaster {
+        self.db = db;
+        self
+    }
+}
+
+impl From<&str> for SentinelMaster {
+    fn from(name: &str) -> SentinelMaster {
+        SentinelMaster::new(name)
+    }
+}
+
+impl From<String> for SentinelMaster {
+    fn from(name: String) -> SentinelMaster {
+        SentinelMaster::new(name)
+    }
+}
+
+impl std::fmt::Debug for SentinelMaster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentinelMaster")
+            .field("name", &self.name)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("db", &self.db)
+            .finish()
     }
 }
 

@@ -58,7 +58,9 @@ mod scripts;
 mod sentinel;
 mod token;
 
-pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, MAX_NODES, MAX_OWNER_LEN};
+pub use client::{
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, MAX_NODES, MAX_OWNER_LEN, SentinelMaster,
+};
 pub use error::{Error, ErrorKind, NodeOutcome, NodeReport, Result, TryLockError};
 pub use guard::{MutexGuard, Released};
 pub use mutex::{LockStatus, Mutex};

@@ -301,12 +301,24 @@ impl Endpoint {
         for s in scripts::all() {
             setup.cmd("SCRIPT").arg("LOAD").arg(s.source()).ignore();
         }
-        let replies: Vec<Value> = setup.query(&mut conn)?;
+        let replies: Vec<Value> = setup.query(&mut conn).map_err(first_error)?;
         if let Target::Sentinel(_) = self.target {
             let role = replies.first().unwrap_or(&Value::Nil);
             sentinel::check_master(role, &self.display)?;
         }
         Ok(conn)
+    }
+}
+
+/// The first error of a failed setup pipeline, so that its code is seen: a server that wants
+/// a password that was not given answers every command `NOAUTH`, an authentication error.
+fn first_error(e: RedisError) -> RedisError {
+    match e.clone().into_server_errors() {
+        Some(errors) => errors
+            .first()
+            .map(|(_, first)| RedisError::from(first.clone()))
+            .unwrap_or(e),
+        None => e,
     }
 }
 

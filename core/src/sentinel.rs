@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisError, Value};
 
+use crate::client::SentinelMaster;
 use crate::node;
 
 /// The URL scheme of a node behind Redis Sentinel.
@@ -123,15 +124,20 @@ impl Sentinel {
     }
 
     /// A group from sentinel URLs (`redis://[[user]:password@]host[:port]`, port 26379 when
-    /// left out) and a master name: the form of `ClientBuilder::sentinel`. Credentials in the
-    /// URLs are the sentinels' and must be the same in all of them; the master is asked
-    /// without credentials.
-    pub(crate) fn from_parts(urls: &[String], master_name: &str) -> Result<Sentinel, String> {
+    /// left out) and its master: the form of `ClientBuilder::sentinel`. Credentials in the
+    /// URLs are the sentinels' and must be the same in all of them.
+    pub(crate) fn from_parts(urls: &[String], master: &SentinelMaster) -> Result<Sentinel, String> {
         if urls.is_empty() {
             return Err("a Sentinel group needs at least one sentinel URL".into());
         }
-        if master_name.is_empty() {
+        if master.name.is_empty() {
             return Err("the master name is empty".into());
+        }
+        if master.db < 0 {
+            return Err(format!(
+                "the database must not be negative, got {}",
+                master.db
+            ));
         }
         let mut sentinels = Vec::with_capacity(urls.len());
         let mut auth: Option<RedisConnectionInfo> = None;
@@ -160,10 +166,17 @@ impl Sentinel {
                 Some(_) => {}
             }
         }
+        let mut settings = RedisConnectionInfo::default().set_db(master.db);
+        if let Some(u) = &master.username {
+            settings = settings.set_username(u);
+        }
+        if let Some(p) = &master.password {
+            settings = settings.set_password(p);
+        }
         Ok(Sentinel::new(
             sentinels,
-            master_name.to_owned(),
-            RedisConnectionInfo::default(),
+            master.name.clone(),
+            settings,
             auth.unwrap_or_default(),
         ))
     }

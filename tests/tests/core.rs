@@ -515,7 +515,7 @@ fn an_unreachable_server_is_reported_within_the_connect_timeout() {
 }
 
 #[test]
-fn a_wrong_password_is_an_auth_error_and_never_printed() {
+fn a_wrong_or_missing_password_is_an_auth_error_and_never_printed() {
     let server = RedisServer::start_with(&["--requirepass", "right-one"]);
     let url = format!("redis://:wrong-one@{}", server.addr());
     let client = Client::open(&url).unwrap();
@@ -524,6 +524,13 @@ fn a_wrong_password_is_an_auth_error_and_never_printed() {
     for text in [err.to_string(), format!("{err:?}"), format!("{client:?}")] {
         assert!(!text.contains("wrong-one"), "{text}");
     }
+    // No password at all: the server answers NOAUTH, reported as such at once.
+    let none = Client::open(&server.url()).unwrap();
+    let started = Instant::now();
+    let err = none.mutex("auth:lock").lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(err.to_string().contains("NOAUTH"), "{err}");
+    assert!(started.elapsed() < Duration::from_millis(500), "{err}");
     let ok = Client::open(&format!("redis://:right-one@{}", server.addr())).unwrap();
     ok.mutex("auth:lock").lock().unwrap().unlock().unwrap();
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redmutex::{Client, ErrorKind, TryLockError};
+use redmutex::{Client, ErrorKind, SentinelMaster, TryLockError};
 use redmutex_tests::{RedisServer, Sentinel, wait_until};
 
 const PASSWORD: &str = "s3cret";
@@ -155,6 +155,28 @@ fn locks_through_sentinel_and_follow_a_failover() {
     let guard = client.mutex("sentinel:a").lock().unwrap();
     let held: Option<Vec<u8>> = master.conn().get("sentinel:a").unwrap();
     assert_eq!(held.as_deref(), Some(guard.token()));
+
+    // The builder form reaches the same master; without the master's password it may not.
+    let sentinel_urls = || hosts.iter().map(|h| format!("redis://{h}"));
+    let built = Client::builder()
+        .sentinel(
+            sentinel_urls(),
+            SentinelMaster::new(MASTER).password(PASSWORD),
+        )
+        .build()
+        .unwrap();
+    assert_eq!(built.node_names(), client.node_names());
+    assert!(matches!(
+        built.mutex("sentinel:a").try_lock(),
+        Err(TryLockError::WouldBlock)
+    ));
+    let no_password = Client::builder()
+        .sentinel(sentinel_urls(), MASTER)
+        .build()
+        .unwrap();
+    let err = no_password.mutex("sentinel:a").try_lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+
     guard.unlock().unwrap();
     let held: Option<Vec<u8>> = master.conn().get("sentinel:a").unwrap();
     assert_eq!(held, None);
