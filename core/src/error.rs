@@ -268,11 +268,10 @@ pub(crate) fn outcome_of(e: &redis::RedisError) -> NodeOutcome {
         || matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM")
     {
         NodeOutcome::Auth(text)
-    } else if e.is_io_error()
-        || e.is_timeout()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-    {
+    } else if e.is_timeout() {
+        // A socket timeout reads "Resource temporarily unavailable (os error 11)" on Linux.
+        NodeOutcome::Unreachable(format!("timed out: no answer in time ({text})"))
+    } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
         NodeOutcome::Unreachable(text)
     } else {
         NodeOutcome::Error(text)

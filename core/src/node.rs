@@ -7,6 +7,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -44,6 +45,8 @@ pub(crate) struct Endpoint {
     client_name: Arc<str>,
     connect_timeout: Duration,
     pool: Mutex<Pool>,
+    /// A connection is being opened in the background (see [`Endpoint::connect`]).
+    warming: AtomicBool,
 }
 
 /// Where an endpoint's connections go.
@@ -202,6 +205,7 @@ impl Endpoint {
                 pid: std::process::id(),
                 idle: Vec::new(),
             }),
+            warming: AtomicBool::new(false),
         }
     }
 
@@ -250,10 +254,8 @@ impl Endpoint {
     /// Returns a connection that finished its exchange cleanly.
     pub(crate) fn put(&self, conn: redis::Connection) {
         let now = Instant::now();
+        // A connection put back in a forked child is dropped by the child's next `take`.
         let mut pool = self.pool.lock();
-        if pool.pid != std::process::id() {
-            return;
-        }
         pool.idle
             .retain(|(_, since)| now.duration_since(*since) < IDLE_TIMEOUT);
         if pool.idle.len() < MAX_IDLE {
@@ -263,7 +265,7 @@ impl Endpoint {
 
     /// A pooled connection, or a new one opened before `deadline`.
     pub(crate) fn take_or_connect(
-        &self,
+        self: &Arc<Self>,
         deadline: Instant,
     ) -> Result<redis::Connection, RedisError> {
         match self.take() {
@@ -273,8 +275,37 @@ impl Endpoint {
     }
 
     /// Opens a new connection within `deadline`: connect, name it, load the scripts.
-    pub(crate) fn connect(&self, deadline: Instant) -> Result<redis::Connection, RedisError> {
-        self.try_connect(deadline).map_err(explain_tls)
+    ///
+    /// A request's deadline (the per-node timeout, 50–250 ms by default) can be shorter than
+    /// opening a connection takes (TLS, a distant server): when it cuts one short, a
+    /// connection is opened in the background within the connect timeout and pooled, so that
+    /// a later attempt finds it instead of timing out the same way forever.
+    pub(crate) fn connect(
+        self: &Arc<Self>,
+        deadline: Instant,
+    ) -> Result<redis::Connection, RedisError> {
+        let cut_short = deadline < Instant::now() + self.connect_timeout;
+        let result = self.try_connect(deadline).map_err(explain_tls);
+        if let Err(e) = &result
+            && e.is_timeout()
+            && cut_short
+            && !self.warming.swap(true, Ordering::AcqRel)
+        {
+            let endpoint = Arc::clone(self);
+            let spawned = std::thread::Builder::new()
+                .name("redmutex-connect".into())
+                .spawn(move || {
+                    let deadline = Instant::now() + endpoint.connect_timeout;
+                    if let Ok(conn) = endpoint.try_connect(deadline) {
+                        endpoint.put(conn);
+                    }
+                    endpoint.warming.store(false, Ordering::Release);
+                });
+            if spawned.is_err() {
+                self.warming.store(false, Ordering::Release);
+            }
+        }
+        result
     }
 
     fn try_connect(&self, deadline: Instant) -> Result<redis::Connection, RedisError> {

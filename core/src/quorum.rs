@@ -183,7 +183,7 @@ fn run(
 
 /// One exchange with one endpoint, on a pooled connection or a new one.
 fn connect_and_run(
-    endpoint: &Endpoint,
+    endpoint: &Arc<Endpoint>,
     calls: &[&Call],
     asking: bool,
     deadline: Instant,
