@@ -206,14 +206,22 @@ impl Cluster {
         slot: u16,
         deadline: Instant,
     ) -> Result<Arc<Endpoint>, RedisError> {
-        {
+        let known = {
             let map = self.map.read();
             let due = map.stale && map.asked.is_none_or(|t| t.elapsed() >= REFRESH_EVERY);
-            if !due && let Some(e) = map.owner(slot) {
-                return Ok(e);
+            match map.owner(slot) {
+                Some(e) if !due => return Ok(e),
+                known => known.is_some(),
             }
-        }
-        let refreshed = self.refresh(deadline);
+        };
+        // With a master already known, the request keeps half its time for itself.
+        let refresh_by = if known {
+            let now = Instant::now();
+            now + deadline.saturating_duration_since(now) / 2
+        } else {
+            deadline
+        };
+        let refreshed = self.refresh(refresh_by);
         match self.map.read().owner(slot) {
             Some(e) => Ok(e),
             None => Err(refreshed.err().unwrap_or_else(|| {

@@ -270,7 +270,11 @@ pub(crate) fn outcome_of(e: &redis::RedisError) -> NodeOutcome {
         NodeOutcome::Auth(text)
     } else if e.is_timeout() {
         // A socket timeout reads "Resource temporarily unavailable (os error 11)" on Linux.
-        NodeOutcome::Unreachable(format!("timed out: no answer in time ({text})"))
+        NodeOutcome::Unreachable(if text == crate::node::NO_ANSWER {
+            text
+        } else {
+            format!("{} ({text})", crate::node::NO_ANSWER)
+        })
     } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
         NodeOutcome::Unreachable(text)
     } else {
@@ -280,3 +284,23 @@ pub(crate) fn outcome_of(e: &redis::RedisError) -> NodeOutcome {
 
 /// A convenient alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_reads_as_one() {
+        let ours = outcome_of(&crate::node::timed_out());
+        assert_eq!(
+            ours,
+            NodeOutcome::Unreachable("timed out: no answer in time".into())
+        );
+        // What a socket read past its timeout fails with.
+        let socket = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::WouldBlock));
+        let NodeOutcome::Unreachable(text) = outcome_of(&socket) else {
+            panic!("not unreachable");
+        };
+        assert!(text.starts_with("timed out: no answer in time ("), "{text}");
+    }
+}

@@ -378,8 +378,11 @@ pub(crate) fn remaining(deadline: Instant) -> Result<Duration, RedisError> {
     }
 }
 
+/// What a node that did not answer by the deadline is reported as.
+pub(crate) const NO_ANSWER: &str = "timed out: no answer in time";
+
 pub(crate) fn timed_out() -> RedisError {
-    RedisError::from(io::Error::new(io::ErrorKind::TimedOut, "no answer in time"))
+    RedisError::from(io::Error::new(io::ErrorKind::TimedOut, NO_ANSWER))
 }
 
 /// Bounds both directions of `conn` by `deadline`.

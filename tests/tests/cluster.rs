@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use redmutex::Client;
+use redmutex::{Client, ErrorKind, TryLockError};
 use redmutex_tests::cluster::{ClusterConn, RedisCluster, SLOTS, SlotRange, key_slot};
 use redmutex_tests::history::{self, Event, Kind, mono_ns};
 use redmutex_tests::{TempDir, wait_until};
@@ -940,4 +940,63 @@ fn resharding_under_running_locks_is_invisible() {
         cluster.slots().iter().map(SlotRange::len).sum::<usize>(),
         usize::from(SLOTS)
     );
+}
+
+/// A master that freezes (`SIGSTOP`) instead of dying: while it is frozen, locks on the other
+/// masters' slots keep working (asking the cluster for its slot map must not wait on the
+/// frozen node every time), and once its replica takes over, locks on its slots work again.
+#[test]
+fn a_frozen_master_costs_only_its_own_slots_until_its_replica_takes_over() {
+    let _serial = serial();
+    let cluster = RedisCluster::start(3, 1);
+    let masters = cluster.masters();
+    let (frozen, other) = (masters[0], masters[1]);
+    let frozen_slots = cluster.slots_of(frozen);
+    let other_slots = cluster.slots_of(other);
+    let on_frozen = key_where("frozen", |s| in_ranges(&frozen_slots, s));
+    let on_other = key_where("other", |s| in_ranges(&other_slots, s));
+    let client = Client::builder()
+        .cluster(cluster.seed_urls())
+        .connect_timeout(Duration::from_secs(15))
+        .build()
+        .unwrap();
+    // The client knows the slot map and has a connection to each master.
+    for name in [&on_frozen, &on_other] {
+        client.mutex(name).try_lock().unwrap().unlock().unwrap();
+    }
+
+    cluster.node(frozen).server().pause();
+    let paused = Instant::now();
+    let err = client.mutex(&on_frozen).try_lock().unwrap_err();
+    assert!(
+        matches!(err, TryLockError::Error(ref e) if e.kind() == ErrorKind::Connection),
+        "{err}"
+    );
+    for _ in 0..5 {
+        let started = Instant::now();
+        let guard = client
+            .mutex(&on_other)
+            .try_lock_for(Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let took = started.elapsed();
+        guard.unlock().unwrap();
+        assert!(took < Duration::from_millis(600), "{took:?}");
+    }
+
+    let guard = client
+        .mutex(&on_frozen)
+        .try_lock_for(Duration::from_secs(15))
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.logs()));
+    eprintln!(
+        "a lock on the frozen master's slots after {:?}",
+        paused.elapsed()
+    );
+    let promoted = cluster.master_of_key(on_frozen.as_bytes());
+    assert_ne!(promoted, frozen);
+    assert_eq!(
+        cluster.get(on_frozen.as_bytes()).as_deref(),
+        Some(guard.token())
+    );
+    guard.unlock().unwrap();
+    cluster.node(frozen).server().resume();
 }
