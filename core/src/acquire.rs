@@ -151,24 +151,16 @@ impl Mutex {
         } else {
             Duration::ZERO
         };
+        let flag = |on: bool| if on { &b"1"[..] } else { &b"0"[..] };
         let acquire = Call::new(
             &scripts::ACQUIRE,
-            vec![
-                keys.lock.clone(),
-                keys.fence.clone(),
-                keys.waiters.clone(),
-                keys.handoff.clone(),
-            ],
-            vec![
-                token.clone(),
-                millis(self.grant_ttl()),
-                if opts.fencing {
-                    b"1".to_vec()
-                } else {
-                    b"0".to_vec()
-                },
-                if waited { b"1".to_vec() } else { b"0".to_vec() },
-                millis(announce),
+            &[&keys.lock, &keys.fence, &keys.waiters, &keys.handoff],
+            &[
+                &token,
+                &millis(self.grant_ttl()),
+                flag(opts.fencing),
+                flag(waited),
+                &millis(announce),
             ],
         );
         let undo = release_call(keys, &token, opts, false);
@@ -332,8 +324,8 @@ impl Mutex {
         let mut calls = vec![Vec::new(); nodes.len()];
         let raise = Call::new(
             &scripts::FENCE_MAX,
-            vec![plan.keys.fence.clone()],
-            vec![max.to_string().into_bytes()],
+            &[&plan.keys.fence],
+            &[max.to_string().as_bytes()],
         );
         for i in &behind {
             calls[*i] = vec![raise.clone()];

@@ -151,8 +151,8 @@ impl GuardShared {
     pub(crate) fn extend_call(&self, ttl: Duration) -> Call {
         Call::new(
             &scripts::EXTEND,
-            vec![self.keys.lock.clone()],
-            vec![self.token.clone(), millis(ttl)],
+            &[&self.keys.lock],
+            &[&self.token, &millis(ttl)],
         )
     }
 
@@ -323,13 +323,8 @@ pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, hando
     };
     Call::new(
         &scripts::RELEASE,
-        vec![
-            keys.lock.clone(),
-            keys.wake.clone(),
-            keys.waiters.clone(),
-            keys.handoff.clone(),
-        ],
-        vec![token.to_vec(), millis(opts.wait_cap), millis(window)],
+        &[&keys.lock, &keys.wake, &keys.waiters, &keys.handoff],
+        &[token, &millis(opts.wait_cap), &millis(window)],
     )
 }
 

@@ -204,11 +204,7 @@ impl Mutex {
     pub fn status(&self) -> Result<LockStatus, Error> {
         let plan = self.plan()?;
         let nodes = &self.client.inner.nodes;
-        let call = Call::new(
-            &scripts::STATUS,
-            vec![plan.keys.lock.clone(), plan.keys.fence.clone()],
-            vec![],
-        );
+        let call = Call::new(&scripts::STATUS, &[&plan.keys.lock, &plan.keys.fence], &[]);
         let answers = quorum::exchange(
             nodes,
             &vec![vec![call]; nodes.len()],

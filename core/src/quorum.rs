@@ -17,7 +17,6 @@ use redis::{RedisError, RedisResult, Value};
 
 use crate::cluster::{Cluster, Redirect};
 use crate::error::{NodeOutcome, NodeReport, outcome_of};
-use crate::keys::key_slot;
 use crate::node::{self, Endpoint, Node};
 use crate::scripts::Call;
 
@@ -77,9 +76,9 @@ pub(crate) fn exchange(
 fn split(cluster: &Cluster, i: usize, calls: &[Call], deadline: Instant, legs: &mut Vec<Leg>) {
     let first = legs.len();
     for (k, call) in calls.iter().enumerate() {
-        match call.first_key() {
-            Some(key) => {
-                let endpoint = cluster.endpoint(key_slot(key), deadline);
+        match call.slot() {
+            Some(slot) => {
+                let endpoint = cluster.endpoint(slot, deadline);
                 let same = legs[first..]
                     .iter_mut()
                     .find(|l| match (&l.endpoint, &endpoint) {
@@ -605,7 +604,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let script = |key: &str| Call::new(&scripts::STATUS, vec![key.into()], vec![]);
+        let script = |key: &str| Call::new(&scripts::STATUS, &[key.as_bytes()], &[]);
         let calls = vec![vec![
             script("a"),
             script("b"),

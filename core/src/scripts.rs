@@ -7,6 +7,8 @@ use std::sync::LazyLock;
 
 use redis::Cmd;
 
+use crate::keys::key_slot;
+
 /// A Lua script with its SHA1, as Redis names it in EVALSHA.
 pub(crate) struct Script {
     source: &'static str,
@@ -136,15 +138,33 @@ pub(crate) fn all() -> [&'static Script; 5] {
 pub(crate) enum Call {
     Script {
         script: &'static Script,
-        keys: Vec<Vec<u8>>,
-        args: Vec<Vec<u8>>,
+        /// How many keys and arguments follow the script.
+        argc: usize,
+        /// `numkeys`, the keys and the arguments, packed in RESP once: the same bytes follow
+        /// `EVALSHA sha` on every node, or `EVAL source` after a NOSCRIPT.
+        body: Vec<u8>,
+        /// The first key's cluster slot (all of a call's keys share it).
+        slot: Option<u16>,
     },
     Command(Cmd),
 }
 
 impl Call {
-    pub(crate) fn new(script: &'static Script, keys: Vec<Vec<u8>>, args: Vec<Vec<u8>>) -> Call {
-        Call::Script { script, keys, args }
+    pub(crate) fn new(script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) -> Call {
+        let mut body =
+            Vec::with_capacity(32 + keys.iter().chain(args).map(|a| a.len() + 16).sum::<usize>());
+        let mut numkeys = Vec::with_capacity(4);
+        decimal(&mut numkeys, keys.len());
+        bulk(&mut body, &numkeys);
+        for a in keys.iter().chain(args) {
+            bulk(&mut body, a);
+        }
+        Call::Script {
+            script,
+            argc: 1 + keys.len() + args.len(),
+            body,
+            slot: keys.first().map(|k| key_slot(k)),
+        }
     }
 
     /// `WAIT n timeout_ms`: blocks until every earlier write of the same connection reached
@@ -155,11 +175,10 @@ impl Call {
         Call::Command(cmd)
     }
 
-    /// The first key of a script call (it names the slot of all of them); `None` for a
-    /// command.
-    pub(crate) fn first_key(&self) -> Option<&[u8]> {
+    /// The cluster slot of a script call's keys; `None` for a command.
+    pub(crate) fn slot(&self) -> Option<u16> {
         match self {
-            Call::Script { keys, .. } => keys.first().map(Vec::as_slice),
+            Call::Script { slot, .. } => *slot,
             Call::Command(_) => None,
         }
     }
@@ -169,38 +188,106 @@ impl Call {
         matches!(self, Call::Command(_))
     }
 
-    fn cmd(&self, by_hash: bool) -> Cmd {
-        let (script, keys, args) = match self {
-            Call::Script { script, keys, args } => (script, keys, args),
-            Call::Command(cmd) => return cmd.clone(),
+    /// Packs the request for the wire: `EVALSHA` (`by_hash`) or `EVAL` for a script.
+    fn pack(&self, by_hash: bool, buf: &mut Vec<u8>) {
+        let (script, argc, body) = match self {
+            Call::Script {
+                script, argc, body, ..
+            } => (script, argc, body),
+            Call::Command(cmd) => return cmd.write_packed_command(buf),
         };
-        let mut cmd = if by_hash {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(script.hash.as_str());
-            c
+        let head = if by_hash {
+            script.hash.len()
         } else {
-            let mut c = redis::cmd("EVAL");
-            c.arg(script.source);
-            c
+            script.source.len()
         };
-        cmd.arg(keys.len());
-        for k in keys {
-            cmd.arg(k.as_slice());
+        buf.reserve(32 + head + body.len());
+        buf.push(b'*');
+        decimal(buf, 2 + argc);
+        buf.extend_from_slice(b"\r\n");
+        if by_hash {
+            bulk(buf, b"EVALSHA");
+            bulk(buf, script.hash.as_bytes());
+        } else {
+            bulk(buf, b"EVAL");
+            bulk(buf, script.source.as_bytes());
         }
-        for a in args {
-            cmd.arg(a.as_slice());
-        }
-        cmd
+        buf.extend_from_slice(body);
     }
 
     /// The request packed for the wire (EVALSHA for a script).
     pub(crate) fn write_packed(&self, buf: &mut Vec<u8>) {
-        buf.extend_from_slice(&self.cmd(true).get_packed_command());
+        self.pack(true, buf);
     }
 
     /// The request again, a script with its full text (EVAL), for a server that answered
     /// NOSCRIPT.
     pub(crate) fn packed_eval(&self) -> Vec<u8> {
-        self.cmd(false).get_packed_command()
+        let mut buf = Vec::new();
+        self.pack(false, &mut buf);
+        buf
+    }
+}
+
+/// Appends one RESP bulk string.
+fn bulk(buf: &mut Vec<u8>, data: &[u8]) {
+    buf.push(b'$');
+    decimal(buf, data.len());
+    buf.extend_from_slice(b"\r\n");
+    buf.extend_from_slice(data);
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// Appends `n` in decimal.
+fn decimal(buf: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hand-packed requests are byte for byte what redis-rs packs.
+    #[test]
+    fn calls_pack_like_redis_rs() {
+        let keys: [&[u8]; 2] = [b"lock", b"{lock}:fence"];
+        let long = vec![b'x'; 300];
+        let args: [&[u8]; 3] = [b"token", b"", &long];
+        let call = Call::new(&RELEASE, &keys, &args);
+        for by_hash in [true, false] {
+            let mut expected = if by_hash {
+                let mut c = redis::cmd("EVALSHA");
+                c.arg(RELEASE.hash.as_str());
+                c
+            } else {
+                let mut c = redis::cmd("EVAL");
+                c.arg(RELEASE.source());
+                c
+            };
+            expected.arg(keys.len()).arg(&keys[..]).arg(&args[..]);
+            let packed = if by_hash {
+                let mut buf = b"prefix".to_vec();
+                call.write_packed(&mut buf);
+                buf.split_off(6)
+            } else {
+                call.packed_eval()
+            };
+            assert_eq!(packed, expected.get_packed_command(), "by_hash {by_hash}");
+        }
+        assert_eq!(call.slot(), Some(key_slot(b"lock")));
+        assert_eq!(
+            Call::wait(1, std::time::Duration::from_millis(5)).slot(),
+            None
+        );
     }
 }

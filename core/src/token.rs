@@ -39,8 +39,10 @@ pub(crate) fn new_token(label: &str) -> Result<Vec<u8>, Error> {
     let mut token = Vec::with_capacity(label.len() + 1 + 2 * TOKEN_BYTES);
     token.extend_from_slice(label.as_bytes());
     token.push(b':');
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     for b in raw {
-        token.extend_from_slice(format!("{b:02x}").as_bytes());
+        token.push(HEX[usize::from(b >> 4)]);
+        token.push(HEX[usize::from(b & 15)]);
     }
     Ok(token)
 }
