@@ -132,7 +132,7 @@ impl Mutex {
         let t0 = Instant::now();
         let answers = quorum::exchange(
             nodes,
-            &vec![round.calls.clone(); nodes.len()],
+            &vec![&round.calls[..]; nodes.len()],
             t0 + plan.node_timeout + self.opts.replica_wait(),
             Some(&round.undo),
         );
@@ -271,9 +271,9 @@ impl Mutex {
         // not answer in time already have the undo queued behind our request; nodes that said
         // "taken" never stored our token.
         if !granted.is_empty() || !failed_midway.is_empty() {
-            let mut calls = vec![Vec::new(); n];
+            let mut calls: Vec<&[Call]> = vec![&[]; n];
             for i in granted.iter().map(|(i, _)| *i).chain(failed_midway) {
-                calls[i] = vec![undo.clone()];
+                calls[i] = std::slice::from_ref(undo);
             }
             quorum::exchange(nodes, &calls, Instant::now() + plan.node_timeout, None);
         }
@@ -321,14 +321,14 @@ impl Mutex {
             return Some(max);
         }
         let nodes = &self.client.inner.nodes;
-        let mut calls = vec![Vec::new(); nodes.len()];
+        let mut calls: Vec<&[Call]> = vec![&[]; nodes.len()];
         let raise = Call::new(
             &scripts::FENCE_MAX,
             &[&plan.keys.fence],
             &[max.to_string().as_bytes()],
         );
         for i in &behind {
-            calls[*i] = vec![raise.clone()];
+            calls[*i] = std::slice::from_ref(&raise);
         }
         let answers = quorum::exchange(nodes, &calls, Instant::now() + plan.node_timeout, None);
         let raised = behind

@@ -277,9 +277,9 @@ impl GuardShared {
         let mut ask: Vec<usize> = (0..n).collect();
         let mut again = false;
         loop {
-            let mut calls = vec![Vec::new(); n];
+            let mut calls: Vec<&[Call]> = vec![&[]; n];
             for &i in &ask {
-                calls[i] = vec![call.clone()];
+                calls[i] = std::slice::from_ref(&call);
             }
             let round = quorum::exchange(nodes, &calls, Instant::now() + self.node_timeout, None);
             for (i, mut answer) in round.into_iter().enumerate() {
@@ -472,7 +472,7 @@ impl MutexGuard {
         }
         let answers = quorum::exchange(
             nodes,
-            &vec![calls; nodes.len()],
+            &vec![&calls[..]; nodes.len()],
             t0 + shared.node_timeout + shared.opts.replica_wait(),
             None,
         );

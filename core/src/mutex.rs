@@ -207,7 +207,7 @@ impl Mutex {
         let call = Call::new(&scripts::STATUS, &[&plan.keys.lock, &plan.keys.fence], &[]);
         let answers = quorum::exchange(
             nodes,
-            &vec![vec![call]; nodes.len()],
+            &vec![std::slice::from_ref(&call); nodes.len()],
             Instant::now() + plan.node_timeout,
             None,
         );

@@ -33,7 +33,7 @@ struct Leg {
     asking: bool,
 }
 
-/// Sends `calls[i]` to `nodes[i]` (an empty list skips that node) and gathers the answers
+/// Sends `calls[i]` to `nodes[i]` (an empty slice skips that node) and gathers the answers
 /// before `deadline`.
 ///
 /// `on_timeout` is appended, without waiting for an answer, to the connection of a node that
@@ -42,7 +42,7 @@ struct Leg {
 /// grant that arrives too late.
 pub(crate) fn exchange(
     nodes: &[Arc<Node>],
-    calls: &[Vec<Call>],
+    calls: &[&[Call]],
     deadline: Instant,
     on_timeout: Option<&Call>,
 ) -> Vec<NodeAnswer> {
@@ -59,13 +59,13 @@ pub(crate) fn exchange(
                 picks: (0..calls[i].len()).collect(),
                 asking: false,
             }),
-            Some(cluster) => split(cluster, i, &calls[i], deadline, &mut legs),
+            Some(cluster) => split(cluster, i, calls[i], deadline, &mut legs),
         }
     }
     let mut answers = run(&legs, calls, deadline, on_timeout);
     for (leg, answer) in legs.iter_mut().zip(answers.iter_mut()) {
         if let Some(cluster) = nodes[leg.node].as_cluster() {
-            follow(cluster, leg, answer, &calls[leg.node], deadline, on_timeout);
+            follow(cluster, leg, answer, calls[leg.node], deadline, on_timeout);
         }
     }
     gather(nodes, calls, legs, answers)
@@ -107,7 +107,7 @@ fn split(cluster: &Cluster, i: usize, calls: &[Call], deadline: Instant, legs: &
 /// Sends every leg and gathers the replies: one answer per leg.
 fn run(
     legs: &[Leg],
-    calls: &[Vec<Call>],
+    calls: &[&[Call]],
     deadline: Instant,
     on_timeout: Option<&Call>,
 ) -> Vec<NodeAnswer> {
@@ -287,7 +287,7 @@ const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(5);
 /// stands. A cluster node none of whose legs could be asked failed as a whole.
 fn gather(
     nodes: &[Arc<Node>],
-    calls: &[Vec<Call>],
+    calls: &[&[Call]],
     legs: Vec<Leg>,
     answers: Vec<NodeAnswer>,
 ) -> Vec<NodeAnswer> {
@@ -605,11 +605,11 @@ mod tests {
         )
         .unwrap();
         let script = |key: &str| Call::new(&scripts::STATUS, &[key.as_bytes()], &[]);
-        let calls = vec![vec![
+        let calls = [
             script("a"),
             script("b"),
             Call::wait(1, Duration::from_millis(10)),
-        ]];
+        ];
         let leg = |picks| Leg {
             node: 0,
             endpoint: Err(refused()),
@@ -618,7 +618,7 @@ mod tests {
         };
         gather(
             &[Arc::new(node)],
-            &calls,
+            &[&calls[..]],
             vec![leg(vec![0, 2]), leg(vec![1, 2])],
             vec![a, b],
         )

@@ -252,7 +252,7 @@ fn renew_batch(
     let t0 = Instant::now();
     let answers = quorum::exchange(
         &client.nodes,
-        &vec![calls; client.nodes.len()],
+        &vec![&calls[..]; client.nodes.len()],
         t0 + timeout,
         None,
     );
