@@ -38,17 +38,18 @@ struct Round {
 
 /// What one acquisition call settles once, before its first attempt.
 pub(crate) struct Plan {
-    pub(crate) keys: Keys,
+    pub(crate) keys: Arc<Keys>,
     pub(crate) node_timeout: Duration,
     pub(crate) label: String,
 }
 
 impl Mutex {
     pub(crate) fn plan(&self) -> Result<Plan, Error> {
-        if self.name.is_empty() || self.name.len() > MAX_NAME_LEN {
+        let name = &self.keys.lock;
+        if name.is_empty() || name.len() > MAX_NAME_LEN {
             return Err(Error::invalid(format!(
                 "a lock name must be 1 to {MAX_NAME_LEN} bytes, got {}",
-                self.name.len()
+                name.len()
             )));
         }
         self.opts.validate()?;
@@ -59,7 +60,7 @@ impl Mutex {
             .or(inner.node_timeout)
             .unwrap_or_else(|| default_node_timeout(self.opts.ttl));
         Ok(Plan {
-            keys: Keys::new(&self.name),
+            keys: Arc::clone(&self.keys),
             node_timeout,
             label: inner.label(),
         })
@@ -253,7 +254,7 @@ impl Mutex {
             if Instant::now() < valid_until {
                 let shared = Arc::new(GuardShared::new(
                     Arc::clone(inner),
-                    keys.clone(),
+                    Arc::clone(keys),
                     round.token.clone(),
                     fence,
                     opts.clone(),

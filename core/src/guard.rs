@@ -20,7 +20,7 @@ type Callback = Box<dyn FnOnce() + Send + 'static>;
 /// Everything a guard owns, shared with the renew thread (which holds only a weak reference).
 pub(crate) struct GuardShared {
     pub(crate) client: Arc<Inner>,
-    pub(crate) keys: Keys,
+    pub(crate) keys: Arc<Keys>,
     pub(crate) token: Vec<u8>,
     pub(crate) fence: u64,
     pub(crate) opts: MutexOptions,
@@ -69,7 +69,7 @@ impl GuardShared {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         client: Arc<Inner>,
-        keys: Keys,
+        keys: Arc<Keys>,
         token: Vec<u8>,
         fence: u64,
         opts: MutexOptions,

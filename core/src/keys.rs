@@ -17,6 +17,21 @@ pub(crate) struct Keys {
 }
 
 impl Keys {
+    /// The keys of a lock name; for a name no lock may have (empty or too long, refused before
+    /// any use), only the name, without deriving companions from it.
+    pub(crate) fn for_name(name: Vec<u8>) -> Keys {
+        if name.is_empty() || name.len() > crate::MAX_NAME_LEN {
+            return Keys {
+                lock: name,
+                fence: Vec::new(),
+                wake: Vec::new(),
+                waiters: Vec::new(),
+                handoff: Vec::new(),
+            };
+        }
+        Keys::new(&name)
+    }
+
     pub(crate) fn new(name: &[u8]) -> Keys {
         let prefix = companion_prefix(name);
         let with = |suffix: &str| {

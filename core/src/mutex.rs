@@ -1,5 +1,6 @@
 //! `Mutex`: a lock name plus its options, and the acquire loop.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::Value;
@@ -7,6 +8,7 @@ use redis::Value;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, NodeOutcome, TryLockError};
 use crate::guard::MutexGuard;
+use crate::keys::Keys;
 use crate::options::MutexOptions;
 use crate::quorum::{self, Tally};
 use crate::scripts::{self, Call};
@@ -55,7 +57,8 @@ pub struct LockStatus {
 #[derive(Clone)]
 pub struct Mutex {
     pub(crate) client: Client,
-    pub(crate) name: Vec<u8>,
+    /// The name (`keys.lock`) and its companion keys, derived once.
+    pub(crate) keys: Arc<Keys>,
     pub(crate) opts: MutexOptions,
 }
 
@@ -63,7 +66,7 @@ impl Mutex {
     pub(crate) fn new(client: Client, name: Vec<u8>) -> Mutex {
         Mutex {
             client,
-            name,
+            keys: Arc::new(Keys::for_name(name)),
             opts: MutexOptions::default(),
         }
     }
@@ -119,7 +122,7 @@ impl Mutex {
 
     /// The lock's name (its Redis key).
     pub fn name(&self) -> &[u8] {
-        &self.name
+        &self.keys.lock
     }
 
     /// The client this lock belongs to.
@@ -266,7 +269,7 @@ impl Mutex {
 impl std::fmt::Debug for Mutex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mutex")
-            .field("name", &String::from_utf8_lossy(&self.name))
+            .field("name", &String::from_utf8_lossy(&self.keys.lock))
             .field("options", &self.opts)
             .finish_non_exhaustive()
     }
