@@ -2,9 +2,10 @@
 //!
 //! Think of the one key to a shared washroom: whoever holds the key may go in, everyone else
 //! waits, and a key that was not returned in time is taken back. redmutex is that key for a
-//! fleet of servers: a lock on one Redis, or on several independent Redis masters (Redlock),
-//! with an RAII guard, renewal on one background thread, fencing numbers, and waiters that
-//! learn of a release within about one round trip instead of polling.
+//! fleet of servers: a lock on one Redis (alone, behind Sentinel, or a Redis Cluster), or on
+//! several independent ones (Redlock), with an RAII guard, renewal on one background thread,
+//! fencing numbers, and waiters that learn of a release within about one round trip instead
+//! of polling.
 //!
 //! ```no_run
 //! use redmutex::{Client, TryLockError};
