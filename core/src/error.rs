@@ -270,7 +270,7 @@ pub(crate) fn outcome_of(e: &redis::RedisError) -> NodeOutcome {
         NodeOutcome::Auth(text)
     } else if e.is_timeout() {
         // A socket timeout reads "Resource temporarily unavailable (os error 11)" on Linux.
-        NodeOutcome::Unreachable(if text == crate::node::NO_ANSWER {
+        NodeOutcome::Unreachable(if text.contains(crate::node::NO_ANSWER) {
             text
         } else {
             format!("{} ({text})", crate::node::NO_ANSWER)

@@ -321,6 +321,10 @@ fn gather(
                 }
             }
             Err(e) => {
+                let e = match &leg.endpoint {
+                    Ok(endpoint) => at_endpoint(e, endpoint.name()),
+                    Err(_) => e,
+                };
                 // The leg's scripts failed; a command after them (a `WAIT`) keeps what the
                 // legs that answered said, if any.
                 for &k in &leg.picks {
@@ -348,6 +352,29 @@ fn gather(
     out.into_iter()
         .map(|a| a.unwrap_or_else(|| Err(node::timed_out())))
         .collect()
+}
+
+/// An I/O error of one master of a cluster, saying which master: the cluster's report
+/// names only the cluster. Refusals and timeouts stay what they were.
+fn at_endpoint(e: RedisError, at: &str) -> RedisError {
+    if !e.is_io_error() {
+        return e;
+    }
+    let kind = if e.is_connection_refusal() {
+        std::io::ErrorKind::ConnectionRefused
+    } else if e.is_timeout() {
+        std::io::ErrorKind::TimedOut
+    } else if e.is_connection_dropped() {
+        std::io::ErrorKind::ConnectionReset
+    } else {
+        std::io::ErrorKind::Other
+    };
+    let why = if kind == std::io::ErrorKind::TimedOut {
+        node::NO_ANSWER.to_owned()
+    } else {
+        e.to_string()
+    };
+    RedisError::from(std::io::Error::new(kind, format!("master {at}: {why}")))
 }
 
 /// A cluster node's answer while its legs come in.

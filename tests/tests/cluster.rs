@@ -972,6 +972,12 @@ fn a_frozen_master_costs_only_its_own_slots_until_its_replica_takes_over() {
         matches!(err, TryLockError::Error(ref e) if e.kind() == ErrorKind::Connection),
         "{err}"
     );
+    // The report names the master that did not answer, not only the cluster.
+    assert!(
+        err.to_string()
+            .contains(&format!("master 127.0.0.1:{frozen}: timed out")),
+        "{err}"
+    );
     for _ in 0..5 {
         let started = Instant::now();
         let guard = client
