@@ -299,12 +299,14 @@ impl GuardShared {
             }
             let tally = Tally::of_ints(nodes, &answers, 0, None);
             ask.retain(|&i| !matches!(&answers[i], Ok(v) if matches!(v.first(), Some(Ok(_)))));
-            let pause = token::jitter(self.opts.retry_delay);
             if tally.yes >= self.client.quorum
                 || tally.refused > n - self.client.quorum
                 || ask.is_empty()
-                || Instant::now() + pause > give_up
             {
+                return tally;
+            }
+            let pause = token::jitter(self.opts.retry_delay);
+            if Instant::now() + pause > give_up {
                 return tally;
             }
             std::thread::sleep(pause);
