@@ -808,6 +808,34 @@ fn a_tls_ca_cert_file_is_read_and_checked() {
     );
 }
 
+/// A real TLS handshake: a TLS-only redis-server whose certificate the given CA signed runs
+/// the command; a CA that signed nothing is refused with a certificate error.
+#[test]
+fn runs_over_tls_with_the_right_ca_and_refuses_another() {
+    let Some((pki, server)) = redmutex_tests::tls::setup() else {
+        return;
+    };
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    let ca = |file: &str| pki.path(file).to_str().unwrap().to_owned();
+    let r = Redmutex::new(dir.path(), &urls)
+        .args(["--tls-ca-cert", &ca("ca.crt"), "run", "--key", "tls", "--"])
+        .args(["sh", "-c", r#"echo "$REDMUTEX_FENCE""#])
+        .run();
+    assert_eq!((r.code, r.stdout.as_str()), (0, "1\n"), "{r:?}");
+    let r = Redmutex::new(dir.path(), &urls)
+        .args([
+            "--tls-ca-cert",
+            &ca("other-ca.crt"),
+            "--connect-timeout",
+            "300ms",
+        ])
+        .args(["status", "tls"])
+        .run();
+    assert_eq!(r.code, 69, "{r:?}");
+    assert!(r.error_line().contains("certificate"), "{r:?}");
+}
+
 /// A Redis Cluster given as one `redis+cluster://` URL, on the command line or in the
 /// comma-separated REDMUTEX_URL: each master's locks run, conflict and show in `status` as on
 /// one server, and the lock and its fence live on the master that serves the name's slot.

@@ -24,6 +24,7 @@ pub mod proxy;
 mod sentinel;
 mod server;
 mod tempdir;
+pub mod tls;
 
 pub use proxy::{FaultProxy, Mode};
 pub use sentinel::Sentinel;
