@@ -4,12 +4,15 @@
 #
 #   scripts/test-c.sh [test_name ...]    e.g. scripts/test-c.sh test_basic
 #
-# Tests read REDMUTEX_TEST_URL (one server), REDMUTEX_TEST_URLS5 (five, comma-separated) and
+# Tests read REDMUTEX_TEST_URL (one server), REDMUTEX_TEST_URLS5 (five, comma-separated),
 # REDMUTEX_TEST_CLUSTER_URL (a redis+cluster:// URL of a three-master Redis Cluster with the
-# usual slot ranges). When unset, this script starts throwaway redis-servers on free loopback
-# ports for them.
+# usual slot ranges) and REDMUTEX_TEST_TLS_URL with REDMUTEX_TEST_TLS_CA and
+# REDMUTEX_TEST_TLS_OTHER_CA (a TLS-only server, the CA that signed its certificate, and one
+# that signed nothing; empty when openssl or redis-server's TLS is missing). When unset, this
+# script starts throwaway redis-servers on free loopback ports for them.
 # Needs cc, c++, redis-server and valgrind (`make deps` installs what is missing).
-# valgrind reads tests/c/valgrind.supp: glibc's and Rust std's per-thread bookkeeping only.
+# valgrind reads tests/c/valgrind.supp: glibc's and Rust std's per-thread bookkeeping, and ring's
+# assembly AES-GCM, which memcheck cannot follow.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -56,9 +59,15 @@ if [[ -z "${REDMUTEX_TEST_CLUSTER_URL:-}" ]]; then
   redis_start_cluster 3
   export REDMUTEX_TEST_CLUSTER_URL=$REDIS_CLUSTER_URL
 fi
+if [[ -z "${REDMUTEX_TEST_TLS_URL:-}" ]]; then
+  redis_start_tls_server
+  export REDMUTEX_TEST_TLS_URL=$REDIS_TLS_URL REDMUTEX_TEST_TLS_CA=$REDIS_TLS_CA
+  export REDMUTEX_TEST_TLS_OTHER_CA=$REDIS_TLS_OTHER_CA
+fi
 echo "test-c: REDMUTEX_TEST_URL=$REDMUTEX_TEST_URL"
 echo "test-c: REDMUTEX_TEST_URLS5=$REDMUTEX_TEST_URLS5"
 echo "test-c: REDMUTEX_TEST_CLUSTER_URL=$REDMUTEX_TEST_CLUSTER_URL"
+echo "test-c: REDMUTEX_TEST_TLS_URL=${REDMUTEX_TEST_TLS_URL:-(none: no openssl or no TLS in redis-server)}"
 
 common=(-g -Iinclude -Itests/c -Wall -Wextra -Wpedantic -Werror "-DEXPECTED_VERSION=\"$version\"")
 # A Rust staticlib leaves its system libraries to the final link.

@@ -47,6 +47,8 @@ pub(crate) struct Endpoint {
     pool: Mutex<Pool>,
     /// A connection is being opened in the background (see [`Endpoint::connect`]).
     warming: AtomicBool,
+    /// Why the last connection opened in the background failed, and when.
+    background_error: Mutex<Option<(Instant, RedisError)>>,
 }
 
 /// Where an endpoint's connections go.
@@ -206,6 +208,7 @@ impl Endpoint {
                 idle: Vec::new(),
             }),
             warming: AtomicBool::new(false),
+            background_error: Mutex::new(None),
         }
     }
 
@@ -279,26 +282,43 @@ impl Endpoint {
     /// A request's deadline (the per-node timeout, 50–250 ms by default) can be shorter than
     /// opening a connection takes (TLS, a distant server): when it cuts one short, a
     /// connection is opened in the background within the connect timeout and pooled, so that
-    /// a later attempt finds it instead of timing out the same way forever.
+    /// a later attempt finds it instead of timing out the same way forever. When the
+    /// background connection fails instead (a certificate that does not verify, a wrong
+    /// password), later attempts cut short report that error rather than a bare timeout.
     pub(crate) fn connect(
         self: &Arc<Self>,
         deadline: Instant,
     ) -> Result<redis::Connection, RedisError> {
         let cut_short = deadline < Instant::now() + self.connect_timeout;
         let result = self.try_connect(deadline).map_err(explain_tls);
-        if let Err(e) = &result
-            && e.is_timeout()
-            && cut_short
-            && !self.warming.swap(true, Ordering::AcqRel)
+        let Err(e) = &result else {
+            return result;
+        };
+        if !e.is_timeout() || !cut_short {
+            return result;
+        }
+        // A recent failure in the background says why; do not start another one meanwhile.
+        if let Some((at, why)) = &*self.background_error.lock()
+            && at.elapsed() < self.connect_timeout
         {
+            return Err(why.clone());
+        }
+        if !self.warming.swap(true, Ordering::AcqRel) {
             let endpoint = Arc::clone(self);
             let spawned = std::thread::Builder::new()
                 .name("redmutex-connect".into())
                 .spawn(move || {
                     let deadline = Instant::now() + endpoint.connect_timeout;
-                    if let Ok(conn) = endpoint.try_connect(deadline) {
-                        endpoint.put(conn);
-                    }
+                    let outcome = endpoint.try_connect(deadline).map_err(explain_tls);
+                    *endpoint.background_error.lock() = match outcome {
+                        Ok(conn) => {
+                            endpoint.put(conn);
+                            None
+                        }
+                        // A timeout says nothing new; the next cut-short attempt tries again.
+                        Err(e) if e.is_timeout() => None,
+                        Err(e) => Some((Instant::now(), e)),
+                    };
                     endpoint.warming.store(false, Ordering::Release);
                 });
             if spawned.is_err() {

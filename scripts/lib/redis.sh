@@ -4,6 +4,7 @@
 #   source scripts/lib/redis.sh
 #   redis_start_servers 5          # sets REDIS_URLS=(redis://127.0.0.1:PORT ...)
 #   redis_start_cluster 3          # sets REDIS_CLUSTER_URL=redis+cluster://127.0.0.1:P1,...
+#   redis_start_tls_server         # sets REDIS_TLS_URL=rediss://127.0.0.1:PORT, REDIS_TLS_CA, ...
 #
 # Each server listens on a free loopback port (never 6379, so a developer's own Redis is
 # never touched), keeps nothing on disk, and is stopped by pid when the sourcing shell
@@ -14,6 +15,9 @@ REDIS_URLS=()
 # Set by redis_start_cluster, for the sourcing script.
 # shellcheck disable=SC2034
 REDIS_CLUSTER_URL='' REDIS_CLUSTER_PORTS=()
+# Set by redis_start_tls_server, for the sourcing script.
+# shellcheck disable=SC2034
+REDIS_TLS_URL='' REDIS_TLS_CA='' REDIS_TLS_OTHER_CA=''
 REDIS_EXIT_HOOKS=()
 REDIS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/redmutex-redis.XXXXXX")
 
@@ -126,4 +130,63 @@ redis_start_cluster() {
   REDIS_CLUSTER_PORTS=("${ports[@]}")
   # shellcheck disable=SC2034
   REDIS_CLUSTER_URL="redis+cluster://$(IFS=,; echo "${addrs[*]}")"
+}
+
+# Makes a throwaway PKI with openssl (a CA, a second CA that signed nothing, and a server
+# certificate for 127.0.0.1 and localhost signed by the first) and starts a TLS-only server
+# with it. Sets REDIS_TLS_URL (rediss://127.0.0.1:PORT), REDIS_TLS_CA and REDIS_TLS_OTHER_CA
+# (PEM file paths). Leaves them empty, with a note, when openssl is missing or redis-server
+# was built without TLS. Called directly, never in $(...).
+redis_start_tls_server() {
+  local dir="$REDIS_DIR/tls" ca attempt port pid log i
+  if ! command -v openssl >/dev/null; then
+    echo "redis.sh: openssl not found; no TLS server" >&2
+    return 0
+  fi
+  mkdir -p "$dir"
+  for ca in ca other-ca; do
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+      -subj "/CN=redmutex test $ca" -addext basicConstraints=critical,CA:TRUE \
+      -addext keyUsage=critical,keyCertSign,cRLSign \
+      -keyout "$dir/$ca.key" -out "$dir/$ca.crt" 2>/dev/null || return 1
+  done
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+    -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null || return 1
+  printf '%s\n' basicConstraints=critical,CA:FALSE keyUsage=critical,digitalSignature \
+    extendedKeyUsage=serverAuth subjectAltName=IP:127.0.0.1,DNS:localhost >"$dir/server.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+    -CAcreateserial -days 2 -extfile "$dir/server.ext" -out "$dir/server.crt" \
+    2>/dev/null || return 1
+  for attempt in 1 2 3 4 5; do
+    redis__free_port || return 1
+    port=$REDIS__PORT
+    log="$REDIS_DIR/redis-tls-$port.log"
+    redis-server --port 0 --tls-port "$port" --bind 127.0.0.1 \
+      --tls-cert-file "$dir/server.crt" --tls-key-file "$dir/server.key" \
+      --tls-ca-cert-file "$dir/ca.crt" --tls-auth-clients no \
+      --save '' --appendonly no --daemonize no --dir "$REDIS_DIR" >"$log" 2>&1 &
+    pid=$!
+    for i in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      if grep -q "Ready to accept connections" "$log"; then
+        REDIS_PIDS+=("$pid")
+        # shellcheck disable=SC2034 # for the sourcing script
+        REDIS_TLS_URL="rediss://127.0.0.1:$port" REDIS_TLS_CA="$dir/ca.crt" \
+          REDIS_TLS_OTHER_CA="$dir/other-ca.crt"
+        return 0
+      fi
+      sleep 0.05
+    done
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    # Up to 7.0 a build without TLS rejects the directive; from 7.2 the TLS module is missing.
+    if grep -qE "Bad directive|Missing implement" "$log"; then
+      echo "redis.sh: redis-server was built without TLS; no TLS server" >&2
+      return 0
+    fi
+    echo "redis.sh: the TLS redis-server on port $port did not come up (attempt $attempt):" >&2
+    tail -n 5 "$log" >&2 || true
+  done
+  echo "redis.sh: could not start a TLS redis-server" >&2
+  return 1
 }

@@ -1,7 +1,7 @@
 /* TLS settings: redmutex_client_options_set_tls_ca_cert's argument handling. Each bad argument
  * is answered with an error code and a message, never a crash, and no client is made.
- * (Locking over TLS itself is tested against a TLS-only redis-server in tests/tests/tls.rs and
- * py/tests/test_tls.py; test-c.sh starts plain servers only.) */
+ * (Locking over TLS itself is tested against a TLS-only redis-server in test_tls.c,
+ * tests/tests/tls.rs and py/tests/test_tls.py.) */
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <stdint.h>

@@ -466,4 +466,25 @@ fn a_connection_slower_to_open_than_the_node_timeout_is_still_made() {
         .try_lock_for(Duration::from_secs(2))
         .unwrap_or_else(|e| panic!("after {:?}: {e}", started.elapsed()));
     guard.unlock().unwrap();
+
+    // When the connection opened in the background fails, later attempts say why instead of
+    // timing out: a wrong password is an authentication error, not a timeout.
+    let locked = RedisServer::start_with(&["--requirepass", "right-one"]);
+    let proxy = FaultProxy::start(&locked.addr());
+    // Here even the AUTH reply comes after the node timeout.
+    proxy.set_mode(Mode::Delay(Duration::from_millis(80)));
+    let client = Client::builder()
+        .node(proxy.url().replace("redis://", "redis://:wrong-one@"))
+        .node_timeout(Duration::from_millis(50))
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let err = client
+        .mutex("slow-open:lock")
+        .try_lock_for(Duration::from_secs(2))
+        .unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind(), ErrorKind::Auth, "after {took:?}: {err}");
+    assert!(took < Duration::from_secs(1), "{took:?}: {err}");
 }
