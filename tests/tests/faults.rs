@@ -450,41 +450,44 @@ fn a_guard_dropped_any_way_is_never_renewed_and_its_key_goes() {
 /// instead of timing out the same way until the connect timeout is spent.
 #[test]
 fn a_connection_slower_to_open_than_the_node_timeout_is_still_made() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(&server.addr());
+    // A client through a proxy that delays every reply: 50 ms per request, 2 s to connect.
+    let slow_client = |server: &RedisServer, delay_ms: u64, password: &str| {
+        let proxy = FaultProxy::start(&server.addr());
+        proxy.set_mode(Mode::Delay(Duration::from_millis(delay_ms)));
+        let client = Client::builder()
+            .node(
+                proxy
+                    .url()
+                    .replace("redis://", &format!("redis://:{password}@")),
+            )
+            .node_timeout(Duration::from_millis(50))
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        (proxy, client)
+    };
+    let lock = |client: &Client| {
+        let started = Instant::now();
+        let result = client
+            .mutex("slow-open:lock")
+            .try_lock_for(Duration::from_secs(2));
+        (started.elapsed(), result)
+    };
+
     // Opening costs two delayed replies (setup, then the request); one request costs one.
-    proxy.set_mode(Mode::Delay(Duration::from_millis(35)));
-    let client = Client::builder()
-        .node(proxy.url())
-        .node_timeout(Duration::from_millis(50))
-        .connect_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    let started = Instant::now();
-    let guard = client
-        .mutex("slow-open:lock")
-        .try_lock_for(Duration::from_secs(2))
-        .unwrap_or_else(|e| panic!("after {:?}: {e}", started.elapsed()));
+    let server = RedisServer::start();
+    let (_proxy, client) = slow_client(&server, 35, "");
+    let (took, result) = lock(&client);
+    let guard = result.unwrap_or_else(|e| panic!("after {took:?}: {e}"));
     guard.unlock().unwrap();
 
     // When the connection opened in the background fails, later attempts say why instead of
-    // timing out: a wrong password is an authentication error, not a timeout.
+    // timing out: a wrong password is an authentication error. Here even the AUTH reply
+    // comes after the node timeout.
     let locked = RedisServer::start_with(&["--requirepass", "right-one"]);
-    let proxy = FaultProxy::start(&locked.addr());
-    // Here even the AUTH reply comes after the node timeout.
-    proxy.set_mode(Mode::Delay(Duration::from_millis(80)));
-    let client = Client::builder()
-        .node(proxy.url().replace("redis://", "redis://:wrong-one@"))
-        .node_timeout(Duration::from_millis(50))
-        .connect_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    let started = Instant::now();
-    let err = client
-        .mutex("slow-open:lock")
-        .try_lock_for(Duration::from_secs(2))
-        .unwrap_err();
-    let took = started.elapsed();
+    let (_proxy, client) = slow_client(&locked, 80, "wrong-one");
+    let (took, result) = lock(&client);
+    let err = result.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Auth, "after {took:?}: {err}");
     assert!(took < Duration::from_secs(1), "{took:?}: {err}");
 }
