@@ -451,15 +451,15 @@ fn a_guard_dropped_any_way_is_never_renewed_and_its_key_goes() {
 #[test]
 fn a_connection_slower_to_open_than_the_node_timeout_is_still_made() {
     // A client through a proxy that delays every reply: 50 ms per request, 2 s to connect.
-    let slow_client = |server: &RedisServer, delay_ms: u64, password: &str| {
+    let slow_client = |server: &RedisServer, delay_ms: u64, password: Option<&str>| {
         let proxy = FaultProxy::start(&server.addr());
         proxy.set_mode(Mode::Delay(Duration::from_millis(delay_ms)));
+        let url = match password {
+            None => proxy.url(),
+            Some(pw) => proxy.url().replace("redis://", &format!("redis://:{pw}@")),
+        };
         let client = Client::builder()
-            .node(
-                proxy
-                    .url()
-                    .replace("redis://", &format!("redis://:{password}@")),
-            )
+            .node(url)
             .node_timeout(Duration::from_millis(50))
             .connect_timeout(Duration::from_secs(2))
             .build()
@@ -476,7 +476,7 @@ fn a_connection_slower_to_open_than_the_node_timeout_is_still_made() {
 
     // Opening costs two delayed replies (setup, then the request); one request costs one.
     let server = RedisServer::start();
-    let (_proxy, client) = slow_client(&server, 35, "");
+    let (_proxy, client) = slow_client(&server, 35, None);
     let (took, result) = lock(&client);
     let guard = result.unwrap_or_else(|e| panic!("after {took:?}: {e}"));
     guard.unlock().unwrap();
@@ -485,7 +485,7 @@ fn a_connection_slower_to_open_than_the_node_timeout_is_still_made() {
     // timing out: a wrong password is an authentication error. Here even the AUTH reply
     // comes after the node timeout.
     let locked = RedisServer::start_with(&["--requirepass", "right-one"]);
-    let (_proxy, client) = slow_client(&locked, 80, "wrong-one");
+    let (_proxy, client) = slow_client(&locked, 80, Some("wrong-one"));
     let (took, result) = lock(&client);
     let err = result.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Auth, "after {took:?}: {err}");
