@@ -25,7 +25,7 @@ use parking_lot::{Mutex, RwLock};
 use redis::{IntoConnectionInfo, RedisConnectionInfo, RedisError, Value};
 
 use crate::node::{self, Endpoint};
-use crate::sentinel;
+use crate::url::{has_scheme, host_port, parse_host, userinfo_settings};
 
 /// The URL scheme of a Redis Cluster.
 pub(crate) const SCHEME: &str = "redis+cluster://";
@@ -42,7 +42,7 @@ const REFRESH_EVERY: Duration = Duration::from_millis(20);
 
 /// Whether `url` is a cluster URL (either scheme, any case).
 pub(crate) fn is_cluster_url(url: &str) -> bool {
-    sentinel::has_scheme(url, SCHEME) || sentinel::has_scheme(url, TLS_SCHEME)
+    has_scheme(url, SCHEME) || has_scheme(url, TLS_SCHEME)
 }
 
 /// One Redis Cluster: its seeds, its credentials and what it last said about its slots.
@@ -88,10 +88,10 @@ impl Cluster {
         client_name: &str,
         connect_timeout: Duration,
     ) -> Result<Cluster, String> {
-        if sentinel::has_scheme(url, TLS_SCHEME) {
+        if has_scheme(url, TLS_SCHEME) {
             return Err("TLS to a Redis Cluster (rediss+cluster://) is not supported yet".into());
         }
-        if !sentinel::has_scheme(url, SCHEME) {
+        if !has_scheme(url, SCHEME) {
             return Err(format!("a Redis Cluster URL starts with {SCHEME}"));
         }
         let rest = &url[SCHEME.len()..];
@@ -113,9 +113,9 @@ impl Cluster {
         };
         let seeds = hosts
             .split(',')
-            .map(|h| sentinel::parse_host(h, DEFAULT_PORT))
+            .map(|h| parse_host(h, DEFAULT_PORT))
             .collect::<Result<Vec<_>, _>>()?;
-        let settings = sentinel::userinfo_settings(userinfo)?;
+        let settings = userinfo_settings(userinfo)?;
         Ok(Cluster::new(seeds, settings, client_name, connect_timeout))
     }
 
@@ -253,15 +253,9 @@ impl Cluster {
                     return Some(Redirect::Ask(endpoint));
                 }
                 let mut map = self.map.write();
-                let at = match map.masters.iter().position(|m| Arc::ptr_eq(m, &endpoint)) {
-                    Some(at) => at,
-                    None => {
-                        map.masters.push(Arc::clone(&endpoint));
-                        map.masters.len() - 1
-                    }
-                };
+                let at = index_of(&mut map.masters, &endpoint);
                 if let Some(owner) = map.owners.get_mut(usize::from(slot)) {
-                    *owner = at as u16;
+                    *owner = at;
                 }
                 map.stale = true;
                 Some(Redirect::To(endpoint))
@@ -364,16 +358,9 @@ impl Cluster {
         let mut owners = vec![NONE; SLOTS];
         let mut masters: Vec<Arc<Endpoint>> = Vec::new();
         for (start, end, host, port) in ranges {
-            let endpoint = self.master(host, *port)?;
-            let at = match masters.iter().position(|m| Arc::ptr_eq(m, &endpoint)) {
-                Some(at) => at,
-                None => {
-                    masters.push(endpoint);
-                    masters.len() - 1
-                }
-            };
+            let at = index_of(&mut masters, &self.master(host, *port)?);
             for slot in *start..=*end {
-                owners[usize::from(slot)] = at as u16;
+                owners[usize::from(slot)] = at;
             }
         }
         *self.map.write() = SlotMap {
@@ -390,6 +377,17 @@ impl SlotMap {
     fn owner(&self, slot: u16) -> Option<Arc<Endpoint>> {
         let at = *self.owners.get(usize::from(slot))?;
         self.masters.get(usize::from(at)).cloned()
+    }
+}
+
+/// The index of `endpoint` in `masters`, where it is added if it is new.
+fn index_of(masters: &mut Vec<Arc<Endpoint>>, endpoint: &Arc<Endpoint>) -> u16 {
+    match masters.iter().position(|m| Arc::ptr_eq(m, endpoint)) {
+        Some(at) => at as u16,
+        None => {
+            masters.push(Arc::clone(endpoint));
+            (masters.len() - 1) as u16
+        }
     }
 }
 
@@ -451,14 +449,6 @@ fn split_addr(addr: &str) -> Option<(String, u16)> {
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
     Some((host.to_owned(), port.parse().ok()?))
-}
-
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
 }
 
 #[cfg(test)]

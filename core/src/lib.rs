@@ -58,6 +58,7 @@ mod renew;
 mod scripts;
 mod sentinel;
 mod token;
+mod url;
 
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, MAX_NODES, MAX_OWNER_LEN, SentinelMaster,

@@ -19,6 +19,7 @@ use crate::cluster::{self, Cluster};
 use crate::error::Error;
 use crate::scripts;
 use crate::sentinel::{self, Sentinel};
+use crate::url;
 
 /// Idle connections older than this are closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -223,14 +224,9 @@ impl Endpoint {
         let info = ConnectionAddr::Tcp(host.to_owned(), port)
             .into_connection_info()?
             .set_redis_settings(settings.clone());
-        let display = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
         Ok(Endpoint::new(
             Target::Direct(redis::Client::open(info)?),
-            display,
+            url::host_port(host, port),
             client_name,
             connect_timeout,
         ))

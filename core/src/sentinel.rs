@@ -26,6 +26,7 @@ use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisError,
 
 use crate::client::SentinelMaster;
 use crate::node;
+use crate::url::{decode, has_scheme, host_port, parse_host, userinfo_settings};
 
 /// The URL scheme of a node behind Redis Sentinel.
 pub(crate) const SCHEME: &str = "redis+sentinel://";
@@ -37,11 +38,6 @@ pub(crate) const DEFAULT_PORT: u16 = 26379;
 /// Whether `url` is a Sentinel URL (either scheme, any case).
 pub(crate) fn is_sentinel_url(url: &str) -> bool {
     has_scheme(url, SCHEME) || has_scheme(url, TLS_SCHEME)
-}
-
-pub(crate) fn has_scheme(url: &str, scheme: &str) -> bool {
-    url.get(..scheme.len())
-        .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
 }
 
 /// One master name watched by a group of sentinels.
@@ -187,16 +183,7 @@ impl Sentinel {
         master: RedisConnectionInfo,
         auth: RedisConnectionInfo,
     ) -> Sentinel {
-        let hosts: Vec<String> = sentinels
-            .iter()
-            .map(|(h, p)| {
-                if h.contains(':') {
-                    format!("[{h}]:{p}")
-                } else {
-                    format!("{h}:{p}")
-                }
-            })
-            .collect();
+        let hosts: Vec<String> = sentinels.iter().map(|(h, p)| host_port(h, *p)).collect();
         let display = format!(
             "{SCHEME}{}{}/{}{}",
             master
@@ -322,85 +309,6 @@ pub(crate) fn check_master(role: &Value, display: &str) -> Result<(), RedisError
             format!("the master of {display} answers ROLE {role}: a failover is in progress"),
         )))
     }
-}
-
-/// `host[:port]` or `[v6]:port`; `default_port` when the port is left out.
-pub(crate) fn parse_host(s: &str, default_port: u16) -> Result<(String, u16), String> {
-    let (host, port) = if let Some(v6) = s.strip_prefix('[') {
-        let (host, rest) = v6
-            .split_once(']')
-            .ok_or_else(|| format!("unclosed [ in address {s:?}"))?;
-        match rest {
-            "" => (host, None),
-            _ => (
-                host,
-                Some(
-                    rest.strip_prefix(':')
-                        .ok_or_else(|| format!("expected :port after ] in address {s:?}"))?,
-                ),
-            ),
-        }
-    } else {
-        match s.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (s, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(format!("empty host in {s:?}"));
-    }
-    if host.contains(['/', '@', '[', ']', ' ']) || (!s.starts_with('[') && host.contains(':')) {
-        return Err(format!("malformed address {s:?}"));
-    }
-    let port = match port {
-        None => default_port,
-        Some(p) => p
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| format!("bad port in {s:?}"))?,
-    };
-    Ok((host.to_owned(), port))
-}
-
-/// The credentials of a URL's user-info (`user:password`, percent-encoded), if any.
-pub(crate) fn userinfo_settings(userinfo: Option<&str>) -> Result<RedisConnectionInfo, String> {
-    let mut settings = RedisConnectionInfo::default();
-    let Some(userinfo) = userinfo else {
-        return Ok(settings);
-    };
-    let (u, p) = match userinfo.split_once(':') {
-        Some((u, p)) => (u, Some(p)),
-        None => (userinfo, None),
-    };
-    if !u.is_empty() {
-        settings = settings.set_username(decode(u)?);
-    }
-    if let Some(p) = p.filter(|p| !p.is_empty()) {
-        settings = settings.set_password(decode(p)?);
-    }
-    Ok(settings)
-}
-
-/// Percent-decoding (`%40` → `@`); the result must be UTF-8.
-pub(crate) fn decode(s: &str) -> Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or("a bad %-escape in the URL")?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "a %-escape that is not UTF-8 in the URL".to_owned())
 }
 
 #[cfg(test)]
