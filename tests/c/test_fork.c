@@ -1,6 +1,7 @@
 /* fork(): a child's copy of a held guard neither releases nor renews the parent's lock. */
 #define _GNU_SOURCE
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -147,6 +148,16 @@ static void test_child_copy_never_renews(void) {
 
 int main(void) {
   RUN(test_child_copy_never_releases);
+#if defined(__SANITIZE_ADDRESS__)
+  /* This test forks a process whose renew thread is running, and the child then starts
+   * threads of its own. GCC 12's AddressSanitizer does not hold its allocator's locks across
+   * fork(), so now and then the child's new thread waits forever on a lock that a parent
+   * thread held at the fork (seen with gdb: __asan::Allocator::Allocate in the child's
+   * thread start; never without ASan). It runs in the valgrind pass instead. */
+  printf("skip test_child_copy_never_renews: AddressSanitizer's allocator is not fork-safe\n");
+  (void)test_child_copy_never_renews;
+#else
   RUN(test_child_copy_never_renews);
+#endif
   return TESTING_SUMMARY();
 }
