@@ -102,7 +102,7 @@ impl Mutex {
                     waited = true;
                 }
                 Attempt::Unreachable(err) => {
-                    if err.kind() == ErrorKind::Auth {
+                    if err.is_misconfiguration() {
                         return Err(err.into());
                     }
                     // Ride over a short outage (a restart, a failover) for up to the connect
@@ -130,6 +130,9 @@ impl Mutex {
     fn attempt(&self, plan: &Plan, waited: bool, will_wait: bool) -> Result<Attempt, Error> {
         let nodes = &self.client.inner.nodes;
         let round = self.round(plan, waited, will_wait)?;
+        // Before t0: opening a fresh client's first connections is not the lease's time.
+        let slot = key_slot(&plan.keys.lock);
+        quorum::warm_up(nodes, |_| Some(slot));
         let t0 = Instant::now();
         let answers = quorum::exchange(
             nodes,

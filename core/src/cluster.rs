@@ -199,6 +199,11 @@ impl Cluster {
         &self.display
     }
 
+    /// How long opening a connection to one of its nodes may take.
+    pub(crate) fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
     /// The master that serves `slot`, asking the cluster first when the map is missing or
     /// stale. A stale map that cannot be refreshed is still used: the master may answer.
     pub(crate) fn endpoint(

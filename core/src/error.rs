@@ -192,6 +192,23 @@ impl Error {
         Error::new(kind, what).with_nodes(nodes).with_source(source)
     }
 
+    /// Whether waiting cannot help: every node that failed refused our credentials, or
+    /// presented a certificate that does not verify. Such errors are reported at once instead
+    /// of being ridden over like an outage.
+    pub(crate) fn is_misconfiguration(&self) -> bool {
+        if self.kind == ErrorKind::Auth {
+            return true;
+        }
+        let mut failed = self.nodes.iter().filter_map(|n| match &n.outcome {
+            NodeOutcome::Auth(_) => Some(true),
+            NodeOutcome::Unreachable(e) => Some(e.contains(crate::node::TLS_UNVERIFIED)),
+            NodeOutcome::Error(_) => Some(false),
+            _ => None,
+        });
+        let first = failed.next();
+        first == Some(true) && failed.all(|misconfigured| misconfigured)
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {
         self.kind

@@ -138,7 +138,8 @@ impl Mutex {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`] for a bad name or option (nothing is sent);
-    /// [`ErrorKind::Auth`] at once; [`ErrorKind::Connection`] (one node) or
+    /// [`ErrorKind::Auth`] at once, and so is a [`ErrorKind::Connection`] error for a server
+    /// certificate that does not verify; [`ErrorKind::Connection`] (one node) or
     /// [`ErrorKind::NoQuorum`] (several) when no quorum of nodes could be reached for the
     /// client's connect timeout.
     pub fn lock(&self) -> Result<MutexGuard, Error> {

@@ -31,6 +31,9 @@ const MAX_IDLE: usize = 64;
 pub(crate) struct Node {
     kind: Kind,
     display: String,
+    connect_timeout: Duration,
+    /// No connection to this node was tried yet: see [`Node::warm_up`].
+    fresh: AtomicBool,
 }
 
 enum Kind {
@@ -117,15 +120,45 @@ impl Node {
     pub(crate) fn cluster(c: Cluster) -> Node {
         Node {
             display: c.display().to_owned(),
+            connect_timeout: c.connect_timeout(),
             kind: Kind::Cluster(Box::new(c)),
+            fresh: AtomicBool::new(true),
         }
     }
 
     fn single(endpoint: Endpoint) -> Node {
         Node {
             display: endpoint.display.clone(),
+            connect_timeout: endpoint.connect_timeout,
             kind: Kind::Single(Arc::new(endpoint)),
+            fresh: AtomicBool::new(true),
         }
+    }
+
+    /// Whether the client has not yet tried to connect to this node.
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.fresh.load(Ordering::Acquire)
+    }
+
+    /// Opens the client's first connection to this node (for a cluster: learns the slot map
+    /// and connects to the master of `slot`) and pools it, within the connect timeout. A
+    /// round's per-node timeout is far shorter than a handshake may take (TLS, a distant or
+    /// busy server), so rounds start only once this is done: a fresh client's first
+    /// `try_lock` neither fails on a slow connect nor spends its lease's validity on it.
+    /// Every later connection is opened within the round's deadline, and in the background
+    /// when that cuts it short (see [`Endpoint::connect`]).
+    pub(crate) fn warm_up(&self, slot: u16) {
+        if !self.is_fresh() {
+            return;
+        }
+        let deadline = Instant::now() + self.connect_timeout;
+        let opened = self
+            .endpoint(slot, deadline)
+            .and_then(|e| e.take_or_connect(deadline).map(|conn| e.put(conn)));
+        if let Err(e) = opened {
+            log::debug!("{}: first connection failed: {e}", self.display);
+        }
+        self.fresh.store(false, Ordering::Release);
     }
 
     /// The node's address without credentials, for reports and logs.
@@ -377,12 +410,15 @@ fn explain_tls(e: RedisError) -> RedisError {
     if e.is_io_error() && text.contains("certificate") {
         RedisError::from(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("TLS certificate verification failed: {text}"),
+            format!("{TLS_UNVERIFIED}: {text}"),
         ))
     } else {
         e
     }
 }
+
+/// How a connection whose server certificate did not verify is reported.
+pub(crate) const TLS_UNVERIFIED: &str = "TLS certificate verification failed";
 
 /// The time left until `deadline`, or a timeout error when there is none.
 pub(crate) fn remaining(deadline: Instant) -> Result<Duration, RedisError> {

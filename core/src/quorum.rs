@@ -47,6 +47,13 @@ pub(crate) fn exchange(
     on_timeout: Option<&Call>,
 ) -> Vec<NodeAnswer> {
     debug_assert_eq!(nodes.len(), calls.len());
+    let started = Instant::now();
+    let asked = |i: usize| calls[i].first().map(|c| c.slot().unwrap_or(0));
+    // A first connection's time is not the round's.
+    let deadline = match warm_up(nodes, asked) {
+        true => deadline + started.elapsed(),
+        false => deadline,
+    };
     let mut legs = Vec::with_capacity(nodes.len());
     for (i, node) in nodes.iter().enumerate() {
         if calls[i].is_empty() {
@@ -69,6 +76,26 @@ pub(crate) fn exchange(
         }
     }
     gather(nodes, calls, legs, answers)
+}
+
+/// Opens the first connection of each fresh node `i` for which `slot(i)` names the key slot
+/// its requests are about, in parallel, within the connect timeout (see [`Node::warm_up`]).
+/// Whether there was any to open.
+pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) -> bool {
+    let fresh: Vec<(&Node, u16)> = (0..nodes.len())
+        .filter(|&i| nodes[i].is_fresh())
+        .filter_map(|i| Some((&*nodes[i], slot(i)?)))
+        .collect();
+    match fresh.as_slice() {
+        [] => return false,
+        [(node, slot)] => node.warm_up(*slot),
+        _ => std::thread::scope(|scope| {
+            for (node, slot) in &fresh {
+                scope.spawn(move || node.warm_up(*slot));
+            }
+        }),
+    }
+    true
 }
 
 /// Splits a cluster node's calls by the master that serves each call's slot. A command
