@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redis::{
-    ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisError, Value,
-};
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisError};
 
 use crate::cluster::{self, Cluster};
 use crate::error::Error;
@@ -208,6 +206,7 @@ fn no_tls_ca(tls_ca_cert: Option<&[u8]>, display: &str) -> Result<(), Error> {
 fn direct(url: &str, tls_ca_cert: Option<&[u8]>) -> Result<(Target, String), Error> {
     let info: ConnectionInfo = url
         .into_connection_info()
+        .map(quiet_client)
         .map_err(|e| Error::invalid(format!("malformed Redis URL {}: {e}", redact(url))))?;
     let display = describe(&info);
     let client = match tls_ca_cert {
@@ -254,9 +253,11 @@ impl Endpoint {
         client_name: Arc<str>,
         connect_timeout: Duration,
     ) -> Result<Endpoint, RedisError> {
-        let info = ConnectionAddr::Tcp(host.to_owned(), port)
-            .into_connection_info()?
-            .set_redis_settings(settings.clone());
+        let info = quiet_client(
+            ConnectionAddr::Tcp(host.to_owned(), port)
+                .into_connection_info()?
+                .set_redis_settings(settings.clone()),
+        );
         Ok(Endpoint::new(
             Target::Direct(redis::Client::open(info)?),
             url::host_port(host, port),
@@ -360,46 +361,54 @@ impl Endpoint {
     fn try_connect(&self, deadline: Instant) -> Result<redis::Connection, RedisError> {
         let mut conn = match &self.target {
             Target::Direct(client) => {
-                let budget = remaining(deadline)?.min(self.connect_timeout);
-                client.get_connection_with_timeout(budget)?
+                open_connection(client, remaining(deadline)?.min(self.connect_timeout))?
             }
             Target::Sentinel(s) => s.connect_master(deadline, self.connect_timeout)?,
         };
-        // redis-rs clears its timeouts after connecting; a blocking client must never wait
-        // without a bound.
-        set_timeouts(&conn, deadline)?;
         let mut setup = redis::pipe();
         if let Target::Sentinel(_) = self.target {
-            // The one reply the setup returns.
             setup.cmd("ROLE");
         }
-        setup
-            .cmd("CLIENT")
-            .arg("SETNAME")
-            .arg(&*self.client_name)
-            .ignore();
+        setup.cmd("CLIENT").arg("SETNAME").arg(&*self.client_name);
         for s in scripts::all() {
-            setup.cmd("SCRIPT").arg("LOAD").arg(s.source()).ignore();
+            setup.cmd("SCRIPT").arg("LOAD").arg(s.source());
         }
-        let replies: Vec<Value> = setup.query(&mut conn).map_err(first_error)?;
+        // Sent at once; each reply is read with the time that is left (redis-rs's pipeline
+        // would wait the whole timeout again for every reply a frozen server never sends).
+        // The first error stands: a server that wants a password that was not given answers
+        // every command `NOAUTH`, an authentication error.
+        conn.set_write_timeout(Some(remaining(deadline)?))?;
+        conn.send_packed_command(&setup.get_packed_pipeline())?;
+        let mut replies = Vec::with_capacity(setup.len());
+        for _ in 0..setup.len() {
+            conn.set_read_timeout(Some(remaining(deadline)?))?;
+            replies.push(conn.recv_response()?.extract_error()?);
+        }
         if let Target::Sentinel(_) = self.target {
-            let role = replies.first().unwrap_or(&Value::Nil);
-            sentinel::check_master(role, &self.display)?;
+            sentinel::check_master(&replies[0], &self.display)?;
         }
         Ok(conn)
     }
 }
 
-/// The first error of a failed setup pipeline, so that its code is seen: a server that wants
-/// a password that was not given answers every command `NOAUTH`, an authentication error.
-fn first_error(e: RedisError) -> RedisError {
-    match e.clone().into_server_errors() {
-        Some(errors) => errors
-            .first()
-            .map(|(_, first)| RedisError::from(first.clone()))
-            .unwrap_or(e),
-        None => e,
-    }
+/// `info` without redis-rs's `CLIENT SETINFO` handshake: the connection is named by our own
+/// setup (`CLIENT SETNAME`), and each handshake reply would cost a frozen server the whole
+/// connect budget again (see [`open_connection`]).
+pub(crate) fn quiet_client(info: ConnectionInfo) -> ConnectionInfo {
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    info.set_redis_settings(settings)
+}
+
+/// Opens a connection of `client` within `budget`. redis-rs bounds the TCP connect and then
+/// each handshake reply (`AUTH`, `SELECT`) by the timeout it is given, one after another, so
+/// the budget is shared among them. It clears its timeouts afterwards; the caller sets its own.
+pub(crate) fn open_connection(
+    client: &redis::Client,
+    budget: Duration,
+) -> Result<redis::Connection, RedisError> {
+    let settings = client.get_connection_info().redis_settings();
+    let replies = u32::from(settings.password().is_some()) + u32::from(settings.db() != 0);
+    client.get_connection_with_timeout(budget / replies.max(1))
 }
 
 /// Says that a rustls verification failure (`invalid peer certificate: UnknownIssuer`) is about

@@ -225,7 +225,7 @@ impl Sentinel {
             .into_connection_info()?
             .set_redis_settings(self.master.clone());
         let budget = node::remaining(deadline)?.min(connect_timeout);
-        redis::Client::open(info)?.get_connection_with_timeout(budget)
+        node::open_connection(&redis::Client::open(node::quiet_client(info))?, budget)
     }
 
     /// The master's address according to the first sentinel that answers.
@@ -268,7 +268,8 @@ impl Sentinel {
             .into_connection_info()?
             .set_redis_settings(self.auth.clone());
         let budget = node::remaining(deadline)?.min(connect_timeout);
-        let mut conn = redis::Client::open(info)?.get_connection_with_timeout(budget)?;
+        let client = redis::Client::open(node::quiet_client(info))?;
+        let mut conn = node::open_connection(&client, budget)?;
         node::set_timeouts(&conn, deadline)?;
         let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
             .arg("get-master-addr-by-name")
