@@ -226,7 +226,16 @@ fn connect_and_run(
             }
         }
     }
+    let opening = Instant::now();
     let mut conn = endpoint.connect(deadline)?;
+    // Opening took at least one round trip (the setup's), which predicts the request's. With
+    // less time left than that, the request would most likely time out and take the new
+    // connection with it (a connection cut short must be dropped), and so on at every
+    // attempt: pool it for the next attempt instead.
+    if deadline.saturating_duration_since(Instant::now()) < opening.elapsed() {
+        endpoint.put(conn);
+        return Err(node::timed_out());
+    }
     send(&mut conn, calls, asking, deadline)?;
     let answer = receive(&mut conn, calls, asking, deadline);
     finish(endpoint, conn, &answer, on_timeout);
