@@ -320,7 +320,9 @@ void redmutex_client_options_free(struct redmutex_client_options *options);
  * Sets the bound on opening one connection (TCP connect, AUTH, script loading), in
  * milliseconds; default 1000. It also bounds how long a lock call keeps retrying while no
  * majority of nodes is reachable before it reports `REDMUTEX_RESULT_CONNECTION` or
- * `REDMUTEX_RESULT_NO_QUORUM`. Checked (1 ms to 1 h) when the client is made.
+ * `REDMUTEX_RESULT_NO_QUORUM`, and the client's first request to each node (which opens
+ * its first connection) may take this long instead of the per-node timeout. Checked (1 ms
+ * to 1 h) when the client is made.
  *
  * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
  */

@@ -70,7 +70,8 @@ struct Cli {
     #[arg(long = "url", value_name = "URL", global = true)]
     urls: Vec<String>,
 
-    /// How long to keep trying while Redis cannot be reached before giving up.
+    /// How long to keep trying while Redis cannot be reached before giving up; also how long
+    /// opening the first connection to each node may take.
     #[arg(long, value_name = "DUR", global = true, default_value = "1s", value_parser = duration::parse)]
     connect_timeout: Duration,
 

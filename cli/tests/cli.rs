@@ -834,6 +834,21 @@ fn runs_over_tls_with_the_right_ca_and_refuses_another() {
         .run();
     assert_eq!(r.code, 69, "{r:?}");
     assert!(r.error_line().contains("certificate"), "{r:?}");
+    // `run` waits for the lock, but not for a certificate to change: it fails at once, not
+    // after retrying for the 10 s connect timeout like an outage.
+    let started = Instant::now();
+    let r = Redmutex::new(dir.path(), &urls)
+        .args([
+            "--tls-ca-cert",
+            &ca("other-ca.crt"),
+            "--connect-timeout",
+            "10s",
+        ])
+        .args(["run", "--key", "tls", "--", "true"])
+        .run();
+    assert_eq!(r.code, 69, "{r:?}");
+    assert!(r.error_line().contains("certificate"), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{r:?}");
 }
 
 /// A Redis Cluster given as one `redis+cluster://` URL, on the command line or in the

@@ -92,9 +92,15 @@ def test_a_wrong_ca_raises_a_connection_error_about_the_certificate(
 ) -> None:
     url, d = tls
     lock = redmutex.Client(url, tls_ca_cert=d / "other-ca.crt",
-                           connect_timeout=0.3).lock("py:tls")
+                           connect_timeout=10.0).lock("py:tls")
     with pytest.raises(redmutex.LockConnectionError, match="certificate verification failed"):
         lock.acquire(blocking=False)
+    # Waiting cannot fix a certificate: a blocking acquire raises at once too, without
+    # retrying it for the 10 s connect timeout like an outage.
+    started = time.monotonic()
+    with pytest.raises(redmutex.LockConnectionError, match="certificate verification failed"):
+        lock.acquire(timeout=30)
+    assert time.monotonic() - started < 5
 
 
 def test_insecure_must_be_asked_for_in_the_url(tls: tuple[str, pathlib.Path]) -> None:

@@ -69,7 +69,9 @@ class Client:
                 "redis+cluster://h1:7000,h2:7000"), or a list of URLs of independent masters
                 for Redlock (use 3, 5 or 7); a lock is then held only while a majority agrees.
             connect_timeout: seconds to open one connection (default 1.0); also how long a
-                lock call rides over unreachable nodes before it raises.
+                lock call rides over unreachable nodes before it raises, and how long the
+                client's first request to each node (which opens its first connection) may
+                take.
             node_timeout: seconds each node has to answer one request (default: 2 % of each
                 lock's ttl, between 0.05 and 0.25).
             owner: the label at the start of every lock value, so that GET on a lock tells
