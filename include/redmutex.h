@@ -443,6 +443,46 @@ redmutex_result redmutex_is_locked_bytes(const struct redmutex_client *client,
                                          bool *out_locked);
 
 /**
+ * Asks Redis who holds the lock named by the NUL-terminated UTF-8 string `name`, for how
+ * long, and which fence number it last granted: what `redmutex status` shows. Like
+ * `redmutex_is_locked`, the answer may be stale by the time the caller reads it.
+ *
+ * On success: the holder's value (for redmutex holders `owner-label:random-hex`, so it
+ * tells who holds it; empty when the lock is free) is copied into `holder_buf` as a
+ * NUL-terminated string of at most `holder_len - 1` bytes, and `*out_holder_n` is set to
+ * its full length (cut short when `*out_holder_n >= holder_len`; 0 when free);
+ * `*out_ttl_ms` to the holder's remaining lease in milliseconds (-1 when the lock is free
+ * or never expires); `*out_fence` to the last fence number granted for the name (0 when
+ * none was). `holder_buf` may be NULL only when `holder_len` is 0. Nothing is written on
+ * failure.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
+ * when too few nodes answered, `REDMUTEX_RESULT_NULL_PARAMETER`,
+ * `REDMUTEX_RESULT_INVALID_UTF8` or `REDMUTEX_RESULT_INVALID_ARGUMENT`.
+ *
+ * Thread-safety: any number of threads may ask through one client at once.
+ */
+redmutex_result redmutex_status(const struct redmutex_client *client,
+                                const char *name,
+                                char *holder_buf,
+                                size_t holder_len,
+                                size_t *out_holder_n,
+                                int64_t *out_ttl_ms,
+                                uint64_t *out_fence);
+
+/**
+ * Like `redmutex_status`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_status_bytes(const struct redmutex_client *client,
+                                      const uint8_t *name,
+                                      size_t name_len,
+                                      char *holder_buf,
+                                      size_t holder_len,
+                                      size_t *out_holder_n,
+                                      int64_t *out_ttl_ms,
+                                      uint64_t *out_fence);
+
+/**
  * Makes lock options with the defaults: TTL 30 s, auto-renew on, no max hold, fencing on,
  * per-node timeout from the client or derived from the TTL, no interrupt check.
  *

@@ -220,6 +220,16 @@ class Guard {
   std::vector<std::unique_ptr<std::function<void()>>> callbacks_;
 };
 
+/** What `redmutex status` shows about a lock, from Client::status (for monitoring only). */
+struct Status {
+  /** The holder's value (`owner-label:random-hex` for redmutex holders); empty when free. */
+  std::string holder;
+  /** The holder's remaining lease; nullopt when the lock is free or never expires. */
+  std::optional<std::chrono::milliseconds> ttl;
+  /** The last fence number granted for the name (0 when none was). */
+  std::uint64_t fence = 0;
+};
+
 /**
  * A connection to one Redis server or to several independent masters (Redlock).
  * Move-only; shared by many threads (all member functions are const and thread-safe).
@@ -309,6 +319,25 @@ class Client {
     bool locked = false;
     detail::check(redmutex_is_locked_bytes(client_, bytes(name), name.size(), &locked));
     return locked;
+  }
+
+  /** Who holds the lock, for how long, and its last fence (may be stale at once). */
+  Status status(std::string_view name) const {
+    Status status;
+    std::string holder(64, '\0');
+    for (;;) {
+      std::size_t n = 0;
+      std::int64_t ttl = -1;
+      detail::check(redmutex_status_bytes(client_, bytes(name), name.size(), holder.data(),
+                                          holder.size(), &n, &ttl, &status.fence));
+      if (n < holder.size()) {
+        holder.resize(n);
+        status.holder = std::move(holder);
+        if (ttl >= 0) status.ttl = std::chrono::milliseconds(ttl);
+        return status;
+      }
+      holder.assign(n + 1, '\0');  // a longer holder than the buffer: ask again with room
+    }
   }
 
   /** The C handle, still owned by this Client. */

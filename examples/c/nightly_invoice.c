@@ -88,7 +88,17 @@ static int worker(const char *url, const char *who, int start) {
       outcome = FAILED;
     }
   } else if (r == REDMUTEX_RESULT_WOULD_BLOCK) {
-    printf("%s: another server is sending tonight's invoices; skipped\n", who);
+    /* Who has it, for the log: the holder's value starts with its host:pid. */
+    char holder[128] = "";
+    size_t n = 0;
+    int64_t ttl_ms = 0;
+    uint64_t last_fence = 0;
+    if (redmutex_status(client, LOCK_NAME, holder, sizeof holder, &n, &ttl_ms, &last_fence) !=
+            REDMUTEX_RESULT_OK ||
+        n == 0) {
+      snprintf(holder, sizeof holder, "another server");
+    }
+    printf("%s: %s is sending tonight's invoices; skipped\n", who, holder);
     outcome = SKIPPED;
   } else {
     print_error(who, "cannot take the lock", r);

@@ -40,7 +40,9 @@ def nightly_job(index: int, url: str, start: multiprocessing.synchronize.Barrier
     lock = client.lock(LOCK_NAME, ttl=30.0)
     start.wait(timeout=30)  # the three cron jobs fire at the same moment
     if not lock.acquire(blocking=False):
-        print(f"worker {index}: another worker sends tonight's invoices; skipping", flush=True)
+        holder = lock.status().holder  # who sends them, for the log (None if done already)
+        who = holder.decode(errors="replace") if holder else "a worker that is done"
+        print(f"worker {index}: {who} sends tonight's invoices; skipping", flush=True)
         return False
     try:
         # A real job would also record under the lock that tonight's run is done, so that a

@@ -1,14 +1,15 @@
-//! Taking a lock: `redmutex_lock*`, `redmutex_is_locked*` and `redmutex_lock_options`.
+//! Taking a lock: `redmutex_lock*`, `redmutex_is_locked*`, `redmutex_status*` and
+//! `redmutex_lock_options`.
 
 use std::ffi::{c_char, c_void};
 use std::time::{Duration, Instant};
 
-use redmutex::{MAX_NAME_LEN, MutexOptions};
+use redmutex::{LockStatus, MAX_NAME_LEN, MutexOptions};
 
 use crate::client::redmutex_client;
 use crate::guard::redmutex_guard;
 use crate::ptr::{Out, arg, bytes, c_str, free_box};
-use crate::result::{Failure, boundary, redmutex_result};
+use crate::result::{Failure, boundary, copy_bytes, redmutex_result};
 
 /// Called by a blocking `redmutex_lock_with_options` on the calling thread after every
 /// wake-up, so at least once per wait cap (250 ms unless set with
@@ -191,6 +192,103 @@ pub extern "C" fn redmutex_is_locked_bytes(
         out.write(client.client.mutex(name).is_locked()?);
         Ok(())
     })
+}
+
+/// Asks Redis who holds the lock named by the NUL-terminated UTF-8 string `name`, for how
+/// long, and which fence number it last granted: what `redmutex status` shows. Like
+/// `redmutex_is_locked`, the answer may be stale by the time the caller reads it.
+///
+/// On success: the holder's value (for redmutex holders `owner-label:random-hex`, so it
+/// tells who holds it; empty when the lock is free) is copied into `holder_buf` as a
+/// NUL-terminated string of at most `holder_len - 1` bytes, and `*out_holder_n` is set to
+/// its full length (cut short when `*out_holder_n >= holder_len`; 0 when free);
+/// `*out_ttl_ms` to the holder's remaining lease in milliseconds (-1 when the lock is free
+/// or never expires); `*out_fence` to the last fence number granted for the name (0 when
+/// none was). `holder_buf` may be NULL only when `holder_len` is 0. Nothing is written on
+/// failure.
+///
+/// Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
+/// when too few nodes answered, `REDMUTEX_RESULT_NULL_PARAMETER`,
+/// `REDMUTEX_RESULT_INVALID_UTF8` or `REDMUTEX_RESULT_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any number of threads may ask through one client at once.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_status(
+    client: *const redmutex_client,
+    name: *const c_char,
+    holder_buf: *mut c_char,
+    holder_len: usize,
+    out_holder_n: *mut usize,
+    out_ttl_ms: *mut i64,
+    out_fence: *mut u64,
+) -> redmutex_result {
+    boundary(|| {
+        let name = c_str(name, "name")?;
+        let out = StatusOut::new(holder_buf, holder_len, out_holder_n, out_ttl_ms, out_fence)?;
+        out.write(arg(client, "client")?.client.mutex(name).status()?);
+        Ok(())
+    })
+}
+
+/// Like `redmutex_status`, for a name of `name_len` arbitrary bytes.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_status_bytes(
+    client: *const redmutex_client,
+    name: *const u8,
+    name_len: usize,
+    holder_buf: *mut c_char,
+    holder_len: usize,
+    out_holder_n: *mut usize,
+    out_ttl_ms: *mut i64,
+    out_fence: *mut u64,
+) -> redmutex_result {
+    boundary(|| {
+        let name = bytes(name, name_len, MAX_NAME_LEN, "name")?;
+        let out = StatusOut::new(holder_buf, holder_len, out_holder_n, out_ttl_ms, out_fence)?;
+        out.write(arg(client, "client")?.client.mutex(name).status()?);
+        Ok(())
+    })
+}
+
+/// The checked outputs of `redmutex_status*`.
+struct StatusOut {
+    holder_buf: *mut c_char,
+    holder_len: usize,
+    holder_n: Out<usize>,
+    ttl_ms: Out<i64>,
+    fence: Out<u64>,
+}
+
+impl StatusOut {
+    fn new(
+        holder_buf: *mut c_char,
+        holder_len: usize,
+        holder_n: *mut usize,
+        ttl_ms: *mut i64,
+        fence: *mut u64,
+    ) -> Result<StatusOut, Failure> {
+        if holder_buf.is_null() && holder_len != 0 {
+            return Err(Failure::null("holder_buf"));
+        }
+        Ok(StatusOut {
+            holder_buf,
+            holder_len,
+            holder_n: Out::new(holder_n, "out_holder_n")?,
+            ttl_ms: Out::new(ttl_ms, "out_ttl_ms")?,
+            fence: Out::new(fence, "out_fence")?,
+        })
+    }
+
+    fn write(self, status: LockStatus) {
+        let holder = status.holder.as_deref().unwrap_or_default();
+        self.holder_n
+            .write(copy_bytes(holder, self.holder_buf, self.holder_len));
+        let ttl = status
+            .ttl
+            .map_or(-1, |t| t.as_millis().min(i64::MAX as u128) as i64);
+        self.ttl_ms.write(ttl);
+        self.fence.write(status.fence);
+    }
 }
 
 /// Makes lock options with the defaults: TTL 30 s, auto-renew on, no max hold, fencing on,

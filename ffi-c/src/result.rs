@@ -137,18 +137,30 @@ fn set_last_error(message: String) {
 /// Copies `s` into `buf` (`len` bytes) as a NUL-terminated string, cut at a character
 /// boundary, and returns the length of all of `s`. `buf` may be NULL only when `len` is 0.
 pub(crate) fn copy_str(s: &str, buf: *mut c_char, len: usize) -> usize {
+    let mut n = s.len().min(len.saturating_sub(1));
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    copy_prefix(&s.as_bytes()[..n], buf, len);
+    s.len()
+}
+
+/// Copies `b` into `buf` (`len` bytes) as a NUL-terminated string, cut to `len - 1` bytes,
+/// and returns the length of all of `b`. `buf` may be NULL only when `len` is 0.
+pub(crate) fn copy_bytes(b: &[u8], buf: *mut c_char, len: usize) -> usize {
+    copy_prefix(&b[..b.len().min(len.saturating_sub(1))], buf, len);
+    b.len()
+}
+
+/// Writes `prefix` (shorter than `len`) and a NUL to `buf`, unless `len` is 0.
+fn copy_prefix(prefix: &[u8], buf: *mut c_char, len: usize) {
     if len > 0 {
-        let mut n = s.len().min(len - 1);
-        while !s.is_char_boundary(n) {
-            n -= 1;
-        }
-        // SAFETY: the caller guarantees `buf` has room for `len` bytes, and n < len.
+        // SAFETY: the caller guarantees `buf` has room for `len` bytes, and prefix.len() < len.
         unsafe {
-            std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, n);
-            buf.add(n).write(0);
+            std::ptr::copy_nonoverlapping(prefix.as_ptr().cast::<c_char>(), buf, prefix.len());
+            buf.add(prefix.len()).write(0);
         }
     }
-    s.len()
 }
 
 /// A failed call: the code to return and the message `redmutex_last_error_message` shows.
@@ -280,5 +292,8 @@ mod tests {
         assert_eq!(copy_str("aéz", buf.as_mut_ptr(), 3), 4);
         assert_eq!(buf[..2], [b'a' as c_char, 0]);
         assert_eq!(copy_str("xyz", buf.as_mut_ptr(), 0), 3);
+        // Bytes are cut anywhere, and a NUL inside them is copied as it is.
+        assert_eq!(copy_bytes(b"a\0\xffz", buf.as_mut_ptr(), 4), 4);
+        assert_eq!(buf, [b'a' as c_char, 0, 0xff_u8 as c_char, 0]);
     }
 }

@@ -10,6 +10,7 @@ mod callbacks;
 mod client;
 mod errors;
 mod lock;
+mod status;
 
 use pyo3::prelude::*;
 
@@ -19,6 +20,7 @@ fn _redmutex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<client::Client>()?;
     m.add_class::<lock::Lock>()?;
+    m.add_class::<status::LockStatus>()?;
     errors::register(m)?;
     Ok(())
 }

@@ -18,6 +18,7 @@ use redmutex::{ErrorKind, MutexGuard, TryLockError};
 use crate::args::{self, Wait};
 use crate::callbacks;
 use crate::errors::{self, not_held};
+use crate::status::LockStatus;
 
 /// The longest a blocking call waits without running Python's signal handlers, so that
 /// Ctrl-C interrupts it well within 100 ms. It is also the lock's `wait_cap`: a waiter blocks
@@ -209,6 +210,18 @@ impl Lock {
         let mutex = &self.mutex;
         py.detach(|| mutex.is_locked())
             .map_err(|e| errors::to_py(py, e))
+    }
+
+    /// Who holds the lock (this process or another), for how long, and its last fence number:
+    /// asks Redis. For monitoring; the answer may be stale at once.
+    ///
+    /// Raises NoQuorumError or LockConnectionError when too few nodes answered.
+    fn status(&self, py: Python<'_>) -> PyResult<LockStatus> {
+        let mutex = &self.mutex;
+        let status = py
+            .detach(|| mutex.status())
+            .map_err(|e| errors::to_py(py, e))?;
+        Ok(LockStatus::new(py, status))
     }
 
     /// Whether this Lock holds the lock now, answered locally (no network): acquired, not

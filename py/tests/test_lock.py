@@ -36,6 +36,28 @@ def test_locked_sees_other_holders_and_owned_does_not(client, name, r):
     r("DEL", name)
 
 
+def test_status_names_the_holder_its_lease_and_the_fence(client, name, r):
+    lock = client.lock(name, ttl=30.0)
+    free = lock.status()
+    assert isinstance(free, redmutex.LockStatus)
+    assert (free.holder, free.ttl, free.fence) == (None, None, 0)
+    with lock:
+        held = lock.status()
+        assert held.holder == r("GET", name)
+        assert held.holder.startswith(b"")
+        assert 25.0 < held.ttl <= 30.0
+        assert held.fence == lock.fence
+        assert repr(held).startswith("LockStatus(holder=b'")
+    after = lock.status()
+    assert (after.holder, after.ttl, after.fence) == (None, None, held.fence)
+    # Any client's SET NX value is shown as it is; one without expiry has no ttl.
+    r("SET", name, b"cron\xff")
+    assert (lock.status().holder, lock.status().ttl) == (b"cron\xff", None)
+    r("DEL", name)
+    with pytest.raises(AttributeError):
+        held.fence = 1  # type: ignore[misc]
+
+
 def test_try_and_timeout(client, name):
     holder = client.lock(name)
     assert holder.acquire()

@@ -153,6 +153,32 @@ static void test_null_arguments_of_lock_functions(void) {
   CHECK_RESULT(redmutex_is_locked_bytes(client, bytes, 1, NULL), REDMUTEX_RESULT_NULL_PARAMETER);
   CHECK(locked);
 
+  {
+    char holder[8] = "x";
+    size_t n = 7;
+    int64_t ttl = 7;
+    uint64_t fence = 7;
+    CHECK_RESULT(redmutex_status(NULL, "n", holder, sizeof holder, &n, &ttl, &fence),
+                 REDMUTEX_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(redmutex_status(client, NULL, holder, sizeof holder, &n, &ttl, &fence),
+                 REDMUTEX_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(redmutex_status(client, "n", NULL, sizeof holder, &n, &ttl, &fence),
+                 REDMUTEX_RESULT_NULL_PARAMETER);
+    CHECK(last_error_contains("holder_buf"));
+    CHECK_RESULT(redmutex_status(client, "n", holder, sizeof holder, NULL, &ttl, &fence),
+                 REDMUTEX_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(redmutex_status(client, "n", holder, sizeof holder, &n, NULL, &fence),
+                 REDMUTEX_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(redmutex_status(client, "n", holder, sizeof holder, &n, &ttl, NULL),
+                 REDMUTEX_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(redmutex_status_bytes(client, NULL, 1, holder, sizeof holder, &n, &ttl, &fence),
+                 REDMUTEX_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(redmutex_status_bytes(NULL, bytes, 1, holder, sizeof holder, &n, &ttl, &fence),
+                 REDMUTEX_RESULT_NULL_PARAMETER);
+    /* Nothing was written by the failed calls. */
+    CHECK(holder[0] == 'x' && n == 7 && ttl == 7 && fence == 7);
+  }
+
   redmutex_lock_options_free(options);
   redmutex_client_free(client);
 }
@@ -227,6 +253,14 @@ static void test_invalid_utf8_names(void) {
   CHECK_RESULT(redmutex_lock(client, TRUNCATED_UTF8, 1000, -1, &guard),
                REDMUTEX_RESULT_INVALID_UTF8);
   CHECK_RESULT(redmutex_is_locked(client, NOT_UTF8, &locked), REDMUTEX_RESULT_INVALID_UTF8);
+  {
+    size_t n = 7;
+    int64_t ttl = 7;
+    uint64_t fence = 7;
+    CHECK_RESULT(redmutex_status(client, NOT_UTF8, NULL, 0, &n, &ttl, &fence),
+                 REDMUTEX_RESULT_INVALID_UTF8);
+    CHECK(n == 7 && ttl == 7 && fence == 7);
+  }
   CHECK(guard == GUARD_SENTINEL);
   CHECK(locked);
   redmutex_client_free(client);
@@ -306,6 +340,15 @@ static void test_out_of_range_values(void) {
                REDMUTEX_RESULT_INVALID_ARGUMENT);
   CHECK_RESULT(redmutex_is_locked_bytes(client, long_name, SIZE_MAX, &locked),
                REDMUTEX_RESULT_INVALID_ARGUMENT);
+  {
+    size_t n = 0;
+    int64_t ttl = 0;
+    uint64_t fence = 0;
+    CHECK_RESULT(redmutex_status_bytes(client, long_name, 513, NULL, 0, &n, &ttl, &fence),
+                 REDMUTEX_RESULT_INVALID_ARGUMENT);
+    CHECK_RESULT(redmutex_status_bytes(client, long_name, 0, NULL, 0, &n, &ttl, &fence),
+                 REDMUTEX_RESULT_INVALID_ARGUMENT);
+  }
 
   /* Lock options are checked by the lock call. */
   CHECK_OK(redmutex_lock_options_new(&options));

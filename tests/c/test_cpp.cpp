@@ -162,6 +162,21 @@ static void test_token_and_owner_label() {
   CHECK(guard.valid_for() > 50s);
 }
 
+static void test_status_names_the_holder() {
+  redmutex::Client client(url());
+  std::string name = unique_name("status");
+  redmutex::Status free_lock = client.status(name);
+  CHECK(free_lock.holder.empty() && !free_lock.ttl && free_lock.fence == 0);
+  {
+    redmutex::Guard guard = client.lock(name);
+    redmutex::Status held = client.status(name);
+    CHECK(held.holder == guard.token());
+    CHECK(held.ttl && *held.ttl > 25s && *held.ttl <= 30s);
+    CHECK(held.fence == guard.fence());
+  }
+  CHECK(client.status(name).holder.empty());
+}
+
 int main() {
   RUN(test_version_matches_c_api);
   RUN(test_guard_releases_at_the_end_of_its_scope);
@@ -170,5 +185,6 @@ int main() {
   RUN(test_errors_carry_the_result_code_and_message);
   RUN(test_unlock_reports_a_lost_lock_and_on_lost_runs);
   RUN(test_token_and_owner_label);
+  RUN(test_status_names_the_holder);
   return TESTING_SUMMARY();
 }

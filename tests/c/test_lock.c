@@ -35,6 +35,51 @@ static void test_lock_and_unlock(void) {
   redmutex_client_free(client);
 }
 
+/* What `redmutex status` shows: the holder's value (the guard's token), its lease and the
+ * last fence; a free lock has no holder and no lease, and keeps its last fence. */
+static void test_status_names_the_holder_its_lease_and_the_fence(void) {
+  char name[128];
+  char holder[256];
+  char token[256];
+  char small[8];
+  size_t n = 0;
+  size_t token_n = 0;
+  int64_t ttl = 0;
+  uint64_t fence = 0;
+  uint64_t granted = 0;
+  redmutex_client *client = test_client();
+  redmutex_guard *guard = NULL;
+  CHECK(client != NULL);
+  unique_name(name, sizeof name, "status");
+
+  CHECK_OK(redmutex_status(client, name, holder, sizeof holder, &n, &ttl, &fence));
+  CHECK(n == 0 && holder[0] == '\0');
+  CHECK(ttl == -1);
+  CHECK(fence == 0);
+
+  CHECK_OK(redmutex_lock(client, name, 30000, 0, &guard));
+  CHECK_OK(redmutex_guard_token(guard, token, sizeof token, &token_n));
+  CHECK_OK(redmutex_status(client, name, holder, sizeof holder, &n, &ttl, &fence));
+  CHECK(n == token_n);
+  CHECK(strcmp(holder, token) == 0);
+  CHECK(ttl > 25000 && ttl <= 30000);
+  granted = redmutex_guard_fence(guard);
+  CHECK(granted >= 1 && fence == granted);
+  /* A short buffer gets a prefix; the full length still says how much room it needs. */
+  CHECK_OK(redmutex_status(client, name, small, sizeof small, &n, &ttl, &fence));
+  CHECK(n == token_n && strlen(small) == sizeof small - 1);
+  CHECK(strncmp(small, token, sizeof small - 1) == 0);
+  CHECK_OK(redmutex_status_bytes(client, (const uint8_t *)name, strlen(name), NULL, 0, &n, &ttl,
+                                 &fence));
+  CHECK(n == token_n);
+  CHECK_OK(redmutex_unlock(guard));
+
+  CHECK_OK(redmutex_status(client, name, holder, sizeof holder, &n, &ttl, &fence));
+  CHECK(n == 0 && ttl == -1);
+  CHECK(fence == granted);
+  redmutex_client_free(client);
+}
+
 static void test_second_owner_would_block(void) {
   char name[128];
   redmutex_client *a = test_client();
@@ -398,6 +443,7 @@ static void test_unreachable_server_is_a_connection_error(void) {
 
 int main(void) {
   RUN(test_lock_and_unlock);
+  RUN(test_status_names_the_holder_its_lease_and_the_fence);
   RUN(test_second_owner_would_block);
   RUN(test_waiter_gets_the_lock_when_it_is_released);
   RUN(test_fence_grows_with_every_grant);

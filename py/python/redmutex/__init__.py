@@ -9,7 +9,7 @@
 
 A Lock mirrors threading.Lock and redis-py's Lock: acquire(blocking=True, timeout=None),
 release(), locked() (anyone holds it: asks Redis), owned() (we hold it: local), extend(ttl),
-and `with lock:`. While held, the lease (ttl) is renewed on a background thread; if it is lost
+and `with lock:`; status() tells who holds it, for how long, and its last fence. While held, the lease (ttl) is renewed on a background thread; if it is lost
 anyway, check(), release() and the fence property raise LockLostError and the on_lost callable
 is called. Every network wait releases the GIL and honours Ctrl-C.
 
@@ -24,6 +24,7 @@ from redmutex._redmutex import (
     LockConnectionError,
     LockError,
     LockLostError,
+    LockStatus,
     NoQuorumError,
     NotHeldError,
     ServerError,
@@ -37,6 +38,7 @@ __all__ = [
     "LockConnectionError",
     "LockError",
     "LockLostError",
+    "LockStatus",
     "NoQuorumError",
     "NotHeldError",
     "ServerError",

@@ -12,6 +12,7 @@ __all__ = [
     "LockConnectionError",
     "LockError",
     "LockLostError",
+    "LockStatus",
     "NoQuorumError",
     "NotHeldError",
     "ServerError",
@@ -177,6 +178,14 @@ class Lock:
     def locked(self) -> bool:
         """Whether anyone holds the lock, this process or another: asks Redis."""
 
+    def status(self) -> LockStatus:
+        """Who holds the lock (this process or another), for how long, and its last fence
+        number: asks Redis. For monitoring; the answer may be stale at once.
+
+        Raises:
+            NoQuorumError, LockConnectionError: too few nodes answered.
+        """
+
     def owned(self) -> bool:
         """Whether this Lock holds the lock now, answered locally (no network): acquired,
         not released, not lost, within its validity. False in a forked child."""
@@ -247,3 +256,22 @@ class Lock:
     ) -> bool:
         """release(); never suppresses the exception of the with-block. If the release
         fails (say LockLostError), that error is raised, chained to the block's exception."""
+
+@final
+class LockStatus:
+    """Who holds a lock, for how long, and the last fence number granted for its name, as
+    Redis had it when Lock.status() asked: what `redmutex status` shows."""
+
+    @property
+    def holder(self) -> bytes | None:
+        """The holder's value (b"owner-label:random-hex" for redmutex holders), or None when
+        the lock is free."""
+
+    @property
+    def ttl(self) -> float | None:
+        """Seconds left of the holder's lease, or None when the lock is free or never
+        expires."""
+
+    @property
+    def fence(self) -> int:
+        """The last fence number granted for the name (0 when none was)."""
