@@ -310,7 +310,8 @@ impl ClientBuilder {
     /// The bound on opening one connection (TCP connect, AUTH, script loading); default 1 s.
     /// It also bounds how long a lock call keeps retrying while no quorum of nodes is
     /// reachable before it reports the failure, and the client's first request to each node
-    /// (which opens its first connection) may take this long instead of the per-node timeout.
+    /// (which opens its first connection) may take this long instead of the per-node timeout;
+    /// with several nodes, only until a quorum of them has connected.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = Some(timeout);
         self

@@ -7,7 +7,7 @@
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -18,6 +18,11 @@ use crate::error::Error;
 use crate::scripts;
 use crate::sentinel::{self, Sentinel};
 use crate::url;
+
+/// The states of a node's first connection: not tried, being opened, tried.
+const FRESH: u8 = 0;
+const OPENING: u8 = 1;
+const OPENED: u8 = 2;
 
 /// Idle connections older than this are closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -30,8 +35,9 @@ pub(crate) struct Node {
     kind: Kind,
     display: String,
     connect_timeout: Duration,
-    /// No connection to this node was tried yet: see [`Node::warm_up`].
-    fresh: AtomicBool,
+    /// Whether the client's first connection to this node was opened yet: see
+    /// [`Node::warm_up`].
+    first: AtomicU8,
 }
 
 enum Kind {
@@ -120,7 +126,7 @@ impl Node {
             display: c.display().to_owned(),
             connect_timeout: c.connect_timeout(),
             kind: Kind::Cluster(Box::new(c)),
-            fresh: AtomicBool::new(true),
+            first: AtomicU8::new(FRESH),
         }
     }
 
@@ -129,13 +135,21 @@ impl Node {
             display: endpoint.display.clone(),
             connect_timeout: endpoint.connect_timeout,
             kind: Kind::Single(Arc::new(endpoint)),
-            fresh: AtomicBool::new(true),
+            first: AtomicU8::new(FRESH),
         }
     }
 
-    /// Whether the client has not yet tried to connect to this node.
+    /// Whether the client has not yet begun to connect to this node.
     pub(crate) fn is_fresh(&self) -> bool {
-        self.fresh.load(Ordering::Acquire)
+        self.first.load(Ordering::Acquire) == FRESH
+    }
+
+    /// Takes on opening the first connection: true for exactly one caller, which must then
+    /// call [`Node::warm_up`].
+    pub(crate) fn claim_warm_up(&self) -> bool {
+        self.first
+            .compare_exchange(FRESH, OPENING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Opens the client's first connection to this node (for a cluster: learns the slot map
@@ -145,18 +159,17 @@ impl Node {
     /// `try_lock` neither fails on a slow connect nor spends its lease's validity on it.
     /// Every later connection is opened within the round's deadline, and in the background
     /// when that cuts it short (see [`Endpoint::connect`]).
-    pub(crate) fn warm_up(&self, slot: u16) {
-        if !self.is_fresh() {
-            return;
-        }
+    /// Whether it was opened.
+    pub(crate) fn warm_up(&self, slot: u16) -> bool {
         let deadline = Instant::now() + self.connect_timeout;
         let opened = self
             .endpoint(slot, deadline)
             .and_then(|e| e.take_or_connect(deadline).map(|conn| e.put(conn)));
-        if let Err(e) = opened {
+        if let Err(e) = &opened {
             log::debug!("{}: first connection failed: {e}", self.display);
         }
-        self.fresh.store(false, Ordering::Release);
+        self.first.store(OPENED, Ordering::Release);
+        opened.is_ok()
     }
 
     /// The node's address without credentials, for reports and logs.

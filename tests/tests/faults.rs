@@ -173,6 +173,38 @@ fn no_quorum_in_time_with_three_of_five_refused_frozen_or_blackholed() {
     }
 }
 
+/// A fresh client opens its first connections before its first round, within the connect
+/// timeout, but only until a quorum of nodes is ready: a minority that hangs (a host gone
+/// without a reset, a frozen server) is left to finish in the background and costs the first
+/// lock call no more than any later one, not the 3 s connect timeout.
+#[test]
+fn a_fresh_client_waits_for_a_quorum_of_first_connections_not_for_a_hung_node() {
+    let servers = RedisServers::start(5);
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(&s.addr()))
+        .collect();
+    proxies[0].set_mode(Mode::Blackhole);
+    servers[1].pause();
+    let client = Client::builder()
+        .nodes(proxies.iter().map(FaultProxy::url))
+        .node_timeout(Duration::from_millis(50))
+        .connect_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let result = client.mutex("fresh-minority:lock").try_lock();
+    let took = started.elapsed();
+    servers[1].resume();
+    let guard = result.unwrap_or_else(|e| panic!("after {took:?}: {e}"));
+    eprintln!(
+        "a fresh client's try_lock with 2 of 5 nodes hung: {:.1} ms",
+        ms(took)
+    );
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    guard.unlock().unwrap();
+}
+
 /// The lock key's value on every server (read directly, not through a proxy).
 fn values(servers: &RedisServers, key: &str) -> Vec<Option<String>> {
     servers
