@@ -153,13 +153,15 @@ impl Node {
     }
 
     /// Opens the client's first connection to this node (for a cluster: learns the slot map
-    /// and connects to the master of `slot`) and pools it, within the connect timeout. A
-    /// round's per-node timeout is far shorter than a handshake may take (TLS, a distant or
-    /// busy server), so rounds start only once this is done: a fresh client's first
-    /// `try_lock` neither fails on a slow connect nor spends its lease's validity on it.
-    /// Every later connection is opened within the round's deadline, and in the background
-    /// when that cuts it short (see [`Endpoint::connect`]).
-    /// Whether it was opened.
+    /// and connects to the master of `slot`) and pools it, within the connect timeout;
+    /// returns whether it was opened. A round's per-node timeout is far shorter than a
+    /// handshake may take (TLS, a distant or busy server), so a fresh client's first round
+    /// starts only once a quorum of its nodes is done with this (see [`quorum::warm_up`]):
+    /// its first `try_lock` neither fails on a slow connect nor spends its lease's validity
+    /// on it. Every later connection is opened within the round's deadline, and in the
+    /// background when that cuts it short (see [`Endpoint::connect`]).
+    ///
+    /// [`quorum::warm_up`]: crate::quorum::warm_up
     pub(crate) fn warm_up(&self, slot: u16) -> bool {
         let deadline = Instant::now() + self.connect_timeout;
         let opened = self

@@ -85,6 +85,9 @@ pub(crate) fn exchange(
 /// background, not every caller's. Whether there was any to open.
 pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) -> bool {
     let fresh = nodes.iter().filter(|n| n.is_fresh()).count();
+    if fresh == 0 {
+        return false;
+    }
     let claimed: Vec<(usize, u16)> = (0..nodes.len())
         .filter_map(|i| slot(i).map(|s| (i, s)))
         .filter(|&(i, _)| nodes[i].claim_warm_up())
