@@ -34,7 +34,6 @@ const MAX_IDLE: usize = 64;
 pub(crate) struct Node {
     kind: Kind,
     display: String,
-    connect_timeout: Duration,
     /// Whether the client's first connection to this node was opened yet: see
     /// [`Node::warm_up`].
     first: AtomicU8,
@@ -124,7 +123,6 @@ impl Node {
     pub(crate) fn cluster(c: Cluster) -> Node {
         Node {
             display: c.display().to_owned(),
-            connect_timeout: c.connect_timeout(),
             kind: Kind::Cluster(Box::new(c)),
             first: AtomicU8::new(FRESH),
         }
@@ -133,7 +131,6 @@ impl Node {
     fn single(endpoint: Endpoint) -> Node {
         Node {
             display: endpoint.display.clone(),
-            connect_timeout: endpoint.connect_timeout,
             kind: Kind::Single(Arc::new(endpoint)),
             first: AtomicU8::new(FRESH),
         }
@@ -163,7 +160,11 @@ impl Node {
     ///
     /// [`quorum::warm_up`]: crate::quorum::warm_up
     pub(crate) fn warm_up(&self, slot: u16) -> bool {
-        let deadline = Instant::now() + self.connect_timeout;
+        let connect_timeout = match &self.kind {
+            Kind::Single(e) => e.connect_timeout,
+            Kind::Cluster(c) => c.connect_timeout(),
+        };
+        let deadline = Instant::now() + connect_timeout;
         let opened = self
             .endpoint(slot, deadline)
             .and_then(|e| e.take_or_connect(deadline).map(|conn| e.put(conn)));
@@ -221,7 +222,7 @@ fn no_tls_ca(tls_ca_cert: Option<&[u8]>, display: &str) -> Result<(), Error> {
 fn direct(url: &str, tls_ca_cert: Option<&[u8]>) -> Result<(Target, String), Error> {
     let info: ConnectionInfo = url
         .into_connection_info()
-        .map(quiet_client)
+        .map(without_setinfo)
         .map_err(|e| Error::invalid(format!("malformed Redis URL {}: {e}", redact(url))))?;
     let display = describe(&info);
     let client = match tls_ca_cert {
@@ -268,7 +269,7 @@ impl Endpoint {
         client_name: Arc<str>,
         connect_timeout: Duration,
     ) -> Result<Endpoint, RedisError> {
-        let info = quiet_client(
+        let info = without_setinfo(
             ConnectionAddr::Tcp(host.to_owned(), port)
                 .into_connection_info()?
                 .set_redis_settings(settings.clone()),
@@ -409,7 +410,7 @@ impl Endpoint {
 /// `info` without redis-rs's `CLIENT SETINFO` handshake: the connection is named by our own
 /// setup (`CLIENT SETNAME`), and each handshake reply would cost a frozen server the whole
 /// connect budget again (see [`open_connection`]).
-pub(crate) fn quiet_client(info: ConnectionInfo) -> ConnectionInfo {
+pub(crate) fn without_setinfo(info: ConnectionInfo) -> ConnectionInfo {
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
     info.set_redis_settings(settings)
 }

@@ -225,7 +225,7 @@ impl Sentinel {
             .into_connection_info()?
             .set_redis_settings(self.master.clone());
         let budget = node::remaining(deadline)?.min(connect_timeout);
-        node::open_connection(&redis::Client::open(node::quiet_client(info))?, budget)
+        node::open_connection(&redis::Client::open(node::without_setinfo(info))?, budget)
     }
 
     /// The master's address according to the first sentinel that answers.
@@ -268,7 +268,7 @@ impl Sentinel {
             .into_connection_info()?
             .set_redis_settings(self.auth.clone());
         let budget = node::remaining(deadline)?.min(connect_timeout);
-        let client = redis::Client::open(node::quiet_client(info))?;
+        let client = redis::Client::open(node::without_setinfo(info))?;
         let mut conn = node::open_connection(&client, budget)?;
         node::set_timeouts(&conn, deadline)?;
         let addr: Option<(String, u16)> = redis::cmd("SENTINEL")

@@ -9,9 +9,10 @@
 
 A Lock mirrors threading.Lock and redis-py's Lock: acquire(blocking=True, timeout=None),
 release(), locked() (anyone holds it: asks Redis), owned() (we hold it: local), extend(ttl),
-and `with lock:`; status() tells who holds it, for how long, and its last fence. While held, the lease (ttl) is renewed on a background thread; if it is lost
-anyway, check(), release() and the fence property raise LockLostError and the on_lost callable
-is called. Every network wait releases the GIL and honours Ctrl-C.
+and `with lock:`; status() tells who holds it, for how long, and its last fence. While held,
+the lease (ttl) is renewed on a background thread; if it is lost anyway, check(), release()
+and the fence property raise LockLostError and the on_lost callable is called. Every network
+wait releases the GIL and honours Ctrl-C.
 
 Errors derive from LockError; bad arguments raise TypeError or ValueError before anything is
 sent to Redis.
