@@ -12,7 +12,7 @@ use crate::error::{Error, ErrorKind, NodeReport};
 use crate::keys::Keys;
 use crate::options::{MIN_TTL, MutexOptions, check_ttl, drift};
 use crate::quorum::{self, NodeAnswer, Tally};
-use crate::scripts::{self, Call};
+use crate::scripts::{self, Call, Decimal};
 use crate::token;
 
 type Callback = Box<dyn FnOnce() + Send + 'static>;
@@ -330,8 +330,9 @@ pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, hando
     )
 }
 
-pub(crate) fn millis(d: Duration) -> Vec<u8> {
-    d.as_millis().to_string().into_bytes()
+/// A duration in whole milliseconds, as a script argument.
+pub(crate) fn millis(d: Duration) -> Decimal {
+    Decimal::new(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Runs on-lost callbacks; a panicking callback is logged and does not stop the others.

@@ -54,6 +54,17 @@ pub(crate) fn exchange(
         true => deadline + started.elapsed(),
         false => deadline,
     };
+    // One server, asked once: no legs to split, no threads to connect on, nothing to gather.
+    if let ([node], [calls]) = (nodes, calls)
+        && node.as_cluster().is_none()
+        && !calls.is_empty()
+    {
+        let answer = node.endpoint(0, deadline).and_then(|endpoint| {
+            let calls: Vec<&Call> = calls.iter().collect();
+            connect_and_run(&endpoint, &calls, false, deadline, on_timeout)
+        });
+        return vec![answer];
+    }
     let mut legs = Vec::with_capacity(nodes.len());
     for (i, node) in nodes.iter().enumerate() {
         if calls[i].is_empty() {
@@ -509,7 +520,7 @@ fn send(
 ) -> Result<(), RedisError> {
     // The read timeout is set before each reply is read.
     conn.set_write_timeout(Some(node::remaining(deadline)?))?;
-    let mut buf = Vec::new();
+    let mut buf = Vec::with_capacity(256);
     for c in calls {
         if asking && !c.is_command() {
             buf.extend_from_slice(ASKING);

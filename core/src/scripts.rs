@@ -34,7 +34,9 @@ impl Script {
 ///
 /// Returns `{1, fence}` on success, `{0, pttl, holder}` otherwise. While a release is handing
 /// the lock to waiters (the `handoff` key), only callers that have already waited may take it:
-/// a releaser that re-locks at once queues behind the waiters instead of starving them.
+/// a releaser that re-locks at once queues behind the waiters instead of starving them. A
+/// waiter's grant ends the window; a caller that has not waited only gets that far when there
+/// is none, and is spared the delete (every call a script makes costs server time).
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -43,7 +45,7 @@ if ARGV[4] == '0' and redis.call('EXISTS', KEYS[4]) == 1 then
   return {0, redis.call('PTTL', KEYS[4]), ''}
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  redis.call('DEL', KEYS[4])
+  if ARGV[4] == '1' then redis.call('DEL', KEYS[4]) end
   local fence = 0
   if ARGV[3] == '1' then fence = redis.call('INCR', KEYS[2]) end
   return {1, fence}
@@ -153,9 +155,7 @@ impl Call {
     pub(crate) fn new(script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) -> Call {
         let mut body =
             Vec::with_capacity(32 + keys.iter().chain(args).map(|a| a.len() + 16).sum::<usize>());
-        let mut numkeys = Vec::with_capacity(4);
-        decimal(&mut numkeys, keys.len());
-        bulk(&mut body, &numkeys);
+        bulk(&mut body, &Decimal::new(keys.len() as u64));
         for a in keys.iter().chain(args) {
             bulk(&mut body, a);
         }
@@ -239,18 +239,38 @@ fn bulk(buf: &mut Vec<u8>, data: &[u8]) {
 }
 
 /// Appends `n` in decimal.
-fn decimal(buf: &mut Vec<u8>, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+fn decimal(buf: &mut Vec<u8>, n: usize) {
+    buf.extend_from_slice(&Decimal::new(n as u64));
+}
+
+/// A number's decimal digits, on the stack: the requests of every round carry a few.
+pub(crate) struct Decimal {
+    digits: [u8; 20],
+    at: usize,
+}
+
+impl Decimal {
+    pub(crate) fn new(mut n: u64) -> Decimal {
+        let mut d = Decimal {
+            digits: [0; 20],
+            at: 20,
+        };
+        loop {
+            d.at -= 1;
+            d.digits[d.at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                return d;
+            }
         }
     }
-    buf.extend_from_slice(&digits[at..]);
+}
+
+impl std::ops::Deref for Decimal {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.digits[self.at..]
+    }
 }
 
 #[cfg(test)]
@@ -258,6 +278,13 @@ mod tests {
     use super::*;
 
     /// The hand-packed requests are byte for byte what redis-rs packs.
+    #[test]
+    fn decimals_are_the_numbers_digits() {
+        for n in [0, 7, 10, 99, 1_000_000, u64::MAX] {
+            assert_eq!(&*Decimal::new(n), n.to_string().as_bytes());
+        }
+    }
+
     #[test]
     fn calls_pack_like_redis_rs() {
         let keys: [&[u8]; 2] = [b"lock", b"{lock}:fence"];
