@@ -26,6 +26,9 @@ pub struct Uncontended {
     pub ping: Samples,
     /// `PING` written to five nodes, then the five replies read: the floor of a 5-node round.
     pub ping5: Samples,
+    /// `SET NX PX`, then a compare-and-delete script, with redis-rs alone: the least a lock
+    /// whose release is safe costs on a Redis without a compare-and-delete command (7.x).
+    pub floor1: Samples,
     pub redmutex1: Samples,
     pub redmutex5: Samples,
     pub redlock1: Option<Samples>,
@@ -65,6 +68,10 @@ pub fn run(
         .map(|u| conn(u))
         .collect::<Result<Vec<_>, _>>()?;
     let ping_packed = redis::cmd("PING").get_packed_command();
+    let mut floor_conn = conn(one)?;
+    let compare_and_delete = redis::Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+    );
     let mut m1 = RedmutexLocker::open(&[one.to_owned()], "bench:uncontended")?;
     let mut m5 = RedmutexLocker::open(five, "bench:uncontended")?;
     let mut r1 = RedlockLocker::open(&[one.to_owned()], "bench:uncontended:redlock");
@@ -95,6 +102,31 @@ pub fn run(
                     c.recv_response().map_err(|e| e.to_string())?;
                 }
                 Ok(())
+            }),
+            samples: Vec::new(),
+        },
+        Measure {
+            name: "floor1",
+            per_round: plan.per_round,
+            sample: Box::new(|| {
+                let (key, token) = ("bench:uncontended:floor", "floor-token");
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(key)
+                    .arg(token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(TTL.as_millis() as u64)
+                    .query(&mut floor_conn)
+                    .map_err(|e| e.to_string())?;
+                let deleted: i64 = compare_and_delete
+                    .key(key)
+                    .arg(token)
+                    .invoke(&mut floor_conn)
+                    .map_err(|e| e.to_string())?;
+                match (set, deleted) {
+                    (Some(_), 1) => Ok(()),
+                    _ => Err(format!("{key} was not free")),
+                }
             }),
             samples: Vec::new(),
         },
@@ -153,6 +185,7 @@ pub fn run(
     Ok(Uncontended {
         ping: take("ping").unwrap_or_default(),
         ping5: take("ping5").unwrap_or_default(),
+        floor1: take("floor1").unwrap_or_default(),
         redmutex1: take("redmutex1").unwrap_or_default(),
         redmutex5: take("redmutex5").unwrap_or_default(),
         redlock1: take("redlock1"),

@@ -17,6 +17,7 @@ fn quick_run_prints_the_table() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     for row in [
         "baseline: PING, 1 node",
+        "context: SET NX PX + compare-and-delete script",
         "uncontended, 1 node",
         "uncontended, 5 nodes",
         "handoff, 1 node (2 processes)",
