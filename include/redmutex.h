@@ -652,8 +652,9 @@ uint64_t redmutex_guard_renewals(const struct redmutex_guard *guard);
 
 /**
  * Returns `REDMUTEX_RESULT_OK` while the lock is held (as `redmutex_guard_is_held`, no
- * network) and `REDMUTEX_RESULT_LOST` once it is not; `REDMUTEX_RESULT_NULL_PARAMETER` when
- * `guard` is NULL.
+ * network) and `REDMUTEX_RESULT_LOST` once it is not, with the reason in
+ * `redmutex_last_error_message` (for example "lost: its TTL ran out (auto-renew is off)");
+ * `REDMUTEX_RESULT_NULL_PARAMETER` when `guard` is NULL.
  */
 redmutex_result redmutex_guard_check(const struct redmutex_guard *guard);
 

@@ -147,7 +147,7 @@ class Guard {
         static_cast<std::chrono::milliseconds::rep>(redmutex_guard_valid_ms(guard_)));
   }
 
-  /** Throws Error (REDMUTEX_RESULT_LOST) once the lock is no longer held. */
+  /** Throws Error (REDMUTEX_RESULT_LOST, its what() says why) once the lock is no longer held. */
   void check() const { detail::check(redmutex_guard_check(guard_)); }
 
   /** Sets the lease to `ttl` from now on a majority of nodes. */

@@ -165,17 +165,19 @@ impl Watch<'_> {
             let now = Instant::now();
             if lost_at.is_none() && (self.lost.load(Ordering::SeqCst) || !self.guard.is_held()) {
                 lost_at = Some(now);
+                let why = match self.guard.check() {
+                    Err(e) => report::one_line(e.message()),
+                    Ok(()) => "renewal failed".to_owned(),
+                };
                 match self.plan.on_lost {
                     OnLost::Kill => {
                         fail(format_args!(
-                            "lost the lock {key} (renewal failed or another owner took it); \
-                             sending SIGTERM to the command"
+                            "lost the lock {key}: {why}; sending SIGTERM to the command"
                         ));
                         sys::send(self.target, libc::SIGTERM);
                     }
                     OnLost::Ignore => fail(format_args!(
-                        "lost the lock {key} (renewal failed or another owner took it); \
-                         the command runs on (--on-lost=ignore)"
+                        "lost the lock {key}: {why}; the command runs on (--on-lost=ignore)"
                     )),
                 }
             }

@@ -339,7 +339,7 @@ fn an_overwritten_lock_stops_the_command_with_the_lost_code() {
     // (The shell may add its own "Terminated" for its killed `sleep`.)
     assert!(
         r.stderr.starts_with(
-            "redmutex: lost the lock lost (renewal failed or another owner took it); \
+            "redmutex: lost the lock lost: another owner has it (a renewal was refused); \
              sending SIGTERM to the command\n"
         ),
         "{r:?}"

@@ -110,6 +110,10 @@ impl fmt::Display for NodeReport {
         write!(f, "{}: ", self.node)?;
         match &self.outcome {
             NodeOutcome::Ok => f.write_str("ok"),
+            // An extension or release learns only that the value is not ours.
+            NodeOutcome::Taken { holder, .. } if holder.is_empty() => {
+                f.write_str("held by another owner")
+            }
             NodeOutcome::Taken { holder, pttl_ms } => write!(
                 f,
                 "held by {} for {} ms",

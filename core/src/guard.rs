@@ -8,7 +8,7 @@ use parking_lot::{Condvar, Mutex};
 use redis::Value;
 
 use crate::client::Inner;
-use crate::error::{Error, ErrorKind, NodeReport};
+use crate::error::{Error, ErrorKind, NodeOutcome, NodeReport};
 use crate::keys::Keys;
 use crate::options::{MIN_TTL, MutexOptions, check_ttl, drift};
 use crate::quorum::{self, NodeAnswer, Tally};
@@ -41,6 +41,11 @@ struct State {
     valid_until: Instant,
     ttl: Duration,
     lost: bool,
+    /// Why it was lost, once it was: a sentence and, after a renewal round, what each node
+    /// answered.
+    why: Option<(String, Vec<NodeReport>)>,
+    /// What the nodes answered to the last renewal, while it is not confirmed.
+    unconfirmed: Option<Vec<NodeReport>>,
     released: bool,
     renewals: u64,
 }
@@ -87,6 +92,8 @@ impl GuardShared {
                 valid_until,
                 ttl: opts.ttl,
                 lost: false,
+                why: None,
+                unconfirmed: None,
                 released: false,
                 renewals: 0,
             }),
@@ -126,8 +133,9 @@ impl GuardShared {
             return (Plan::Forget, Vec::new());
         }
         if now >= st.valid_until {
+            let why = self.ran_out(&st);
             drop(st);
-            return (Plan::Forget, self.mark_lost());
+            return (Plan::Forget, self.mark_lost(why));
         }
         if !self.opts.auto_renew {
             return (Plan::At(st.valid_until), Vec::new());
@@ -179,6 +187,7 @@ impl GuardShared {
                 st.ttl = ttl;
             }
             st.renewals += 1;
+            st.unconfirmed = None;
             let next = if self.opts.auto_renew {
                 t0 + st.ttl / 3
             } else {
@@ -191,8 +200,25 @@ impl GuardShared {
         // succeed, so the loss is reported now rather than at the validity deadline.
         if tally.refused + tally.down > n - quorum || now >= st.valid_until {
             drop(st);
-            return (Renewal::Gone, self.mark_lost());
+            let why = if tally.refused + tally.down <= n - quorum {
+                "its validity ran out before a quorum confirmed a renewal"
+            } else if tally
+                .reports
+                .iter()
+                .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. }))
+            {
+                "another owner has it (a renewal was refused)"
+            } else if tally.refused > 0 {
+                "it was gone from Redis when it was renewed (expired or deleted)"
+            } else {
+                "too many of its nodes are down to renew it"
+            };
+            return (
+                Renewal::Gone,
+                self.mark_lost((why.to_owned(), tally.reports.clone())),
+            );
         }
+        st.unconfirmed = Some(tally.reports.clone());
         let retry = self
             .opts
             .retry_delay
@@ -204,13 +230,42 @@ impl GuardShared {
         )
     }
 
-    /// Marks the lock lost (once) and hands back the callbacks to run, outside any lock.
-    pub(crate) fn mark_lost(&self) -> Vec<Callback> {
+    /// Why a lock whose validity ran out without a refused renewal was lost, and what the
+    /// nodes said to the last renewal.
+    fn ran_out(&self, st: &State) -> (String, Vec<NodeReport>) {
+        // The last renewal before max_hold is cut to end with it (less the drift).
+        if self
+            .hold_until
+            .is_some_and(|end| st.valid_until + drift(st.ttl) >= end)
+        {
+            let hold = self.opts.max_hold.unwrap_or_default().as_millis();
+            (format!("its max_hold of {hold} ms ran out"), Vec::new())
+        } else if !self.opts.auto_renew {
+            ("its TTL ran out (auto-renew is off)".to_owned(), Vec::new())
+        } else if let Some(nodes) = &st.unconfirmed {
+            (
+                "its validity ran out before a quorum confirmed a renewal".to_owned(),
+                nodes.clone(),
+            )
+        } else {
+            (
+                "its validity ran out before it was renewed (the process or its renew thread \
+                 was held up)"
+                    .to_owned(),
+                Vec::new(),
+            )
+        }
+    }
+
+    /// Marks the lock lost (once), saying why, and hands back the callbacks to run, outside
+    /// any lock.
+    pub(crate) fn mark_lost(&self, why: (String, Vec<NodeReport>)) -> Vec<Callback> {
         let mut st = self.state.lock();
         if st.lost || st.released {
             return Vec::new();
         }
         st.lost = true;
+        st.why = Some(why);
         drop(st);
         self.lost_cv.notify_all();
         std::mem::take(&mut *self.callbacks.lock())
@@ -225,7 +280,7 @@ impl GuardShared {
             ));
         }
         let _op = self.op.lock();
-        let (was_lost, valid_until) = {
+        let (was_lost, why, valid_until) = {
             let mut st = self.state.lock();
             if st.released {
                 return Err(Error::new(
@@ -234,7 +289,13 @@ impl GuardShared {
                 ));
             }
             st.released = true;
-            (st.lost || Instant::now() >= st.valid_until, st.valid_until)
+            let now = Instant::now();
+            let why = match &st.why {
+                Some((why, _)) => Some(why.clone()),
+                None if now >= st.valid_until => Some(self.ran_out(&st).0),
+                None => None,
+            };
+            (st.lost || now >= st.valid_until, why, st.valid_until)
         };
         self.lost_cv.notify_all();
         self.callbacks.lock().clear();
@@ -243,13 +304,14 @@ impl GuardShared {
         let report = Released::from_tally(&tally);
         let n = self.client.nodes.len();
         if was_lost || tally.refused > n - self.client.quorum {
-            return Err(Error::from_report(
-                "the lock was lost before it was released",
-                ErrorKind::Lost,
-                tally.reports,
-                None,
-            )
-            .with_kind(ErrorKind::Lost));
+            let what = match why {
+                Some(why) => format!("the lock was lost before it was released: {why}"),
+                None => "the lock was lost before it was released".to_owned(),
+            };
+            return Err(
+                Error::from_report(&what, ErrorKind::Lost, tally.reports, None)
+                    .with_kind(ErrorKind::Lost),
+            );
         }
         if tally.yes >= self.client.quorum {
             return Ok(report);
@@ -423,9 +485,11 @@ impl MutexGuard {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Lost`] once the lock expired or was taken over; [`ErrorKind::NotHeld`]
-    /// after [`release`](MutexGuard::release) or in a forked child, whose copy of the guard
-    /// was never its own.
+    /// [`ErrorKind::Lost`] once the lock expired or was taken over; its message says why
+    /// (another owner has it, it was gone when renewed, too many nodes are down, its validity
+    /// or `max_hold` ran out) and [`Error::nodes`] what each node answered to the renewal that
+    /// found out, if one did. [`ErrorKind::NotHeld`] after [`release`](MutexGuard::release) or
+    /// in a forked child, whose copy of the guard was never its own.
     pub fn check(&self) -> Result<(), Error> {
         if self.is_held() {
             Ok(())
@@ -434,10 +498,16 @@ impl MutexGuard {
                 ErrorKind::NotHeld,
                 "this guard was inherited through fork; the lock belongs to the parent process",
             ))
-        } else if self.shared.state.lock().released {
-            Err(Error::new(ErrorKind::NotHeld, "the lock was released"))
         } else {
-            Err(Error::new(ErrorKind::Lost, "the lock is no longer held"))
+            let st = self.shared.state.lock();
+            if st.released {
+                return Err(Error::new(ErrorKind::NotHeld, "the lock was released"));
+            }
+            let (why, nodes) = match &st.why {
+                Some(why) => why.clone(),
+                None => self.shared.ran_out(&st),
+            };
+            Err(Error::new(ErrorKind::Lost, why).with_nodes(nodes))
         }
     }
 
@@ -504,8 +574,9 @@ impl MutexGuard {
     }
 
     /// Registers a callback that runs once when the lock is lost (renewal failed or another
-    /// owner took over). It runs on the client's renew thread (or, if the loss is discovered by
-    /// a call of yours, on your thread after that call); keep it short and never block in it.
+    /// owner took over; [`check`](MutexGuard::check) then says which). It runs on the client's
+    /// renew thread (or, if the loss is discovered by a call of yours, on your thread after
+    /// that call); keep it short and never block in it.
     /// If the lock is already lost, it runs at once on this thread. It never starts after
     /// the guard was released (one that already started may still be running).
     pub fn on_lost(&self, callback: impl FnOnce() + Send + 'static) {
@@ -514,10 +585,10 @@ impl MutexGuard {
             if st.released {
                 return;
             }
-            st.lost || Instant::now() >= st.valid_until
+            (st.lost || Instant::now() >= st.valid_until).then(|| self.shared.ran_out(&st))
         };
-        if lost {
-            fire(self.shared.mark_lost());
+        if let Some(why) = lost {
+            fire(self.shared.mark_lost(why));
             fire(vec![Box::new(callback)]);
         } else {
             self.shared.callbacks.lock().push(Box::new(callback));
@@ -536,8 +607,9 @@ impl MutexGuard {
             }
             let now = Instant::now();
             if st.lost || now >= st.valid_until {
+                let why = shared.ran_out(&st);
                 drop(st);
-                fire(shared.mark_lost());
+                fire(shared.mark_lost(why));
                 return true;
             }
             if deadline.is_some_and(|d| now >= d) {

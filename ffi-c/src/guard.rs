@@ -188,8 +188,9 @@ pub extern "C" fn redmutex_guard_renewals(guard: *const redmutex_guard) -> u64 {
 }
 
 /// Returns `REDMUTEX_RESULT_OK` while the lock is held (as `redmutex_guard_is_held`, no
-/// network) and `REDMUTEX_RESULT_LOST` once it is not; `REDMUTEX_RESULT_NULL_PARAMETER` when
-/// `guard` is NULL.
+/// network) and `REDMUTEX_RESULT_LOST` once it is not, with the reason in
+/// `redmutex_last_error_message` (for example "lost: its TTL ran out (auto-renew is off)");
+/// `REDMUTEX_RESULT_NULL_PARAMETER` when `guard` is NULL.
 #[unsafe(no_mangle)]
 pub extern "C" fn redmutex_guard_check(guard: *const redmutex_guard) -> redmutex_result {
     boundary(|| {

@@ -230,8 +230,8 @@ impl Lock {
         self.current().is_some_and(|g| g.is_held())
     }
 
-    /// Raises unless owned(): LockLostError when the lock was acquired but lost, NotHeldError
-    /// when it is not acquired. No network; call it before each step of the critical section.
+    /// Raises unless owned(): LockLostError when the lock was acquired but lost (its message
+    /// says why), NotHeldError when it is not acquired. No network; call it before each step of the critical section.
     fn check(&self, py: Python<'_>) -> PyResult<()> {
         self.guard(py)?.check().map_err(|e| errors::to_py(py, e))
     }

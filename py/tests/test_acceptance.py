@@ -168,16 +168,20 @@ def test_forked_child_leaves_the_parents_lock_alone(client, name, r):
 
 
 def test_loss_is_reported(client, name, r):
-    """6. Overwriting the key: on_lost is called, release() raises LockLostError, and the
-    other value stays."""
+    """6. Overwriting the key: on_lost is called, check() says why, release() raises
+    LockLostError, and the other value stays."""
     lost = threading.Event()
     lock = client.lock(name, ttl=0.6, on_lost=lost.set)
     assert lock.acquire()
     r("SET", name, "intruder")
     assert lost.wait(timeout=5)
     assert not lock.owned()
-    with pytest.raises(redmutex.LockLostError):
+    with pytest.raises(redmutex.LockLostError) as why:
         lock.check()
+    assert str(why.value) == (
+        "lost: another owner has it (a renewal was refused) "
+        f"[{client.nodes[0]}: held by another owner]"
+    )
     with pytest.raises(redmutex.LockLostError):
         lock.fence
     with pytest.raises(redmutex.LockLostError):

@@ -144,8 +144,11 @@ static void test_unlock_reports_a_lost_lock_and_on_lost_runs() {
   CHECK(guard->wait_lost(5s));
   for (int i = 0; i < 500 && calls.load() == 0; i++) std::this_thread::sleep_for(10ms);
   CHECK(calls.load() == 1);
-  CHECK(code_of([&] { guard->check(); }) == REDMUTEX_RESULT_LOST);
-  CHECK(code_of([&] { guard->unlock(); }) == REDMUTEX_RESULT_LOST);
+  std::string why;
+  CHECK(code_of([&] { guard->check(); }, &why) == REDMUTEX_RESULT_LOST);
+  CHECK(why == "lost: its TTL ran out (auto-renew is off)");
+  CHECK(code_of([&] { guard->unlock(); }, &why) == REDMUTEX_RESULT_LOST);
+  CHECK(why.find("lost before it was released: its TTL ran out") != std::string::npos);
   CHECK(!*guard);
 }
 

@@ -59,6 +59,8 @@ static void test_lost_lock_is_reported_by_callback_and_is_held(void) {
   CHECK(atomic_load(&flag.calls) == 1);
   CHECK(!redmutex_guard_is_held(guard));
   CHECK_RESULT(redmutex_guard_check(guard), REDMUTEX_RESULT_LOST);
+  /* The message says why. */
+  CHECK(strcmp(last_error(), "lost: its TTL ran out (auto-renew is off)") == 0);
   CHECK(redmutex_guard_valid_ms(guard) == 0);
   CHECK_OK(redmutex_guard_wait_lost(guard, 0, &lost));
   CHECK(lost);

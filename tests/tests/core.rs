@@ -193,9 +193,23 @@ fn an_overwritten_lock_is_reported_lost() {
         at - overwritten
     );
     assert!(guard.wait_lost(Duration::ZERO));
-    assert_eq!(guard.check().unwrap_err().kind(), ErrorKind::Lost);
+    // The guard says why, with what the node answered to the renewal.
+    let why = guard.check().unwrap_err();
+    assert_eq!(why.kind(), ErrorKind::Lost);
+    assert_eq!(
+        why.to_string(),
+        format!(
+            "lost: another owner has it (a renewal was refused) [{}: held by another owner]",
+            server.url()
+        )
+    );
     let err = guard.unlock().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Lost);
+    assert!(
+        err.to_string()
+            .starts_with("lost: the lock was lost before it was released: another owner has it"),
+        "{err}"
+    );
     assert_eq!(get(&server, "lost:lock").as_deref(), Some("intruder"));
 }
 
@@ -218,6 +232,14 @@ fn a_frozen_redis_costs_the_lock_by_its_validity_and_nothing_hangs() {
     assert!(noticed - frozen <= ttl + Duration::from_millis(100));
     assert!(wait_until(Duration::from_millis(500), || lost_flag
         .load(Ordering::SeqCst)));
+    let why = guard.check().unwrap_err();
+    assert!(
+        why.to_string().starts_with(&format!(
+            "lost: its validity ran out before a quorum confirmed a renewal [{}: unreachable",
+            server.url()
+        )),
+        "{why}"
+    );
     // A new attempt against the frozen node gives up after its timeouts.
     let started = Instant::now();
     let err = client
@@ -389,6 +411,10 @@ fn guards_without_renewal_expire_and_say_so() {
     guard.on_lost(move || f.store(true, Ordering::SeqCst));
     assert!(wait_until(Duration::from_secs(2), || fired.load(Ordering::SeqCst)));
     assert!(!guard.is_held());
+    assert_eq!(
+        guard.check().unwrap_err().to_string(),
+        "lost: its TTL ran out (auto-renew is off)"
+    );
     assert_eq!(guard.unlock().unwrap_err().kind(), ErrorKind::Lost);
 }
 
@@ -405,6 +431,10 @@ fn max_hold_ends_renewal() {
     let taken = Instant::now();
     assert!(guard.wait_lost(Duration::from_secs(3)));
     let held = taken.elapsed();
+    assert_eq!(
+        guard.check().unwrap_err().to_string(),
+        "lost: its max_hold of 700 ms ran out"
+    );
     assert!(
         held >= Duration::from_millis(600) && held < Duration::from_millis(1100),
         "{held:?}"

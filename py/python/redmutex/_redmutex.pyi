@@ -194,7 +194,9 @@ class Lock:
         """Raise unless owned(); no network. Call it before each step of a critical section.
 
         Raises:
-            LockLostError: the lock was acquired but is lost.
+            LockLostError: the lock was acquired but is lost; the message says why (another
+                owner has it, it was gone when renewed, nodes are down, its validity or
+                max_hold ran out).
             NotHeldError: this Lock is not acquired.
         """
 
