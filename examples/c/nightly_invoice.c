@@ -73,8 +73,11 @@ static int worker(const char *url, const char *who, int start) {
     for (i = 0; i < sizeof CUSTOMERS / sizeof CUSTOMERS[0]; i++) {
       /* Still ours? Checked locally, no network. A real job would also hand the fence to
        * the billing database, which refuses writes with a fence older than one it saw. */
-      if (!redmutex_guard_is_held(guard)) {
-        fprintf(stderr, "%s: lost the lock, stopping\n", who);
+      if (redmutex_guard_check(guard) != REDMUTEX_RESULT_OK) {
+        char why[256];
+        size_t n;
+        redmutex_last_error_message(why, sizeof why, &n); /* says why it was lost */
+        fprintf(stderr, "%s: %s; stopping\n", who, why);
         break;
       }
       printf("%s:   invoice for %s (fence %llu)\n", who, CUSTOMERS[i],
