@@ -298,9 +298,11 @@ impl GuardShared {
             (st.lost || now >= st.valid_until, why, st.valid_until)
         };
         self.lost_cv.notify_all();
+        let tally = self.release_everywhere(valid_until);
+        // Bookkeeping after the release is sent: a waiter's wake-up does not wait for it (no
+        // callback runs once `released` is set, and the renew thread skips the guard).
         self.callbacks.lock().clear();
         self.client.renewer.forget();
-        let tally = self.release_everywhere(valid_until);
         let report = Released::from_tally(&tally);
         let n = self.client.nodes.len();
         if was_lost || tally.refused > n - self.client.quorum {
