@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, RwLock};
+use crate::sync::{Mutex, RwLock};
 use redis::{IntoConnectionInfo, RedisConnectionInfo, RedisError, Value};
 
 use crate::node::{self, Endpoint};

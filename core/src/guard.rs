@@ -4,7 +4,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::{Condvar, Mutex};
 use redis::Value;
 
 use crate::client::Inner;
@@ -618,7 +618,7 @@ impl MutexGuard {
                 return false;
             }
             let until = deadline.map_or(st.valid_until, |d| d.min(st.valid_until));
-            shared.lost_cv.wait_until(&mut st, until);
+            st = shared.lost_cv.wait_until(st, until);
         }
     }
 

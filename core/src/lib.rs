@@ -53,10 +53,12 @@ mod keys;
 mod mutex;
 mod node;
 mod options;
+mod process;
 mod quorum;
 mod renew;
 mod scripts;
 mod sentinel;
+mod sync;
 mod token;
 mod url;
 

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisError};
 
 use crate::cluster::{self, Cluster};
 use crate::error::Error;
+use crate::process::PerProcess;
 use crate::scripts;
 use crate::sentinel::{self, Sentinel};
 use crate::url;
@@ -51,7 +52,9 @@ pub(crate) struct Endpoint {
     display: String,
     client_name: Arc<str>,
     connect_timeout: Duration,
-    pool: Mutex<Pool>,
+    /// Idle connections, with when each was put back; a forked child has its own (empty)
+    /// pool, since the sockets belong to the parent's conversation with Redis.
+    pool: PerProcess<Mutex<Vec<(redis::Connection, Instant)>>>,
     /// A connection is being opened in the background (see [`Endpoint::connect`]).
     warming: AtomicBool,
     /// Why the last connection opened in the background failed, and when.
@@ -64,12 +67,6 @@ enum Target {
     Direct(redis::Client),
     /// Whichever server a group of sentinels names as the master.
     Sentinel(Sentinel),
-}
-
-struct Pool {
-    /// The process that opened the idle connections: a forked child must not share them.
-    pid: u32,
-    idle: Vec<(redis::Connection, Instant)>,
 }
 
 impl Node {
@@ -252,10 +249,7 @@ impl Endpoint {
             display,
             client_name,
             connect_timeout,
-            pool: Mutex::new(Pool {
-                pid: std::process::id(),
-                idle: Vec::new(),
-            }),
+            pool: PerProcess::new(Mutex::new(Vec::new())),
             warming: AtomicBool::new(false),
             background_error: Mutex::new(None),
         }
@@ -289,26 +283,28 @@ impl Endpoint {
 
     /// An idle connection, if there is one (the most recently used: it is the likeliest alive).
     pub(crate) fn take(&self) -> Option<redis::Connection> {
-        let mut pool = self.pool.lock();
-        let pid = std::process::id();
-        if pool.pid != pid {
-            // A forked child: the sockets belong to the parent's conversation with Redis.
-            // Closing our copies of the descriptors does not disturb the parent.
-            pool.idle.clear();
-            pool.pid = pid;
-        }
-        pool.idle.pop().map(|(c, _)| c)
+        self.idle().lock().pop().map(|(c, _)| c)
+    }
+
+    /// This process's idle connections. A forked child starts with none: it closes its copies
+    /// of the parent's sockets (which does not disturb the parent) when their pool is not
+    /// locked, and leaves them otherwise.
+    fn idle(&self) -> &Mutex<Vec<(redis::Connection, Instant)>> {
+        self.pool.get(|parent| {
+            if let Some(mut inherited) = parent.try_lock() {
+                inherited.clear();
+            }
+            Mutex::new(Vec::new())
+        })
     }
 
     /// Returns a connection that finished its exchange cleanly.
     pub(crate) fn put(&self, conn: redis::Connection) {
         let now = Instant::now();
-        // A connection put back in a forked child is dropped by the child's next `take`.
-        let mut pool = self.pool.lock();
-        pool.idle
-            .retain(|(_, since)| now.duration_since(*since) < IDLE_TIMEOUT);
-        if pool.idle.len() < MAX_IDLE {
-            pool.idle.push((conn, now));
+        let mut idle = self.idle().lock();
+        idle.retain(|(_, since)| now.duration_since(*since) < IDLE_TIMEOUT);
+        if idle.len() < MAX_IDLE {
+            idle.push((conn, now));
         }
     }
 

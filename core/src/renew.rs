@@ -9,9 +9,12 @@ use std::collections::BinaryHeap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::sync::{Condvar, Mutex};
 
 use crate::guard::{GuardShared, Plan, Renewal, fire};
+use crate::process::PerProcess;
 use crate::quorum::{self, Tally};
 use crate::scripts::Call;
 
@@ -19,9 +22,24 @@ use crate::scripts::Call;
 const BATCH: usize = 256;
 
 pub(crate) struct Renewer {
-    /// The heap and its thread's wake-up, with the process whose thread serves them: a forked
-    /// child starts its own thread with a fresh heap.
-    current: Mutex<(Option<u32>, Arc<Shared>)>,
+    /// The heap and its thread's wake-up: a forked child has its own, and starts its own
+    /// thread (the parent's guards are not the child's to renew).
+    current: PerProcess<Served>,
+}
+
+/// One process's heap, and whether its thread was started.
+struct Served {
+    shared: Arc<Shared>,
+    started: AtomicBool,
+}
+
+impl Served {
+    fn new() -> Served {
+        Served {
+            shared: Shared::new(),
+            started: AtomicBool::new(false),
+        }
+    }
 }
 
 struct Shared {
@@ -64,7 +82,7 @@ impl Ord for Entry {
 impl Renewer {
     pub(crate) fn new() -> Renewer {
         Renewer {
-            current: Mutex::new((None, Shared::new())),
+            current: PerProcess::new(Served::new()),
         }
     }
 
@@ -85,11 +103,10 @@ impl Renewer {
     /// short locks would grow by one entry per lock: purge the heap once released guards
     /// make up half of it.
     pub(crate) fn forget(&self) {
-        let current = self.current.lock();
-        if current.0 != Some(std::process::id()) {
+        let Some(served) = self.current.existing() else {
             return;
-        }
-        let mut st = current.1.state.lock();
+        };
+        let mut st = served.shared.state.lock();
         st.released += 1;
         if st.released >= 64 && st.released * 2 >= st.heap.len() {
             st.heap.retain(|Reverse(e)| e.guard.strong_count() > 0);
@@ -99,30 +116,29 @@ impl Renewer {
 
     /// How many entries the heap holds (live and not yet purged), for tests.
     pub(crate) fn queued(&self) -> usize {
-        self.current.lock().1.state.lock().heap.len()
+        self.current
+            .existing()
+            .map_or(0, |served| served.shared.state.lock().heap.len())
     }
 
     fn ensure_started(&self) -> Arc<Shared> {
-        let pid = std::process::id();
-        let mut current = self.current.lock();
-        if current.0 == Some(pid) {
-            return Arc::clone(&current.1);
+        let served = self.current.get(|_| Served::new());
+        if !served.started.load(Ordering::Acquire)
+            && served
+                .started
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            let shared = Arc::clone(&served.shared);
+            let spawned = std::thread::Builder::new()
+                .name("redmutex-renew".into())
+                .spawn(move || run(&shared));
+            if let Err(e) = spawned {
+                log::error!("redmutex: cannot start the renew thread: {e}");
+                served.started.store(false, Ordering::Release);
+            }
         }
-        if current.0.is_some() {
-            // A forked child inherits the parent's heap but not its thread. The parent's
-            // guards are not ours to renew, and the inherited lock and condition variable may
-            // be in a state only the parent's threads could resolve: start afresh.
-            current.1 = Shared::new();
-        }
-        let shared = Arc::clone(&current.1);
-        let spawned = std::thread::Builder::new()
-            .name("redmutex-renew".into())
-            .spawn(move || run(&shared));
-        match spawned {
-            Ok(_) => current.0 = Some(pid),
-            Err(e) => log::error!("redmutex: cannot start the renew thread: {e}"),
-        }
-        Arc::clone(&current.1)
+        Arc::clone(&served.shared)
     }
 }
 
@@ -137,10 +153,11 @@ impl Shared {
 
 impl Drop for Renewer {
     fn drop(&mut self) {
-        let current = self.current.lock();
-        if current.0 == Some(std::process::id()) {
-            current.1.state.lock().stop = true;
-            current.1.cv.notify_all();
+        if let Some(served) = self.current.existing()
+            && served.started.load(Ordering::Acquire)
+        {
+            served.shared.state.lock().stop = true;
+            served.shared.cv.notify_all();
         }
     }
 }
@@ -160,12 +177,12 @@ fn run(shared: &Shared) {
         let now = Instant::now();
         match st.heap.peek() {
             None => {
-                shared.cv.wait(&mut st);
+                st = shared.cv.wait(st);
                 continue;
             }
             Some(Reverse(e)) if e.at > now => {
                 let at = e.at;
-                shared.cv.wait_until(&mut st, at);
+                st = shared.cv.wait_until(st, at);
                 continue;
             }
             Some(_) => {}
@@ -179,7 +196,9 @@ fn run(shared: &Shared) {
                 due.push(e.guard);
             }
         }
-        let next = parking_lot::MutexGuard::unlocked(&mut st, || serve(due));
+        drop(st);
+        let next = serve(due);
+        st = shared.state.lock();
         for (at, guard) in next {
             push(&mut st, at, guard);
         }
@@ -226,7 +245,7 @@ fn renew_batch(
             )),
         }
     }
-    let Some((first, _, _)) = held.first() else {
+    let Some((first, ..)) = held.first() else {
         return;
     };
     let client = Arc::clone(&first.client);

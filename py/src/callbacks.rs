@@ -6,9 +6,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use parking_lot::Mutex as Cell;
 use pyo3::prelude::*;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -20,15 +19,23 @@ static QUEUE: Mutex<Option<(u32, Sender<Job>)>> = Mutex::new(None);
 /// Calls the callable in `cell` (if any) soon, with no arguments, on the callback thread. An
 /// exception it raises goes to `sys.unraisablehook` (printed by default); nothing is called
 /// once the interpreter is shutting down.
-pub(crate) fn call_soon(cell: Arc<Cell<Option<Py<PyAny>>>>) {
-    if cell.lock().is_none() {
+pub(crate) fn call_soon(cell: Arc<Mutex<Option<Py<PyAny>>>>) {
+    if cell
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_none()
+    {
         return;
     }
     post(Box::new(move || {
         Python::try_attach(|py| {
             // Not called under the cell's lock: the call may run the garbage collector, whose
             // `__clear__` takes it.
-            let callable = cell.lock().as_ref().map(|c| c.clone_ref(py));
+            let callable = cell
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .map(|c| c.clone_ref(py));
             if let Some(callable) = callable
                 && let Err(e) = callable.call0(py)
             {
@@ -40,7 +47,7 @@ pub(crate) fn call_soon(cell: Arc<Cell<Option<Py<PyAny>>>>) {
 
 fn post(job: Job) {
     let pid = std::process::id();
-    let mut queue = QUEUE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut queue = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
     let job = match queue.as_ref() {
         Some((p, tx)) if *p == pid => match tx.send(job) {
             Ok(()) => return,

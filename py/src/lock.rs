@@ -8,12 +8,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::{PyTraverseError, exceptions::PyKeyboardInterrupt};
 use redmutex::{ErrorKind, MutexGuard, TryLockError};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use crate::args::{self, Wait};
 use crate::callbacks;
@@ -38,16 +38,21 @@ struct Flag {
     cv: Condvar,
 }
 
+/// Locks `m`; a panic elsewhere while it was held leaves nothing half-done here.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Flag {
     fn set(&self) {
-        *self.set.lock() = true;
+        *lock(&self.set) = true;
         self.cv.notify_all();
     }
 
     fn wait(&self, timeout: Duration) {
-        let mut set = self.set.lock();
+        let set = lock(&self.set);
         if !*set {
-            self.cv.wait_for(&mut set, timeout);
+            drop(self.cv.wait_timeout(set, timeout));
         }
     }
 }
@@ -86,7 +91,7 @@ impl Lock {
     }
 
     fn current(&self) -> Option<Arc<MutexGuard>> {
-        self.slot.lock().as_ref().map(|h| Arc::clone(&h.guard))
+        lock(&self.slot).as_ref().map(|h| Arc::clone(&h.guard))
     }
 
     /// The current guard, or `NotHeldError`.
@@ -139,7 +144,7 @@ impl Lock {
             flag.set();
             callbacks::call_soon(callable);
         });
-        let previous = self.slot.lock().replace(Held { guard, ended });
+        let previous = lock(&self.slot).replace(Held { guard, ended });
         if let Some(old) = previous {
             // A lost acquisition nobody released; dropping it is a (refused) release.
             old.ended.set();
@@ -151,6 +156,7 @@ impl Lock {
         let held = self
             .slot
             .lock()
+            .unwrap_or_else(PoisonError::into_inner)
             .take()
             .ok_or_else(|| not_held(py, "release unlocked lock"))?;
         held.ended.set();
@@ -256,12 +262,12 @@ impl Lock {
     #[pyo3(signature = (timeout = None))]
     fn wait_lost(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         let deadline = args::deadline("timeout", timeout)?;
-        let Some(ended) = self.slot.lock().as_ref().map(|h| Arc::clone(&h.ended)) else {
+        let Some(ended) = lock(&self.slot).as_ref().map(|h| Arc::clone(&h.ended)) else {
             return Ok(false);
         };
         loop {
             let guard = {
-                let slot = self.slot.lock();
+                let slot = lock(&self.slot);
                 match slot.as_ref() {
                     Some(h) if Arc::ptr_eq(&h.ended, &ended) => Arc::clone(&h.guard),
                     // Released (and maybe acquired again): this acquisition was not lost.
@@ -355,21 +361,26 @@ impl Lock {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         // Never block in a traversal; a callable being handed out right now is seen next time.
-        if let Some(callable) = self.on_lost.try_lock() {
+        if let Ok(callable) = self.on_lost.try_lock() {
             visit.call(callable.as_ref())?;
         }
         Ok(())
     }
 
     fn __clear__(&self) {
-        let callable = self.on_lost.lock().take();
+        let callable = lock(&self.on_lost).take();
         drop(callable);
     }
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        let Some(held) = self.slot.get_mut().take() else {
+        let Some(held) = self
+            .slot
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
             return;
         };
         held.ended.set();

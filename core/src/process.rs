@@ -1,0 +1,64 @@
+//! State that belongs to one process: a forked child gets its own.
+//!
+//! `fork` copies memory, locks included, but only the forking thread: a lock that another
+//! thread held at that instant stays locked in the child forever. A child must therefore never
+//! take a lock that its parent's threads use (a connection pool, the renew queue), not even to
+//! find out that the state behind it is the parent's. [`PerProcess`] reaches the child's own
+//! value through atomics and a chain of `OnceLock`s, one link per generation of forks.
+
+use std::sync::OnceLock;
+
+/// A value for the process that made it, and one for each forked child, made there on first
+/// use.
+pub(crate) struct PerProcess<T> {
+    pid: u32,
+    value: T,
+    /// The value of a child of this process (set in the child's copy of this memory only).
+    child: OnceLock<Box<PerProcess<T>>>,
+}
+
+impl<T> PerProcess<T> {
+    pub(crate) fn new(value: T) -> PerProcess<T> {
+        PerProcess {
+            pid: std::process::id(),
+            value,
+            child: OnceLock::new(),
+        }
+    }
+
+    /// This process's value; in a forked child, `make` makes it on first use from the parent's
+    /// value (which it may only inspect without blocking: its locks may never be released).
+    pub(crate) fn get(&self, make: impl Fn(&T) -> T) -> &T {
+        let pid = std::process::id();
+        let mut at = self;
+        while at.pid != pid {
+            let parent = &at.value;
+            at = at
+                .child
+                .get_or_init(|| Box::new(PerProcess::new(make(parent))));
+        }
+        &at.value
+    }
+
+    /// This process's value, if it has one yet.
+    pub(crate) fn existing(&self) -> Option<&T> {
+        let pid = std::process::id();
+        let mut at = self;
+        while at.pid != pid {
+            at = at.child.get()?;
+        }
+        Some(&at.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_making_process_gets_its_own_value() {
+        let v = PerProcess::new(7);
+        assert_eq!(*v.get(|_| unreachable!("not a child")), 7);
+        assert_eq!(v.existing(), Some(&7));
+    }
+}
