@@ -21,10 +21,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::sync::{Mutex, RwLock};
 use redis::{IntoConnectionInfo, RedisConnectionInfo, RedisError, Value};
 
 use crate::node::{self, Endpoint};
+use crate::sync::{Mutex, RwLock};
 use crate::url::{has_scheme, host_port, parse_host, userinfo_settings};
 
 /// The URL scheme of a Redis Cluster.

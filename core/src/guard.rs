@@ -4,7 +4,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::sync::{Condvar, Mutex};
 use redis::Value;
 
 use crate::client::Inner;
@@ -13,6 +12,7 @@ use crate::keys::Keys;
 use crate::options::{MIN_TTL, MutexOptions, check_ttl, drift};
 use crate::quorum::{self, NodeAnswer, Tally};
 use crate::scripts::{self, Call, Decimal};
+use crate::sync::{Condvar, Mutex};
 use crate::token;
 
 type Callback = Box<dyn FnOnce() + Send + 'static>;

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::sync::Mutex;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisError};
 
 use crate::cluster::{self, Cluster};
@@ -18,6 +17,7 @@ use crate::error::Error;
 use crate::process::PerProcess;
 use crate::scripts;
 use crate::sentinel::{self, Sentinel};
+use crate::sync::Mutex;
 use crate::url;
 
 /// The states of a node's first connection: not tried, being opened, tried.

@@ -6,17 +6,15 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use crate::sync::{Condvar, Mutex};
 
 use crate::guard::{GuardShared, Plan, Renewal, fire};
 use crate::process::PerProcess;
 use crate::quorum::{self, Tally};
 use crate::scripts::Call;
+use crate::sync::{Condvar, Mutex};
 
 /// Extensions per pipelined round.
 const BATCH: usize = 256;

@@ -6,9 +6,11 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
+
+use crate::lock::lock;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -20,22 +22,14 @@ static QUEUE: Mutex<Option<(u32, Sender<Job>)>> = Mutex::new(None);
 /// exception it raises goes to `sys.unraisablehook` (printed by default); nothing is called
 /// once the interpreter is shutting down.
 pub(crate) fn call_soon(cell: Arc<Mutex<Option<Py<PyAny>>>>) {
-    if cell
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .is_none()
-    {
+    if lock(&cell).is_none() {
         return;
     }
     post(Box::new(move || {
         Python::try_attach(|py| {
             // Not called under the cell's lock: the call may run the garbage collector, whose
             // `__clear__` takes it.
-            let callable = cell
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .as_ref()
-                .map(|c| c.clone_ref(py));
+            let callable = lock(&cell).as_ref().map(|c| c.clone_ref(py));
             if let Some(callable) = callable
                 && let Err(e) = callable.call0(py)
             {
@@ -47,7 +41,7 @@ pub(crate) fn call_soon(cell: Arc<Mutex<Option<Py<PyAny>>>>) {
 
 fn post(job: Job) {
     let pid = std::process::id();
-    let mut queue = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut queue = lock(&QUEUE);
     let job = match queue.as_ref() {
         Some((p, tx)) if *p == pid => match tx.send(job) {
             Ok(()) => return,

@@ -5,7 +5,7 @@
 //! So no thread ever waits for the slot while holding the GIL, and a forked child never
 //! inherits the slot locked by a parent's network call.
 
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use pyo3::gc::PyVisit;
@@ -13,7 +13,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::{PyTraverseError, exceptions::PyKeyboardInterrupt};
 use redmutex::{ErrorKind, MutexGuard, TryLockError};
-use std::sync::{Condvar, Mutex, PoisonError};
 
 use crate::args::{self, Wait};
 use crate::callbacks;
@@ -39,7 +38,7 @@ struct Flag {
 }
 
 /// Locks `m`; a panic elsewhere while it was held leaves nothing half-done here.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -153,10 +152,7 @@ impl Lock {
     }
 
     fn release_inner(&self, py: Python<'_>) -> PyResult<()> {
-        let held = self
-            .slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let held = lock(&self.slot)
             .take()
             .ok_or_else(|| not_held(py, "release unlocked lock"))?;
         held.ended.set();
