@@ -23,8 +23,11 @@ fn a_child_forked_while_other_threads_lock_takes_its_own_lock_in_time() {
             let (client, stop) = (client.clone(), Arc::clone(&stop));
             thread::spawn(move || {
                 let mutex = client.mutex(format!("fork:busy:{i}"));
+                // Only the load matters here: a slow round on a busy machine may fail.
                 while !stop.load(Ordering::Relaxed) {
-                    mutex.try_lock().unwrap().unlock().unwrap();
+                    if let Ok(guard) = mutex.try_lock() {
+                        let _ = guard.unlock();
+                    }
                 }
             })
         })
