@@ -257,6 +257,11 @@ impl GuardShared {
         }
     }
 
+    /// Why a lock that is lost (or whose validity ran out) was lost.
+    fn why_lost(&self, st: &State) -> (String, Vec<NodeReport>) {
+        st.why.clone().unwrap_or_else(|| self.ran_out(st))
+    }
+
     /// Marks the lock lost (once), saying why, and hands back the callbacks to run, outside
     /// any lock.
     pub(crate) fn mark_lost(&self, why: (String, Vec<NodeReport>)) -> Vec<Callback> {
@@ -280,7 +285,7 @@ impl GuardShared {
             ));
         }
         let _op = self.op.lock();
-        let (was_lost, why, valid_until) = {
+        let (lost, valid_until) = {
             let mut st = self.state.lock();
             if st.released {
                 return Err(Error::new(
@@ -289,13 +294,8 @@ impl GuardShared {
                 ));
             }
             st.released = true;
-            let now = Instant::now();
-            let why = match &st.why {
-                Some((why, _)) => Some(why.clone()),
-                None if now >= st.valid_until => Some(self.ran_out(&st).0),
-                None => None,
-            };
-            (st.lost || now >= st.valid_until, why, st.valid_until)
+            let lost = (st.lost || Instant::now() >= st.valid_until).then(|| self.why_lost(&st).0);
+            (lost, st.valid_until)
         };
         self.lost_cv.notify_all();
         let tally = self.release_everywhere(valid_until);
@@ -305,8 +305,8 @@ impl GuardShared {
         self.client.renewer.forget();
         let report = Released::from_tally(&tally);
         let n = self.client.nodes.len();
-        if was_lost || tally.refused > n - self.client.quorum {
-            let what = match why {
+        if lost.is_some() || tally.refused > n - self.client.quorum {
+            let what = match lost {
                 Some(why) => format!("the lock was lost before it was released: {why}"),
                 None => "the lock was lost before it was released".to_owned(),
             };
@@ -505,10 +505,7 @@ impl MutexGuard {
             if st.released {
                 return Err(Error::new(ErrorKind::NotHeld, "the lock was released"));
             }
-            let (why, nodes) = match &st.why {
-                Some(why) => why.clone(),
-                None => self.shared.ran_out(&st),
-            };
+            let (why, nodes) = self.shared.why_lost(&st);
             Err(Error::new(ErrorKind::Lost, why).with_nodes(nodes))
         }
     }

@@ -277,7 +277,6 @@ impl std::ops::Deref for Decimal {
 mod tests {
     use super::*;
 
-    /// The hand-packed requests are byte for byte what redis-rs packs.
     #[test]
     fn decimals_are_the_numbers_digits() {
         for n in [0, 7, 10, 99, 1_000_000, u64::MAX] {
@@ -285,6 +284,7 @@ mod tests {
         }
     }
 
+    /// The hand-packed requests are byte for byte what redis-rs packs.
     #[test]
     fn calls_pack_like_redis_rs() {
         let keys: [&[u8]; 2] = [b"lock", b"{lock}:fence"];
