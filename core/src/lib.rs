@@ -68,6 +68,16 @@ pub use client::{
 pub use error::{Error, ErrorKind, NodeOutcome, NodeReport, Result, TryLockError};
 pub use guard::{MutexGuard, Released};
 pub use mutex::{LockStatus, Mutex};
+/// Internals that the project's own simulator (`redmutex-sim`) drives; not part of the API.
+#[doc(hidden)]
+pub mod sim_support {
+    /// Each Lua script the lock sends, by name (`acquire`, `release`, …), with its exact
+    /// source text.
+    pub fn scripts() -> Vec<(&'static str, &'static str)> {
+        crate::scripts::named()
+    }
+}
+
 pub use options::{
     DEFAULT_TTL, MAX_NAME_LEN, MAX_TTL, MIN_TTL, MutexOptions, default_node_timeout, drift,
 };

@@ -134,6 +134,17 @@ pub(crate) fn all() -> [&'static Script; 5] {
     [&ACQUIRE, &RELEASE, &EXTEND, &FENCE_MAX, &STATUS]
 }
 
+/// Every script with its name, for the simulator.
+pub(crate) fn named() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("acquire", ACQUIRE.source()),
+        ("release", RELEASE.source()),
+        ("extend", EXTEND.source()),
+        ("fence_max", FENCE_MAX.source()),
+        ("status", STATUS.source()),
+    ]
+}
+
 /// One request of a round: a script invocation (sent with EVALSHA, re-sent with EVAL when the
 /// server lost its scripts) or a plain command such as `WAIT`.
 #[derive(Clone)]
