@@ -3,13 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cluster::Cluster;
+use redis::RedisConnectionInfo;
+
 use crate::error::Error;
-use crate::mutex::Mutex;
-use crate::node::{Node, redact};
-use crate::renew::Renewer;
-use crate::sentinel::Sentinel;
-use crate::token;
+use crate::lock::{self, Voters};
+use crate::net::{Cluster, Node, Sentinel, Setup, redact};
 
 /// Default bound on opening one connection (TCP connect, AUTH, script loading).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -39,23 +37,7 @@ pub const MAX_OWNER_LEN: usize = 128;
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) nodes: Vec<Arc<Node>>,
-    pub(crate) quorum: usize,
-    pub(crate) node_timeout: Option<Duration>,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) owner: Option<String>,
-    pub(crate) renewer: Renewer,
-}
-
-impl Inner {
-    /// The owner label of tokens made now (the default one includes the current pid).
-    pub(crate) fn label(&self) -> String {
-        self.owner.clone().unwrap_or_else(token::default_label)
-    }
+    pub(crate) inner: Arc<Voters>,
 }
 
 impl Client {
@@ -84,15 +66,6 @@ impl Client {
     /// A builder for several nodes (Redlock) or non-default timeouts and owner label.
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
-    }
-
-    /// A lock with the given name and default options; cheap, holds no connection.
-    ///
-    /// The name is the Redis key of the lock, exactly as given. It is checked when the lock is
-    /// first used: an empty name or one longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)
-    /// bytes is an invalid argument.
-    pub fn mutex(&self, name: impl AsRef<[u8]>) -> Mutex {
-        Mutex::new(self.clone(), name.as_ref().to_vec())
     }
 
     /// How many nodes this client talks to.
@@ -163,31 +136,24 @@ impl Voter {
         }
     }
 
-    fn open(
-        &self,
-        client_name: &str,
-        connect_timeout: Duration,
-        tls_ca_cert: Option<&[u8]>,
-    ) -> Result<Node, Error> {
-        let no_ca = |what: &str| match tls_ca_cert {
-            Some(_) => Err(Error::invalid(format!(
-                "a TLS CA certificate was given, but TLS to {what} is not supported yet"
-            ))),
-            None => Ok(()),
-        };
+    fn open(&self, setup: Setup, tls_ca_cert: Option<&[u8]>) -> Result<Node, Error> {
         match self {
-            Voter::Url(url) => Node::open(url, client_name, connect_timeout, tls_ca_cert),
+            Voter::Url(url) => Node::open(url, setup, tls_ca_cert).map_err(Error::invalid),
             Voter::Cluster(seeds) => {
-                no_ca("a Redis Cluster")?;
-                let c = Cluster::from_seeds(seeds, client_name, connect_timeout)
+                let c = Cluster::from_seeds(seeds, tls_ca_cert, setup)
                     .map_err(|e| Error::invalid(format!("unusable Redis Cluster seeds: {e}")))?;
                 Ok(Node::cluster(c))
             }
             Voter::Sentinel(urls, master) => {
-                no_ca("a Sentinel group")?;
-                let s = Sentinel::from_parts(urls, master)
+                if master.db < 0 {
+                    return Err(Error::invalid(format!(
+                        "unusable Redis Sentinel group: the database must not be negative, got {}",
+                        master.db
+                    )));
+                }
+                let s = Sentinel::from_parts(urls, (&master.name, master.settings()), tls_ca_cert)
                     .map_err(|e| Error::invalid(format!("unusable Redis Sentinel group: {e}")))?;
-                Ok(Node::sentinel(s, client_name, connect_timeout))
+                Ok(Node::sentinel(s, setup))
             }
         }
     }
@@ -380,26 +346,28 @@ impl ClientBuilder {
         if let Some(label) = &self.owner {
             check_label(label)?;
         }
-        let name_label = self.owner.clone().unwrap_or_else(token::default_label);
-        let client_name = format!("redmutex:{name_label}");
+        let name_label = self.owner.clone().unwrap_or_else(lock::default_label);
+        let client_name: Arc<str> = format!("redmutex:{name_label}").into();
+        let preload = lock::preload();
         let nodes = self
             .voters
             .iter()
             .map(|v| {
-                v.open(&client_name, connect_timeout, self.tls_ca_cert.as_deref())
-                    .map(Arc::new)
+                let setup = Setup {
+                    client_name: Arc::clone(&client_name),
+                    connect_timeout,
+                    preload: Arc::clone(&preload),
+                };
+                v.open(setup, self.tls_ca_cert.as_deref()).map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let quorum = nodes.len() / 2 + 1;
         Ok(Client {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Voters::new(
                 nodes,
-                quorum,
-                node_timeout: self.node_timeout,
+                self.node_timeout,
                 connect_timeout,
-                owner: self.owner,
-                renewer: Renewer::new(),
-            }),
+                self.owner,
+            )),
         })
     }
 }
@@ -441,6 +409,20 @@ impl SentinelMaster {
     pub fn db(mut self, db: i64) -> SentinelMaster {
         self.db = db;
         self
+    }
+}
+
+impl SentinelMaster {
+    /// The master's credentials and database, as the transport takes them.
+    fn settings(&self) -> RedisConnectionInfo {
+        let mut settings = RedisConnectionInfo::default().set_db(self.db);
+        if let Some(u) = &self.username {
+            settings = settings.set_username(u);
+        }
+        if let Some(p) = &self.password {
+            settings = settings.set_password(p);
+        }
+        settings
     }
 }
 

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::net::{Failure, NetError};
+
 /// What went wrong, in a small and stable set of kinds.
 ///
 /// Every kind maps 1:1 to a C result code and a Python exception class, so new kinds are added
@@ -145,6 +147,9 @@ pub struct Error {
     nodes: Vec<NodeReport>,
     #[source]
     source: Option<redis::RedisError>,
+    /// Every node that failed did so in a way that waiting cannot mend (see
+    /// [`Error::is_misconfiguration`]).
+    misconfigured: bool,
 }
 
 impl Error {
@@ -154,6 +159,7 @@ impl Error {
             message: message.into(),
             nodes: Vec::new(),
             source: None,
+            misconfigured: false,
         }
     }
 
@@ -183,7 +189,7 @@ impl Error {
         what: &str,
         fallback: ErrorKind,
         nodes: Vec<NodeReport>,
-        source: Option<redis::RedisError>,
+        source: Option<NetError>,
     ) -> Error {
         let kinds: Vec<ErrorKind> = nodes.iter().filter_map(|n| n.outcome.kind()).collect();
         let kind = if nodes.len() == 1 {
@@ -193,24 +199,22 @@ impl Error {
         } else {
             fallback
         };
-        Error::new(kind, what).with_nodes(nodes).with_source(source)
+        Error::new(kind, what)
+            .with_nodes(nodes)
+            .with_source(source.map(NetError::into_redis))
+    }
+
+    /// Says that every node that failed did so in a way that waiting cannot mend.
+    pub(crate) fn misconfigured(mut self, misconfigured: bool) -> Error {
+        self.misconfigured = misconfigured;
+        self
     }
 
     /// Whether waiting cannot help: every node that failed refused our credentials, or
     /// presented a certificate that does not verify. Such errors are reported at once instead
     /// of being ridden over like an outage.
     pub(crate) fn is_misconfiguration(&self) -> bool {
-        if self.kind == ErrorKind::Auth {
-            return true;
-        }
-        let mut failed = self.nodes.iter().filter_map(|n| match &n.outcome {
-            NodeOutcome::Auth(_) => Some(true),
-            NodeOutcome::Unreachable(e) => Some(e.contains(crate::node::TLS_UNVERIFIED)),
-            NodeOutcome::Error(_) => Some(false),
-            _ => None,
-        });
-        let first = failed.next();
-        first == Some(true) && failed.all(|misconfigured| misconfigured)
+        self.kind == ErrorKind::Auth || self.misconfigured
     }
 
     /// What kind of failure this is.
@@ -281,47 +285,19 @@ impl From<TryLockError> for Error {
     }
 }
 
-/// Classifies a redis error as a node outcome (connection, auth or server error).
-pub(crate) fn outcome_of(e: &redis::RedisError) -> NodeOutcome {
+/// What a node that failed answered, by the failure's kind.
+pub(crate) fn outcome_of(e: &NetError) -> NodeOutcome {
     let text = e.to_string();
-    let code = e.code().unwrap_or("");
-    if e.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM")
-    {
-        NodeOutcome::Auth(text)
-    } else if e.is_timeout() {
-        // A socket timeout reads "Resource temporarily unavailable (os error 11)" on Linux.
-        NodeOutcome::Unreachable(if text.contains(crate::node::NO_ANSWER) {
-            text
-        } else {
-            format!("{} ({text})", crate::node::NO_ANSWER)
-        })
-    } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
-        NodeOutcome::Unreachable(text)
-    } else {
-        NodeOutcome::Error(text)
+    match e.failure() {
+        Failure::Auth => NodeOutcome::Auth(text),
+        Failure::Server => NodeOutcome::Error(text),
+        Failure::Timeout
+        | Failure::Refused
+        | Failure::Dropped
+        | Failure::TlsUnverified
+        | Failure::Io => NodeOutcome::Unreachable(text),
     }
 }
 
 /// A convenient alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_timeout_reads_as_one() {
-        let ours = outcome_of(&crate::node::timed_out());
-        assert_eq!(
-            ours,
-            NodeOutcome::Unreachable("timed out: no answer in time".into())
-        );
-        // What a socket read past its timeout fails with.
-        let socket = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::WouldBlock));
-        let NodeOutcome::Unreachable(text) = outcome_of(&socket) else {
-            panic!("not unreachable");
-        };
-        assert!(text.starts_with("timed out: no answer in time ("), "{text}");
-    }
-}

@@ -41,40 +41,56 @@
 //! Redlock text, this assumes bounded clock drift between the nodes and that nodes do not lose
 //! acknowledged writes (persistence with fsync, or a restarted node staying out for one TTL).
 //! Fence numbers strictly increase across grants under the same assumption; use them.
+//!
+//! # Architecture
+//!
+//! Three layers; a file imports only from its own layer or the ones below it.
+//!
+//! | layer | files | what it may use |
+//! | --- | --- | --- |
+//! | public API | `client.rs` (`Client`, `ClientBuilder`, `SentinelMaster`), `mutex.rs` (`Mutex`), `guard.rs` (`MutexGuard`, the handle only) | the lock protocol, the transport (to open nodes), the vocabulary |
+//! | vocabulary | `error.rs` (`Error`, `ErrorKind`, the per-node report), `options.rs` (`MutexOptions` and the bounds) | the transport's failure kinds |
+//! | lock protocol (`lock/`) | `scripts.rs` (the Lua scripts and their invocations, with the `NOSCRIPT` reload), `reply.rs`, `keys.rs`, `token.rs`, `tally.rs` (votes and the quorum rule), `acquire.rs` (rounds, validity, fences), `wait.rs` (waiting for a release), `lease.rs` (validity, renewal, loss and its reason), `release.rs` (release and extension), `renew.rs` (the renew thread), `status.rs`, `voters.rs` | the transport's fan-out and blocking call, the vocabulary |
+//! | transport (`net/`) | `request.rs` (what it sends: RESP bytes and a key slot), `conn.rs` (deadlines, pipelines), `endpoint.rs` (a pool per server), `node.rs`, `sentinel.rs`, `cluster.rs` and `slots.rs` (routing), `url.rs`, `tls.rs`, `fanout.rs`, `leg.rs` and `gather.rs` (one round to every node under one deadline), `block.rs` (a blocking pop with requests behind it), `error.rs` (typed failures) | nothing above it: it knows no lock, token or fence |
+//!
+//! `sync.rs` (the process-local locks) and `process.rs` (state that a forked child gets its
+//! own copy of) serve every layer and import nothing of the crate.
+//!
+//! Dependencies, each for its own job: `redis` for connections, RESP and URL parsing (only its
+//! `script` feature; TLS through `tls-rustls`), `rustls` with the `ring` provider for TLS (no
+//! C toolchain beyond what `ring` needs), `getrandom` for tokens and jitter from the OS
+//! CSPRNG, `thiserror` for the error type, `log` for what a `Drop` cannot return, and
+//! `percent-encoding` for the escapes in URL user-info. The library's own locks and condition
+//! variables are std's, not parking_lot's: parking_lot keeps one process-wide table of parked
+//! threads, which a forked child inherits with entries of threads it does not have, and its
+//! next contended lock can hang or crash there (see `sync.rs` and RELIABILITY.md).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod acquire;
 mod client;
-mod cluster;
 mod error;
 mod guard;
-mod keys;
+mod lock;
 mod mutex;
-mod node;
+mod net;
 mod options;
 mod process;
-mod quorum;
-mod renew;
-mod scripts;
-mod sentinel;
 mod sync;
-mod token;
-mod url;
 
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, MAX_NODES, MAX_OWNER_LEN, SentinelMaster,
 };
 pub use error::{Error, ErrorKind, NodeOutcome, NodeReport, Result, TryLockError};
-pub use guard::{MutexGuard, Released};
-pub use mutex::{LockStatus, Mutex};
+pub use guard::MutexGuard;
+pub use lock::{LockStatus, Released};
+pub use mutex::Mutex;
 /// Internals that the project's own simulator (`redmutex-sim`) drives; not part of the API.
 #[doc(hidden)]
 pub mod sim_support {
     /// Each Lua script the lock sends, by name (`acquire`, `release`, …), with its exact
     /// source text.
     pub fn scripts() -> Vec<(&'static str, &'static str)> {
-        crate::scripts::named()
+        crate::lock::script_sources()
     }
 }
 

@@ -1,30 +1,16 @@
-//! `Mutex`: a lock name plus its options, and the acquire loop.
+//! `Mutex`: a lock name plus its options. Taking it is the lock protocol's business
+//! (`lock/acquire.rs`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::Value;
-
 use crate::client::Client;
-use crate::error::{Error, ErrorKind, NodeOutcome, TryLockError};
+#[allow(unused_imports)] // for the docs
+use crate::error::ErrorKind;
+use crate::error::{Error, TryLockError};
 use crate::guard::MutexGuard;
-use crate::keys::Keys;
+use crate::lock::{Keys, LockStatus, Plan};
 use crate::options::MutexOptions;
-use crate::quorum::{self, Tally};
-use crate::scripts::{self, Call};
-
-/// What `Mutex::status` finds in Redis.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LockStatus {
-    /// The holder's value (`owner-label:random-hex` for redmutex holders), when a quorum of
-    /// nodes agree on one; `None` when the lock is free.
-    pub holder: Option<Vec<u8>>,
-    /// The holder's remaining lease (the smallest among the agreeing nodes), if it has one.
-    pub ttl: Option<Duration>,
-    /// The last fence number granted for this name (the largest among the nodes).
-    pub fence: u64,
-}
 
 /// A distributed lock: a name (its Redis key) plus its options.
 ///
@@ -62,15 +48,22 @@ pub struct Mutex {
     pub(crate) opts: MutexOptions,
 }
 
-impl Mutex {
-    pub(crate) fn new(client: Client, name: Vec<u8>) -> Mutex {
+impl Client {
+    /// A lock with the given name and default options; cheap, holds no connection.
+    ///
+    /// The name is the Redis key of the lock, exactly as given. It is checked when the lock is
+    /// first used: an empty name or one longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)
+    /// bytes is an invalid argument.
+    pub fn mutex(&self, name: impl AsRef<[u8]>) -> Mutex {
         Mutex {
-            client,
-            keys: Arc::new(Keys::for_name(name)),
+            client: self.clone(),
+            keys: Arc::new(Keys::for_name(name.as_ref().to_vec())),
             opts: MutexOptions::default(),
         }
     }
+}
 
+impl Mutex {
     /// Sets the lease (default 30 s; 10 ms to 24 h).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.opts.ttl = ttl;
@@ -206,64 +199,21 @@ impl Mutex {
     /// [`ErrorKind::InvalidArgument`] for a bad name; [`ErrorKind::Connection`] /
     /// [`ErrorKind::NoQuorum`] when fewer than a quorum of nodes answered.
     pub fn status(&self) -> Result<LockStatus, Error> {
-        let plan = self.plan()?;
-        let nodes = &self.client.inner.nodes;
-        let call = Call::new(&scripts::STATUS, &[&plan.keys.lock, &plan.keys.fence], &[]);
-        let answers = quorum::exchange(
-            nodes,
-            &vec![std::slice::from_ref(&call); nodes.len()],
-            Instant::now() + plan.node_timeout,
-            None,
-        );
-        let mut tally = Tally::default();
-        let mut seen: Vec<(Vec<u8>, i64)> = Vec::new();
-        let mut fence = 0u64;
-        for (node, answer) in nodes.iter().zip(answers) {
-            match answer.map(|mut v| v.pop()) {
-                Ok(Some(Ok(Value::Array(items)))) if items.len() == 3 => {
-                    let holder = bytes(&items[0]);
-                    let pttl = int(&items[1]);
-                    fence = fence.max(int(&items[2]).max(0) as u64);
-                    if !holder.is_empty() {
-                        seen.push((holder, pttl));
-                    }
-                    tally.push(node, NodeOutcome::Ok);
-                }
-                Ok(Some(Err(e))) | Err(e) => tally.fail(node, e),
-                other => tally.push(
-                    node,
-                    NodeOutcome::Error(format!("unexpected reply {other:?}")),
-                ),
-            }
-        }
-        let quorum = self.client.inner.quorum;
-        if tally.yes < quorum {
-            return Err(Error::from_report(
-                "not enough nodes answered",
-                ErrorKind::NoQuorum,
-                tally.reports,
-                tally.source,
-            ));
-        }
-        let mut holder = None;
-        let mut ttl = None;
-        for (value, _) in &seen {
-            let agreeing: Vec<i64> = seen
-                .iter()
-                .filter(|(v, _)| v == value)
-                .map(|(_, p)| *p)
-                .collect();
-            if agreeing.len() >= quorum {
-                holder = Some(value.clone());
-                ttl = agreeing
-                    .iter()
-                    .filter(|p| **p >= 0)
-                    .min()
-                    .map(|p| Duration::from_millis(*p as u64));
-                break;
-            }
-        }
-        Ok(LockStatus { holder, ttl, fence })
+        self.plan()?.status()
+    }
+
+    /// The call's arguments, checked.
+    fn plan(&self) -> Result<Plan, Error> {
+        Plan::new(&self.client.inner, &self.keys, &self.opts)
+    }
+
+    fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        interrupted: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<MutexGuard, TryLockError> {
+        let lease = self.plan()?.acquire(deadline, interrupted)?;
+        Ok(MutexGuard { lease })
     }
 }
 
@@ -273,24 +223,5 @@ impl std::fmt::Debug for Mutex {
             .field("name", &String::from_utf8_lossy(&self.keys.lock))
             .field("options", &self.opts)
             .finish_non_exhaustive()
-    }
-}
-
-pub(crate) fn int(v: &Value) -> i64 {
-    match v {
-        Value::Int(i) => *i,
-        Value::BulkString(b) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0),
-        _ => 0,
-    }
-}
-
-pub(crate) fn bytes(v: &Value) -> Vec<u8> {
-    match v {
-        Value::BulkString(b) => b.clone(),
-        Value::SimpleString(s) => s.clone().into_bytes(),
-        _ => Vec::new(),
     }
 }

@@ -9,20 +9,22 @@
 use std::sync::{PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-pub(crate) use std::sync::MutexGuard;
+pub(crate) use std::sync::MutexGuard as LocalGuard;
 
-pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
+/// A lock within this process (std's), never to be confused with the distributed
+/// [`Mutex`](crate::Mutex).
+pub(crate) struct LocalMutex<T>(std::sync::Mutex<T>);
 
-impl<T> Mutex<T> {
-    pub(crate) const fn new(value: T) -> Mutex<T> {
-        Mutex(std::sync::Mutex::new(value))
+impl<T> LocalMutex<T> {
+    pub(crate) const fn new(value: T) -> LocalMutex<T> {
+        LocalMutex(std::sync::Mutex::new(value))
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+    pub(crate) fn lock(&self) -> LocalGuard<'_, T> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+    pub(crate) fn try_lock(&self) -> Option<LocalGuard<'_, T>> {
         match self.0.try_lock() {
             Ok(guard) => Some(guard),
             Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
@@ -31,7 +33,7 @@ impl<T> Mutex<T> {
     }
 
     /// Tries for up to `timeout`, every millisecond (for locks held across a round trip).
-    pub(crate) fn try_lock_for(&self, timeout: Duration) -> Option<MutexGuard<'_, T>> {
+    pub(crate) fn try_lock_for(&self, timeout: Duration) -> Option<LocalGuard<'_, T>> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(guard) = self.try_lock() {
@@ -46,11 +48,11 @@ impl<T> Mutex<T> {
     }
 }
 
-pub(crate) struct Condvar(std::sync::Condvar);
+pub(crate) struct LocalCondvar(std::sync::Condvar);
 
-impl Condvar {
-    pub(crate) const fn new() -> Condvar {
-        Condvar(std::sync::Condvar::new())
+impl LocalCondvar {
+    pub(crate) const fn new() -> LocalCondvar {
+        LocalCondvar(std::sync::Condvar::new())
     }
 
     pub(crate) fn notify_one(&self) {
@@ -61,16 +63,16 @@ impl Condvar {
         self.0.notify_all();
     }
 
-    pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    pub(crate) fn wait<'a, T>(&self, guard: LocalGuard<'a, T>) -> LocalGuard<'a, T> {
         self.0.wait(guard).unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Waits for a notification or until `until`, whichever comes first (or spuriously).
     pub(crate) fn wait_until<'a, T>(
         &self,
-        guard: MutexGuard<'a, T>,
+        guard: LocalGuard<'a, T>,
         until: Instant,
-    ) -> MutexGuard<'a, T> {
+    ) -> LocalGuard<'a, T> {
         let timeout = until.saturating_duration_since(Instant::now());
         match self.0.wait_timeout(guard, timeout) {
             Ok((guard, _)) => guard,
@@ -79,11 +81,11 @@ impl Condvar {
     }
 }
 
-pub(crate) struct RwLock<T>(std::sync::RwLock<T>);
+pub(crate) struct LocalRwLock<T>(std::sync::RwLock<T>);
 
-impl<T> RwLock<T> {
-    pub(crate) const fn new(value: T) -> RwLock<T> {
-        RwLock(std::sync::RwLock::new(value))
+impl<T> LocalRwLock<T> {
+    pub(crate) const fn new(value: T) -> LocalRwLock<T> {
+        LocalRwLock(std::sync::RwLock::new(value))
     }
 
     pub(crate) fn read(&self) -> std::sync::RwLockReadGuard<'_, T> {

@@ -4,13 +4,16 @@
 //! ```text
 //! redis+sentinel://[[user]:password@]host[:port][,host2[:port2],...]/master-name[/db]
 //!     [?sentinel_username=...&sentinel_password=...]
+//! rediss+sentinel://…same…[#insecure]
 //! ```
 //!
 //! The same grammar as the `redis+sentinel://` URLs of redis-py helpers (Redis-Sentinel-Url,
 //! Prefect, RedisVL): sentinels are comma-separated and default to port 26379, the path is the
 //! master name and an optional database number, and the user-info credentials are those of the
 //! master. The sentinels themselves are asked without credentials unless the
-//! `sentinel_username` / `sentinel_password` query parameters are given.
+//! `sentinel_username` / `sentinel_password` query parameters are given. With `rediss+sentinel://`
+//! every connection, to the sentinels and to the master, is made over TLS (checked against the
+//! client's CA or the system's roots, or not at all after an explicit `#insecure`).
 //!
 //! A new connection asks the sentinels in order (the one that answered last first), each
 //! bounded by the caller's deadline, for `SENTINEL get-master-addr-by-name`, connects to that
@@ -22,23 +25,22 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisError, Value};
+use redis::{RedisConnectionInfo, Value};
 
-use crate::client::SentinelMaster;
-use crate::node;
-use crate::url::{decode, has_scheme, host_port, parse_host, userinfo_settings};
+use super::conn::{self, remaining, set_timeouts};
+use super::error::{Failure, NetError};
+use super::url::{
+    Schemes, Tls, decode, fragment, has_scheme, host_port, parse_host, redact, tls_for,
+    userinfo_settings,
+};
 
-/// The URL scheme of a node behind Redis Sentinel.
-pub(crate) const SCHEME: &str = "redis+sentinel://";
-/// The TLS variant, recognised only to reject it clearly.
-const TLS_SCHEME: &str = "rediss+sentinel://";
+/// The URL schemes of a node behind Redis Sentinel.
+pub(crate) const SCHEMES: Schemes = Schemes {
+    plain: "redis+sentinel://",
+    tls: "rediss+sentinel://",
+};
 /// The port of a sentinel given without one.
 pub(crate) const DEFAULT_PORT: u16 = 26379;
-
-/// Whether `url` is a Sentinel URL (either scheme, any case).
-pub(crate) fn is_sentinel_url(url: &str) -> bool {
-    has_scheme(url, SCHEME) || has_scheme(url, TLS_SCHEME)
-}
 
 /// One master name watched by a group of sentinels.
 pub(crate) struct Sentinel {
@@ -48,24 +50,18 @@ pub(crate) struct Sentinel {
     master: RedisConnectionInfo,
     /// Credentials of the sentinels.
     auth: RedisConnectionInfo,
+    /// TLS for the sentinels and the master alike.
+    tls: Tls,
     /// The sentinel that answered last, asked first next time.
     first: AtomicUsize,
     display: String,
 }
 
 impl Sentinel {
-    /// Parses a `redis+sentinel://` URL. The error message never contains the password.
-    pub(crate) fn parse(url: &str) -> Result<Sentinel, String> {
-        if has_scheme(url, TLS_SCHEME) {
-            return Err("TLS to Sentinel groups (rediss+sentinel://) is not supported yet".into());
-        }
-        if !has_scheme(url, SCHEME) {
-            return Err(format!("a Sentinel URL starts with {SCHEME}"));
-        }
-        let rest = &url[SCHEME.len()..];
-        if rest.contains('#') {
-            return Err("a Sentinel URL has no #fragment".into());
-        }
+    /// Parses a `redis+sentinel://` or `rediss+sentinel://` URL; `ca` (PEM) is the CA that
+    /// TLS certificates must chain to. The error message never contains the password.
+    pub(crate) fn parse(url: &str, ca: Option<&[u8]>) -> Result<Sentinel, String> {
+        let (rest, tls) = SCHEMES.split(url, ca, "a Sentinel URL")?;
         let (rest, query) = match rest.split_once('?') {
             Some((r, q)) => (r, Some(q)),
             None => (rest, None),
@@ -116,35 +112,42 @@ impl Sentinel {
             }
         }
 
-        Ok(Sentinel::new(sentinels, master_name, master, auth))
+        Ok(Sentinel::new(sentinels, master_name, master, auth, tls))
     }
 
     /// A group from sentinel URLs (`redis://[[user]:password@]host[:port]`, port 26379 when
-    /// left out) and its master: the form of `ClientBuilder::sentinel`. Credentials in the
-    /// URLs are the sentinels' and must be the same in all of them.
-    pub(crate) fn from_parts(urls: &[String], master: &SentinelMaster) -> Result<Sentinel, String> {
+    /// left out, or all `rediss://` for TLS) and its master: the form of
+    /// `ClientBuilder::sentinel`. Credentials in the URLs are the sentinels' and must be the
+    /// same in all of them; `master` is the master's name, and its credentials and database.
+    pub(crate) fn from_parts(
+        urls: &[String],
+        master: (&str, RedisConnectionInfo),
+        ca: Option<&[u8]>,
+    ) -> Result<Sentinel, String> {
+        let (name, settings) = master;
         if urls.is_empty() {
             return Err("a Sentinel group needs at least one sentinel URL".into());
         }
-        if master.name.is_empty() {
+        if name.is_empty() {
             return Err("the master name is empty".into());
         }
-        if master.db < 0 {
-            return Err(format!(
-                "the database must not be negative, got {}",
-                master.db
-            ));
-        }
+        let tls_on = urls.first().is_some_and(|u| has_scheme(u, "rediss://"));
+        let mut insecure = None;
         let mut sentinels = Vec::with_capacity(urls.len());
         let mut auth: Option<RedisConnectionInfo> = None;
         for url in urls {
-            if !has_scheme(url, "redis://") {
+            let scheme = if tls_on { "rediss://" } else { "redis://" };
+            if !has_scheme(url, scheme) {
                 return Err(format!(
-                    "sentinels are redis://host[:port] URLs, got {}",
-                    node::redact(url)
+                    "sentinels are all redis://host[:port] or all rediss://host[:port] URLs, got {}",
+                    redact(url)
                 ));
             }
-            let authority = url["redis://".len()..].trim_end_matches('/');
+            let (rest, this_insecure) = fragment(&url[scheme.len()..], tls_on)?;
+            if *insecure.get_or_insert(this_insecure) != this_insecure {
+                return Err("#insecure must be on every sentinel URL or on none".into());
+            }
+            let authority = rest.trim_end_matches('/');
             let (userinfo, host) = match authority.rsplit_once('@') {
                 Some((u, h)) => (Some(u), h),
                 None => (None, authority),
@@ -162,18 +165,13 @@ impl Sentinel {
                 Some(_) => {}
             }
         }
-        let mut settings = RedisConnectionInfo::default().set_db(master.db);
-        if let Some(u) = &master.username {
-            settings = settings.set_username(u);
-        }
-        if let Some(p) = &master.password {
-            settings = settings.set_password(p);
-        }
+        let tls = tls_for(tls_on, insecure.unwrap_or(false), ca, "the sentinel URLs")?;
         Ok(Sentinel::new(
             sentinels,
-            master.name.clone(),
+            name.to_owned(),
             settings,
             auth.unwrap_or_default(),
+            tls,
         ))
     }
 
@@ -182,10 +180,16 @@ impl Sentinel {
         master_name: String,
         master: RedisConnectionInfo,
         auth: RedisConnectionInfo,
+        tls: Tls,
     ) -> Sentinel {
         let hosts: Vec<String> = sentinels.iter().map(|(h, p)| host_port(h, *p)).collect();
         let display = format!(
-            "{SCHEME}{}{}/{}{}",
+            "{}{}{}/{}{}",
+            if tls.is_on() {
+                SCHEMES.tls
+            } else {
+                SCHEMES.plain
+            },
             master
                 .username()
                 .map(|u| format!("{u}@"))
@@ -203,6 +207,7 @@ impl Sentinel {
             master_name,
             master,
             auth,
+            tls,
             first: AtomicUsize::new(0),
             display,
         }
@@ -219,13 +224,10 @@ impl Sentinel {
         &self,
         deadline: Instant,
         connect_timeout: Duration,
-    ) -> Result<redis::Connection, RedisError> {
+    ) -> Result<redis::Connection, NetError> {
         let (host, port) = self.master_addr(deadline, connect_timeout)?;
-        let info = ConnectionAddr::Tcp(host, port)
-            .into_connection_info()?
-            .set_redis_settings(self.master.clone());
-        let budget = node::remaining(deadline)?.min(connect_timeout);
-        node::open_connection(&redis::Client::open(node::without_setinfo(info))?, budget)
+        let client = self.tls.client(&host, port, &self.master)?;
+        conn::open(&client, remaining(deadline)?.min(connect_timeout))
     }
 
     /// The master's address according to the first sentinel that answers.
@@ -233,7 +235,7 @@ impl Sentinel {
         &self,
         deadline: Instant,
         connect_timeout: Duration,
-    ) -> Result<(String, u16), RedisError> {
+    ) -> Result<(String, u16), NetError> {
         let n = self.sentinels.len();
         let start = self.first.load(Ordering::Relaxed) % n;
         let mut last = None;
@@ -248,13 +250,13 @@ impl Sentinel {
                     let (h, p) = &self.sentinels[i];
                     log::debug!("sentinel {h}:{p} did not tell the master: {e}");
                     last = Some(e);
-                    if node::remaining(deadline).is_err() {
+                    if remaining(deadline).is_err() {
                         break;
                     }
                 }
             }
         }
-        Err(last.unwrap_or_else(node::timed_out))
+        Err(last.unwrap_or_else(NetError::timeout))
     }
 
     fn ask(
@@ -262,35 +264,31 @@ impl Sentinel {
         i: usize,
         deadline: Instant,
         connect_timeout: Duration,
-    ) -> Result<(String, u16), RedisError> {
+    ) -> Result<(String, u16), NetError> {
         let (host, port) = &self.sentinels[i];
-        let info = ConnectionAddr::Tcp(host.clone(), *port)
-            .into_connection_info()?
-            .set_redis_settings(self.auth.clone());
-        let budget = node::remaining(deadline)?.min(connect_timeout);
-        let client = redis::Client::open(node::without_setinfo(info))?;
-        let mut conn = node::open_connection(&client, budget)?;
-        node::set_timeouts(&conn, deadline)?;
+        let client = self.tls.client(host, *port, &self.auth)?;
+        let mut conn = conn::open(&client, remaining(deadline)?.min(connect_timeout))?;
+        set_timeouts(&conn, deadline)?;
         let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
             .arg("get-master-addr-by-name")
             .arg(&self.master_name)
             .query(&mut conn)?;
         addr.ok_or_else(|| {
-            RedisError::from((
+            NetError::from(redis::RedisError::from((
                 redis::ErrorKind::MasterNameNotFoundBySentinel,
                 "unknown master name",
                 format!(
                     "sentinel {host}:{port} monitors no master named {:?}",
                     self.master_name
                 ),
-            ))
+            )))
         })
     }
 }
 
 /// Fails unless `role` (the reply to `ROLE`) says master: a server that the sentinels still
 /// name but that was demoted (or not yet promoted) must not take locks.
-pub(crate) fn check_master(role: &Value, display: &str) -> Result<(), RedisError> {
+pub(crate) fn check_master(role: &Value, display: &str) -> Result<(), NetError> {
     let first = match role {
         Value::Array(items) => items.first(),
         _ => None,
@@ -305,10 +303,11 @@ pub(crate) fn check_master(role: &Value, display: &str) -> Result<(), RedisError
     } else {
         // An I/O error: the node counts as unreachable for this round, and the next round
         // asks the sentinels again.
-        Err(RedisError::from(io::Error::new(
+        Err(NetError::new(
+            Failure::Io,
             io::ErrorKind::ConnectionAborted,
             format!("the master of {display} answers ROLE {role}: a failover is in progress"),
-        )))
+        ))
     }
 }
 
@@ -318,7 +317,7 @@ mod tests {
 
     #[test]
     fn parses_the_documented_forms() {
-        let s = Sentinel::parse("redis+sentinel://s1,s2:26380,[::1]:26381/mymaster").unwrap();
+        let s = Sentinel::parse("redis+sentinel://s1,s2:26380,[::1]:26381/mymaster", None).unwrap();
         assert_eq!(
             s.sentinels,
             vec![
@@ -336,6 +335,7 @@ mod tests {
 
         let s = Sentinel::parse(
             "REDIS+SENTINEL://alice:p%40ss@h:1/m%20x/3?sentinel_password=sp&sentinel_username=su",
+            None,
         )
         .unwrap();
         assert_eq!(s.master.username(), Some("alice"));
@@ -345,7 +345,7 @@ mod tests {
         assert_eq!(s.auth.password(), Some("sp"));
         assert_eq!(s.display(), "redis+sentinel://alice@h:1/m x/3");
 
-        let s = Sentinel::parse("redis+sentinel://:pw@h/m/").unwrap();
+        let s = Sentinel::parse("redis+sentinel://:pw@h/m/", None).unwrap();
         assert_eq!(s.master.username(), None);
         assert_eq!(s.master.password(), Some("pw"));
         assert_eq!(s.display(), "redis+sentinel://h:26379/m");
@@ -371,10 +371,14 @@ mod tests {
             "redis+sentinel://h/m?password=x",
             "redis+sentinel://h/m#frag",
             "redis+sentinel://:p%zz@h/m",
-            "rediss+sentinel://h/m",
+            "rediss+sentinel://h/m#verify",
         ] {
-            assert!(Sentinel::parse(url).is_err(), "{url}");
+            assert!(Sentinel::parse(url, None).is_err(), "{url}");
         }
+        // A CA goes with TLS only.
+        assert!(Sentinel::parse("redis+sentinel://h/m", Some(b"pem")).is_err());
+        let s = Sentinel::parse("rediss+sentinel://h/m#insecure", None).unwrap();
+        assert_eq!(s.display(), "rediss+sentinel://h:26379/m");
     }
 
     #[test]
@@ -383,6 +387,6 @@ mod tests {
         assert!(check_master(&master, "x").is_ok());
         let replica = Value::Array(vec![Value::BulkString(b"slave".to_vec())]);
         let err = check_master(&replica, "x").unwrap_err();
-        assert!(err.is_io_error(), "{err}");
+        assert_eq!(err.failure(), Failure::Io, "{err}");
     }
 }

@@ -3,10 +3,12 @@
 //!
 //! ```text
 //! redis+cluster://[[user]:password@]host[:port][,host2[:port2],...][/]
+//! rediss+cluster://…same…[#insecure]
 //! ```
 //!
 //! The hosts are seeds: any reachable one tells the slot map (`CLUSTER SLOTS`); the
-//! credentials are those of every cluster node; a host without a port listens on 6379.
+//! credentials are those of every cluster node; a host without a port listens on 6379. With
+//! `rediss+cluster://` every connection to the cluster is made over TLS.
 //!
 //! Requests are pipelined to each master as they are to a single server. A `MOVED` reply
 //! (resharding, a failover) updates the map and sends the request again to the new owner; an
@@ -21,42 +23,39 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{IntoConnectionInfo, RedisConnectionInfo, RedisError, Value};
+use redis::{IntoConnectionInfo, RedisConnectionInfo, Value};
 
-use crate::node::{self, Endpoint};
-use crate::sync::{Mutex, RwLock};
-use crate::url::{has_scheme, host_port, parse_host, userinfo_settings};
+use super::conn::{remaining, set_timeouts};
+use super::endpoint::{Endpoint, Setup};
+use super::error::{Failure, NetError};
+use super::slots::{SLOTS, index_of, parse_slots, split_addr};
+use super::url::{Schemes, Tls, host_port, parse_host, redact, tls_for, userinfo_settings};
+use crate::sync::{LocalMutex, LocalRwLock};
 
-/// The URL scheme of a Redis Cluster.
-pub(crate) const SCHEME: &str = "redis+cluster://";
-/// The TLS variant, recognised only to reject it clearly.
-const TLS_SCHEME: &str = "rediss+cluster://";
+/// The URL schemes of a Redis Cluster.
+pub(crate) const SCHEMES: Schemes = Schemes {
+    plain: "redis+cluster://",
+    tls: "rediss+cluster://",
+};
 /// The port of a seed given without one.
 const DEFAULT_PORT: u16 = 6379;
-/// Redis Cluster's number of hash slots.
-const SLOTS: usize = 16384;
 /// No master is known for a slot.
 const NONE: u16 = u16::MAX;
 /// A stale map is asked for again at most this often, however many requests fail.
 const REFRESH_EVERY: Duration = Duration::from_millis(20);
 
-/// Whether `url` is a cluster URL (either scheme, any case).
-pub(crate) fn is_cluster_url(url: &str) -> bool {
-    has_scheme(url, SCHEME) || has_scheme(url, TLS_SCHEME)
-}
-
 /// One Redis Cluster: its seeds, its credentials and what it last said about its slots.
 pub(crate) struct Cluster {
     seeds: Vec<(String, u16)>,
     settings: RedisConnectionInfo,
-    client_name: Arc<str>,
-    connect_timeout: Duration,
+    tls: Tls,
+    setup: Setup,
     display: String,
-    map: RwLock<SlotMap>,
+    map: LocalRwLock<SlotMap>,
     /// Every master seen so far, with its pool; kept across map changes.
-    endpoints: Mutex<HashMap<(String, u16), Arc<Endpoint>>>,
+    endpoints: LocalMutex<HashMap<(String, u16), Arc<Endpoint>>>,
     /// Held while one thread asks the cluster for its slots.
-    refreshing: Mutex<()>,
+    refreshing: LocalMutex<()>,
     /// Which candidate a refresh asks first.
     first: AtomicUsize,
 }
@@ -69,6 +68,9 @@ struct SlotMap {
     stale: bool,
     /// When the cluster was last asked.
     asked: Option<Instant>,
+    /// Why the last time it was asked failed, for requests until the next time: a
+    /// certificate that does not verify must read as one, not as a slot nobody serves.
+    failed: Option<NetError>,
 }
 
 /// Where a redirected request goes next.
@@ -82,21 +84,12 @@ pub(crate) enum Redirect {
 }
 
 impl Cluster {
-    /// Parses a `redis+cluster://` URL. The error message never contains the password.
-    pub(crate) fn parse(
-        url: &str,
-        client_name: &str,
-        connect_timeout: Duration,
-    ) -> Result<Cluster, String> {
-        if has_scheme(url, TLS_SCHEME) {
-            return Err("TLS to a Redis Cluster (rediss+cluster://) is not supported yet".into());
-        }
-        if !has_scheme(url, SCHEME) {
-            return Err(format!("a Redis Cluster URL starts with {SCHEME}"));
-        }
-        let rest = &url[SCHEME.len()..];
-        if rest.contains(['#', '?']) {
-            return Err("a Redis Cluster URL has no ?query or #fragment".into());
+    /// Parses a `redis+cluster://` or `rediss+cluster://` URL; `ca` (PEM) is the CA that
+    /// TLS certificates must chain to. The error message never contains the password.
+    pub(crate) fn parse(url: &str, ca: Option<&[u8]>, setup: Setup) -> Result<Cluster, String> {
+        let (rest, tls) = SCHEMES.split(url, ca, "a Redis Cluster URL")?;
+        if rest.contains('?') {
+            return Err("a Redis Cluster URL has no ?query".into());
         }
         let authority = match rest.split_once('/') {
             Some((a, "")) => a,
@@ -116,32 +109,50 @@ impl Cluster {
             .map(|h| parse_host(h, DEFAULT_PORT))
             .collect::<Result<Vec<_>, _>>()?;
         let settings = userinfo_settings(userinfo)?;
-        Ok(Cluster::new(seeds, settings, client_name, connect_timeout))
+        Ok(Cluster::new(seeds, settings, tls, setup))
     }
 
-    /// A cluster from seed URLs (`redis://[[user]:password@]host:port`), the form of
-    /// `ClientBuilder::cluster`. Credentials, if any, must be the same in every seed.
+    /// A cluster from seed URLs (`redis://[[user]:password@]host:port`, or all `rediss://`
+    /// for TLS), the form of `ClientBuilder::cluster`. Credentials, if any, must be the same
+    /// in every seed.
     pub(crate) fn from_seeds(
         urls: &[String],
-        client_name: &str,
-        connect_timeout: Duration,
+        ca: Option<&[u8]>,
+        setup: Setup,
     ) -> Result<Cluster, String> {
         if urls.is_empty() {
             return Err("a cluster needs at least one seed URL".into());
         }
         let mut seeds = Vec::with_capacity(urls.len());
         let mut settings: Option<RedisConnectionInfo> = None;
+        let mut tls_seen: Option<(bool, bool)> = None;
         for url in urls {
             let info = url
                 .as_str()
                 .into_connection_info()
-                .map_err(|e| format!("malformed seed URL {}: {e}", node::redact(url)))?;
-            let redis::ConnectionAddr::Tcp(host, port) = info.addr() else {
-                return Err(format!(
-                    "cluster seeds are redis://host:port URLs, got {}",
-                    node::redact(url)
-                ));
+                .map_err(|e| format!("malformed seed URL {}: {e}", redact(url)))?;
+            let (host, port, tls) = match info.addr() {
+                redis::ConnectionAddr::Tcp(host, port) => (host, port, (false, false)),
+                redis::ConnectionAddr::TcpTls {
+                    host,
+                    port,
+                    insecure,
+                    ..
+                } => (host, port, (true, *insecure)),
+                _ => {
+                    return Err(format!(
+                        "cluster seeds are redis://host:port or rediss://host:port URLs, got {}",
+                        redact(url)
+                    ));
+                }
             };
+            if *tls_seen.get_or_insert(tls) != tls {
+                return Err(
+                    "every seed of a cluster must use the same scheme (redis:// or rediss://) \
+                     and #insecure setting"
+                        .into(),
+                );
+            }
             let s = info.redis_settings();
             if s.db() != 0 {
                 return Err("a cluster has only database 0".into());
@@ -157,39 +168,47 @@ impl Cluster {
             }
             seeds.push((host.clone(), *port));
         }
+        let (tls_on, insecure) = tls_seen.unwrap_or_default();
+        let tls = tls_for(tls_on, insecure, ca, "the cluster seed URLs")?;
         Ok(Cluster::new(
             seeds,
             settings.unwrap_or_default(),
-            client_name,
-            connect_timeout,
+            tls,
+            setup,
         ))
     }
 
     fn new(
         seeds: Vec<(String, u16)>,
         settings: RedisConnectionInfo,
-        client_name: &str,
-        connect_timeout: Duration,
+        tls: Tls,
+        setup: Setup,
     ) -> Cluster {
         let user = settings
             .username()
             .map(|u| format!("{u}@"))
             .unwrap_or_default();
         let hosts: Vec<String> = seeds.iter().map(|(h, p)| host_port(h, *p)).collect();
+        let scheme = if tls.is_on() {
+            SCHEMES.tls
+        } else {
+            SCHEMES.plain
+        };
         Cluster {
-            display: format!("{SCHEME}{user}{}", hosts.join(",")),
+            display: format!("{scheme}{user}{}", hosts.join(",")),
             seeds,
             settings,
-            client_name: client_name.into(),
-            connect_timeout,
-            map: RwLock::new(SlotMap {
+            tls,
+            setup,
+            map: LocalRwLock::new(SlotMap {
                 owners: vec![NONE; SLOTS],
                 masters: Vec::new(),
                 stale: true,
                 asked: None,
+                failed: None,
             }),
-            endpoints: Mutex::new(HashMap::new()),
-            refreshing: Mutex::new(()),
+            endpoints: LocalMutex::new(HashMap::new()),
+            refreshing: LocalMutex::new(()),
             first: AtomicUsize::new(0),
         }
     }
@@ -201,16 +220,12 @@ impl Cluster {
 
     /// How long opening a connection to one of its nodes may take.
     pub(crate) fn connect_timeout(&self) -> Duration {
-        self.connect_timeout
+        self.setup.connect_timeout
     }
 
     /// The master that serves `slot`, asking the cluster first when the map is missing or
     /// stale. A stale map that cannot be refreshed is still used: the master may answer.
-    pub(crate) fn endpoint(
-        &self,
-        slot: u16,
-        deadline: Instant,
-    ) -> Result<Arc<Endpoint>, RedisError> {
+    pub(crate) fn endpoint(&self, slot: u16, deadline: Instant) -> Result<Arc<Endpoint>, NetError> {
         let known = {
             let map = self.map.read();
             let due = map.stale && map.asked.is_none_or(|t| t.elapsed() >= REFRESH_EVERY);
@@ -227,15 +242,19 @@ impl Cluster {
             deadline
         };
         let refreshed = self.refresh(refresh_by);
-        match self.map.read().owner(slot) {
+        let map = self.map.read();
+        match map.owner(slot) {
             Some(e) => Ok(e),
-            None => Err(refreshed.err().unwrap_or_else(|| {
-                RedisError::from((
-                    redis::ErrorKind::Io,
-                    "slot not served",
-                    format!("no master of {} serves slot {slot}", self.display),
-                ))
-            })),
+            None => Err(refreshed
+                .err()
+                .or_else(|| map.failed.clone())
+                .unwrap_or_else(|| {
+                    NetError::new(
+                        Failure::Io,
+                        std::io::ErrorKind::NotConnected,
+                        format!("no master of {} serves slot {slot}", self.display),
+                    )
+                })),
         }
     }
 
@@ -247,7 +266,7 @@ impl Cluster {
     /// What to do about a `MOVED`, `ASK` or `TRYAGAIN` reply, or `None` for any other error.
     /// A `MOVED` updates the map at once (and marks it stale, so that the rest of it is asked
     /// for too).
-    pub(crate) fn redirect(&self, e: &RedisError) -> Option<Redirect> {
+    pub(crate) fn redirect(&self, e: &redis::RedisError) -> Option<Redirect> {
         match e.code()? {
             "TRYAGAIN" => Some(Redirect::Retry),
             "MOVED" | "ASK" => {
@@ -270,7 +289,7 @@ impl Cluster {
     }
 
     /// The endpoint of the master at `host:port`, made on first sight.
-    fn master(&self, host: &str, port: u16) -> Result<Arc<Endpoint>, RedisError> {
+    fn master(&self, host: &str, port: u16) -> Result<Arc<Endpoint>, NetError> {
         let mut endpoints = self.endpoints.lock();
         if let Some(e) = endpoints.get(&(host.to_owned(), port)) {
             return Ok(Arc::clone(e));
@@ -279,8 +298,8 @@ impl Cluster {
             host,
             port,
             &self.settings,
-            Arc::clone(&self.client_name),
-            self.connect_timeout,
+            &self.tls,
+            &self.setup,
         )?);
         endpoints.insert((host.to_owned(), port), Arc::clone(&e));
         Ok(e)
@@ -288,10 +307,10 @@ impl Cluster {
 
     /// Asks the known masters, then the seeds, for the slot map, until one answers or the
     /// deadline passes. One thread asks at a time; the others wait for its answer.
-    fn refresh(&self, deadline: Instant) -> Result<(), RedisError> {
-        let left = node::remaining(deadline)?;
+    fn refresh(&self, deadline: Instant) -> Result<(), NetError> {
+        let left = remaining(deadline)?;
         let Some(_asking) = self.refreshing.try_lock_for(left) else {
-            return Err(node::timed_out());
+            return Err(NetError::timeout());
         };
         let mut candidates: Vec<(String, u16)> = Vec::new();
         {
@@ -329,14 +348,17 @@ impl Cluster {
                     log::debug!("{host}:{port} did not tell the cluster's slots: {e}");
                     last = Some(e);
                     self.first.store(at + 1, Ordering::Relaxed);
-                    if node::remaining(deadline).is_err() {
+                    if remaining(deadline).is_err() {
                         break;
                     }
                 }
             }
         }
-        self.map.write().asked = Some(Instant::now());
-        Err(last.unwrap_or_else(node::timed_out))
+        let failed = last.unwrap_or_else(NetError::timeout);
+        let mut map = self.map.write();
+        map.asked = Some(Instant::now());
+        map.failed = Some(failed.clone());
+        Err(failed)
     }
 
     fn ask_slots(
@@ -344,22 +366,22 @@ impl Cluster {
         host: &str,
         port: u16,
         deadline: Instant,
-    ) -> Result<Vec<(u16, u16, String, u16)>, RedisError> {
+    ) -> Result<Vec<(u16, u16, String, u16)>, NetError> {
         let endpoint = self.master(host, port)?;
         let mut conn = endpoint.take_or_connect(deadline)?;
-        node::set_timeouts(&conn, deadline)?;
+        set_timeouts(&conn, deadline)?;
         let reply: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn)?;
         endpoint.put(conn);
         parse_slots(&reply, host).ok_or_else(|| {
-            RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "unexpected CLUSTER SLOTS reply",
-                format!("{reply:?}"),
-            ))
+            NetError::new(
+                Failure::Io,
+                std::io::ErrorKind::InvalidData,
+                format!("{host}:{port} sent a CLUSTER SLOTS reply that could not be read"),
+            )
         })
     }
 
-    fn install(&self, ranges: &[(u16, u16, String, u16)]) -> Result<(), RedisError> {
+    fn install(&self, ranges: &[(u16, u16, String, u16)]) -> Result<(), NetError> {
         let mut owners = vec![NONE; SLOTS];
         let mut masters: Vec<Arc<Endpoint>> = Vec::new();
         for (start, end, host, port) in ranges {
@@ -373,6 +395,7 @@ impl Cluster {
             masters,
             stale: false,
             asked: Some(Instant::now()),
+            failed: None,
         };
         Ok(())
     }
@@ -385,83 +408,20 @@ impl SlotMap {
     }
 }
 
-/// The index of `endpoint` in `masters`, where it is added if it is new.
-fn index_of(masters: &mut Vec<Arc<Endpoint>>, endpoint: &Arc<Endpoint>) -> u16 {
-    match masters.iter().position(|m| Arc::ptr_eq(m, endpoint)) {
-        Some(at) => at as u16,
-        None => {
-            masters.push(Arc::clone(endpoint));
-            (masters.len() - 1) as u16
-        }
-    }
-}
-
-/// `(start, end, master host, master port)` for each range of a `CLUSTER SLOTS` reply. An
-/// empty host (a node that does not know its own address) means the node that was asked.
-fn parse_slots(reply: &Value, asked: &str) -> Option<Vec<(u16, u16, String, u16)>> {
-    let Value::Array(entries) = reply else {
-        return None;
-    };
-    let mut ranges = Vec::with_capacity(entries.len());
-    for entry in entries {
-        let Value::Array(fields) = entry else {
-            return None;
-        };
-        let [start, end, master, ..] = fields.as_slice() else {
-            return None;
-        };
-        let Value::Array(master) = master else {
-            return None;
-        };
-        let (host, port) = match master.as_slice() {
-            [host, port, ..] => (text(host)?, int(port)?),
-            _ => return None,
-        };
-        let host = if host.is_empty() || host == "?" {
-            asked.to_owned()
-        } else {
-            host
-        };
-        let (start, end) = (int(start)?, int(end)?);
-        if start > end || usize::from(end) >= SLOTS {
-            return None;
-        }
-        ranges.push((start, end, host, port));
-    }
-    Some(ranges)
-}
-
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
-    }
-}
-
-fn int(v: &Value) -> Option<u16> {
-    match v {
-        Value::Int(i) => u16::try_from(*i).ok(),
-        _ => None,
-    }
-}
-
-/// `host:port` or `[v6]:port` (or a bare `v6:port`, as `MOVED` replies write it).
-fn split_addr(addr: &str) -> Option<(String, u16)> {
-    let (host, port) = addr.rsplit_once(':')?;
-    let host = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    Some((host.to_owned(), port.parse().ok()?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn setup() -> Setup {
+        Setup {
+            client_name: "t".into(),
+            connect_timeout: Duration::from_secs(1),
+            preload: Arc::new([]),
+        }
+    }
+
     fn parse(url: &str) -> Result<Cluster, String> {
-        Cluster::parse(url, "t", Duration::from_secs(1))
+        Cluster::parse(url, None, setup())
     }
 
     #[test]
@@ -484,12 +444,21 @@ mod tests {
 
         let c = Cluster::from_seeds(
             &["redis://:pw@h1:7000".into(), "redis://:pw@h2:7001".into()],
-            "t",
-            Duration::from_secs(1),
+            None,
+            setup(),
         )
         .unwrap();
         assert_eq!(c.settings.password(), Some("pw"));
         assert_eq!(c.display(), "redis+cluster://h1:7000,h2:7001");
+
+        let c = parse("rediss+cluster://h1:7000,h2:7001#insecure").unwrap();
+        assert_eq!(c.display(), "rediss+cluster://h1:7000,h2:7001");
+        #[cfg(feature = "tls-rustls")]
+        {
+            let seeds = ["rediss://h1:7000".into(), "rediss://h2:7001".into()];
+            let c = Cluster::from_seeds(&seeds, None, setup()).unwrap();
+            assert_eq!(c.display(), "rediss+cluster://h1:7000,h2:7001");
+        }
     }
 
     #[test]
@@ -503,7 +472,8 @@ mod tests {
             "redis+cluster://h?password=x",
             "redis+cluster://h#frag",
             "redis+cluster://:p%zz@h",
-            "rediss+cluster://h",
+            "rediss+cluster://h#verify",
+            "redis+cluster://h#insecure",
         ] {
             assert!(parse(url).is_err(), "{url}");
         }
@@ -513,42 +483,14 @@ mod tests {
             vec!["unix:///tmp/x.sock".to_owned()],
             vec!["redis://:a@h:1".to_owned(), "redis://:b@h:2".to_owned()],
             vec!["nonsense".to_owned()],
+            vec!["redis://h:1".to_owned(), "rediss://h:2".to_owned()],
         ] {
             assert!(
-                Cluster::from_seeds(&seeds, "t", Duration::from_secs(1)).is_err(),
+                Cluster::from_seeds(&seeds, None, setup()).is_err(),
                 "{seeds:?}"
             );
         }
-    }
-
-    #[test]
-    fn reads_cluster_slots_replies() {
-        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let reply = Value::Array(vec![
-            Value::Array(vec![
-                Value::Int(0),
-                Value::Int(5460),
-                Value::Array(vec![bulk("10.0.0.1"), Value::Int(7000), bulk("id1")]),
-                Value::Array(vec![bulk("10.0.0.4"), Value::Int(7003), bulk("id4")]),
-            ]),
-            Value::Array(vec![
-                Value::Int(5461),
-                Value::Int(16383),
-                Value::Array(vec![bulk(""), Value::Int(7001)]),
-            ]),
-        ]);
-        assert_eq!(
-            parse_slots(&reply, "seed").unwrap(),
-            vec![
-                (0, 5460, "10.0.0.1".to_owned(), 7000),
-                (5461, 16383, "seed".to_owned(), 7001)
-            ]
-        );
-        assert!(parse_slots(&Value::Nil, "x").is_none());
-        let bad = Value::Array(vec![Value::Array(vec![Value::Int(5), Value::Int(1)])]);
-        assert!(parse_slots(&bad, "x").is_none());
-        assert_eq!(split_addr("::1:7000"), Some(("::1".to_owned(), 7000)));
-        assert_eq!(split_addr("[::1]:7000"), Some(("::1".to_owned(), 7000)));
-        assert_eq!(split_addr("h"), None);
+        // A CA goes with TLS only.
+        assert!(Cluster::parse("redis+cluster://h", Some(b"pem"), setup()).is_err());
     }
 }

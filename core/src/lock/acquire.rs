@@ -1,23 +1,27 @@
-//! The acquire loop: Redlock rounds, the fence write-back, and waiting for a release.
+//! The acquire loop: Redlock rounds, the validity, the fence write-back, and riding over a
+//! short outage. Waiting for a release is in `wait.rs`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::keys::Keys;
+use super::lease::Lease;
+use super::release::release_call;
+use super::renew::Renewable;
+use super::reply::{bytes, int};
+use super::scripts::{self, Call, millis};
+use super::tally::{Tally, replicas_outcome};
+use super::token;
+use super::voters::Voters;
 use crate::error::{Error, ErrorKind, NodeOutcome, TryLockError};
-use crate::guard::{GuardShared, MutexGuard, millis, release_call};
-use crate::keys::{Keys, key_slot};
-use crate::mutex::{Mutex, bytes, int};
-use crate::node;
-use crate::options::{MAX_NAME_LEN, MIN_TTL, default_node_timeout, drift};
-use crate::quorum::{self, Tally};
-use crate::scripts::{self, Call};
-use crate::token;
+use crate::net::{self, Answer, key_slot};
+use crate::options::{MAX_NAME_LEN, MIN_TTL, MutexOptions, default_node_timeout, drift};
 
 /// One acquisition attempt's result.
-enum Attempt {
-    Held(MutexGuard),
+pub(super) enum Attempt {
+    Held(Arc<Lease>),
     /// Someone else holds it (or a split vote): wait, preferably on one of these nodes.
     Busy {
         hint: Option<Duration>,
@@ -28,50 +32,58 @@ enum Attempt {
 }
 
 /// The requests of one acquisition round.
-struct Round {
+pub(super) struct Round {
     token: Vec<u8>,
     /// Sent to every node: the acquire script, then any `WAIT`.
-    calls: Vec<Call>,
+    pub(super) calls: Vec<Call>,
     /// Releases this round's token: for grants the round does not keep.
-    undo: Call,
+    pub(super) undo: Call,
 }
 
-/// What one acquisition call settles once, before its first attempt.
+/// One call on a lock (an acquisition, a status query), with its arguments checked once.
 pub(crate) struct Plan {
-    pub(crate) keys: Arc<Keys>,
-    pub(crate) node_timeout: Duration,
-    pub(crate) label: String,
+    pub(super) voters: Arc<Voters>,
+    pub(super) keys: Arc<Keys>,
+    pub(super) opts: MutexOptions,
+    pub(super) node_timeout: Duration,
+    label: String,
 }
 
-impl Mutex {
-    pub(crate) fn plan(&self) -> Result<Plan, Error> {
-        let name = &self.keys.lock;
+impl Plan {
+    /// Checks the name and the options; nothing is sent.
+    pub(crate) fn new(
+        voters: &Arc<Voters>,
+        keys: &Arc<Keys>,
+        opts: &MutexOptions,
+    ) -> Result<Plan, Error> {
+        let name = &keys.lock;
         if name.is_empty() || name.len() > MAX_NAME_LEN {
             return Err(Error::invalid(format!(
                 "a lock name must be 1 to {MAX_NAME_LEN} bytes, got {}",
                 name.len()
             )));
         }
-        self.opts.validate()?;
-        let inner = &self.client.inner;
-        let node_timeout = self
-            .opts
+        opts.validate()?;
+        let node_timeout = opts
             .node_timeout
-            .or(inner.node_timeout)
-            .unwrap_or_else(|| default_node_timeout(self.opts.ttl));
+            .or(voters.node_timeout)
+            .unwrap_or_else(|| default_node_timeout(opts.ttl));
         Ok(Plan {
-            keys: Arc::clone(&self.keys),
+            voters: Arc::clone(voters),
+            keys: Arc::clone(keys),
+            opts: opts.clone(),
             node_timeout,
-            label: inner.label(),
+            label: voters.label(),
         })
     }
 
+    /// Takes the lock, waiting until `deadline` (forever with `None`); `interrupted` is asked
+    /// after every wake-up whether to give up.
     pub(crate) fn acquire(
         &self,
         deadline: Option<Instant>,
         mut interrupted: Option<&mut dyn FnMut() -> bool>,
-    ) -> Result<MutexGuard, TryLockError> {
-        let plan = self.plan()?;
+    ) -> Result<Arc<Lease>, TryLockError> {
         let mut waited = false;
         let mut unreachable_since: Option<Instant> = None;
         // An attempt already made while waiting for a release.
@@ -81,7 +93,7 @@ impl Mutex {
             let will_wait = deadline.is_none_or(|d| d > started);
             let attempt = match made.take() {
                 Some(a) => a,
-                None => self.attempt(&plan, waited, will_wait)?,
+                None => self.attempt(waited, will_wait)?,
             };
             match attempt {
                 Attempt::Held(guard) => return Ok(guard),
@@ -98,7 +110,7 @@ impl Mutex {
                         .min()
                         .unwrap_or(self.opts.wait_cap);
                     let will_wait = deadline.is_none_or(|d| d > now + block);
-                    made = self.wait_for_release(&plan, &wake_from, block, will_wait)?;
+                    made = self.wait_for_release(&wake_from, block, will_wait)?;
                     waited = true;
                 }
                 Attempt::Unreachable(err) => {
@@ -108,7 +120,7 @@ impl Mutex {
                     // Ride over a short outage (a restart, a failover) for up to the connect
                     // timeout, then report it rather than block forever on a dead Redis.
                     let since = *unreachable_since.get_or_insert(started);
-                    let give_up = since + self.client.inner.connect_timeout;
+                    let give_up = since + self.voters.connect_timeout;
                     let give_up = deadline.map_or(give_up, |d| d.min(give_up));
                     let pause = token::jitter(self.opts.retry_delay);
                     let now = Instant::now();
@@ -127,31 +139,31 @@ impl Mutex {
     }
 
     /// One Redlock round: ask every node at once, count the grants, check the validity.
-    fn attempt(&self, plan: &Plan, waited: bool, will_wait: bool) -> Result<Attempt, Error> {
-        let nodes = &self.client.inner.nodes;
-        let round = self.round(plan, waited, will_wait)?;
+    fn attempt(&self, waited: bool, will_wait: bool) -> Result<Attempt, Error> {
+        let nodes = &self.voters.nodes;
+        let round = self.round(waited, will_wait)?;
         // Before t0: opening a fresh client's first connections is not the lease's time.
-        let slot = key_slot(&plan.keys.lock);
-        quorum::warm_up(nodes, |_| Some(slot));
+        let slot = key_slot(&self.keys.lock);
+        net::warm_up(nodes, |_| Some(slot));
         let t0 = Instant::now();
-        let answers = quorum::exchange(
+        let answers = net::exchange(
             nodes,
             &vec![&round.calls[..]; nodes.len()],
-            t0 + plan.node_timeout + self.opts.replica_wait(),
+            t0 + self.node_timeout + self.opts.replica_wait(),
             Some(&round.undo),
         );
-        self.settle(plan, &round, t0, answers)
+        self.settle(&round, t0, answers)
     }
 
     /// The requests of one round: a new token, the acquire script (and, with min_replicas,
     /// a `WAIT` after it on the same connection, so it waits for exactly that write), and
     /// the undo that releases a grant the round does not keep.
-    fn round(&self, plan: &Plan, waited: bool, will_wait: bool) -> Result<Round, Error> {
+    pub(super) fn round(&self, waited: bool, will_wait: bool) -> Result<Round, Error> {
         let opts = &self.opts;
-        let keys = &plan.keys;
-        let token = token::new_token(&plan.label)?;
+        let keys = &self.keys;
+        let token = token::new_token(&self.label)?;
         let announce = if will_wait {
-            opts.wait_cap + plan.node_timeout + Duration::from_millis(10)
+            opts.wait_cap + self.node_timeout + Duration::from_millis(10)
         } else {
             Duration::ZERO
         };
@@ -177,18 +189,17 @@ impl Mutex {
 
     /// Counts a round's answers (sent at `t0`): a guard when a quorum granted within the
     /// validity; otherwise every grant is undone and the caller learns whether to wait.
-    fn settle(
+    pub(super) fn settle(
         &self,
-        plan: &Plan,
         round: &Round,
         t0: Instant,
-        answers: Vec<quorum::NodeAnswer>,
+        answers: Vec<Answer>,
     ) -> Result<Attempt, Error> {
-        let inner = &self.client.inner;
+        let inner = &*self.voters;
         let nodes = &inner.nodes;
         let n = nodes.len();
         let opts = &self.opts;
-        let keys = &plan.keys;
+        let keys = &self.keys;
         let undo = &round.undo;
         let mut tally = Tally::default();
         let mut granted: Vec<(usize, u64)> = Vec::new();
@@ -208,7 +219,7 @@ impl Mutex {
                     if int(items.first().unwrap_or(&Value::Nil)) == 1 =>
                 {
                     let outcome = match opts.min_replicas {
-                        Some((wanted, _)) => quorum::replicas_outcome(waited.as_ref(), wanted),
+                        Some((wanted, _)) => replicas_outcome(waited.as_ref(), wanted),
                         None => NodeOutcome::Ok,
                     };
                     if outcome == NodeOutcome::Ok {
@@ -250,24 +261,25 @@ impl Mutex {
         }
 
         if granted.len() >= inner.quorum
-            && let Some(fence) = self.settle_fence(plan, &granted)
+            && let Some(fence) = self.settle_fence(&granted)
         {
             let ttl = self.grant_ttl();
             let valid_until = t0 + ttl.saturating_sub(drift(ttl));
             if Instant::now() < valid_until {
-                let shared = Arc::new(GuardShared::new(
-                    Arc::clone(inner),
+                let lease = Arc::new(Lease::new(
+                    Arc::clone(&self.voters),
                     Arc::clone(keys),
                     round.token.clone(),
                     fence,
                     opts.clone(),
-                    plan.node_timeout,
+                    self.node_timeout,
                     t0,
                     valid_until,
                 ));
-                let next = shared.next_check(t0);
-                inner.renewer.schedule(next, &shared);
-                return Ok(Attempt::Held(MutexGuard { shared }));
+                let next = lease.next_check(t0);
+                let weak: Weak<dyn Renewable> = Arc::downgrade(&lease) as Weak<Lease>;
+                inner.renewer.schedule(next, weak);
+                return Ok(Attempt::Held(lease));
             }
         }
 
@@ -279,7 +291,7 @@ impl Mutex {
             for i in granted.iter().map(|(i, _)| *i).chain(failed_midway) {
                 calls[i] = std::slice::from_ref(undo);
             }
-            quorum::exchange(nodes, &calls, Instant::now() + plan.node_timeout, None);
+            net::exchange(nodes, &calls, Instant::now() + self.node_timeout, None);
         }
         let answered = tally.yes + tally.refused;
         if answered >= inner.quorum {
@@ -290,11 +302,9 @@ impl Mutex {
             }
             Ok(Attempt::Busy { hint, wake_from })
         } else {
-            Ok(Attempt::Unreachable(Error::from_report(
+            Ok(Attempt::Unreachable(tally.into_error(
                 "fewer than a quorum of nodes answered",
                 ErrorKind::NoQuorum,
-                tally.reports,
-                tally.source,
             )))
         }
     }
@@ -311,7 +321,7 @@ impl Mutex {
     /// among the granting nodes, written back to those that returned less, so that any later
     /// quorum overlaps a node whose counter is already at least this fence. `None` when the
     /// write-back did not reach a quorum.
-    fn settle_fence(&self, plan: &Plan, granted: &[(usize, u64)]) -> Option<u64> {
+    fn settle_fence(&self, granted: &[(usize, u64)]) -> Option<u64> {
         if !self.opts.fencing {
             return Some(0);
         }
@@ -324,109 +334,22 @@ impl Mutex {
         if behind.is_empty() {
             return Some(max);
         }
-        let nodes = &self.client.inner.nodes;
+        let nodes = &self.voters.nodes;
         let mut calls: Vec<&[Call]> = vec![&[]; nodes.len()];
         let raise = Call::new(
             &scripts::FENCE_MAX,
-            &[&plan.keys.fence],
+            &[&self.keys.fence],
             &[max.to_string().as_bytes()],
         );
         for i in &behind {
             calls[*i] = std::slice::from_ref(&raise);
         }
-        let answers = quorum::exchange(nodes, &calls, Instant::now() + plan.node_timeout, None);
+        let answers = net::exchange(nodes, &calls, Instant::now() + self.node_timeout, None);
         let raised = behind
             .iter()
             .filter(|i| matches!(&answers[**i], Ok(v) if matches!(v.first(), Some(Ok(_)))))
             .count();
         let at_max = granted.len() - behind.len() + raised;
-        (at_max >= self.client.inner.quorum).then_some(max)
-    }
-
-    /// Blocks until a release signal, or `block` passes. Falls back to a randomized sleep
-    /// when no node can be waited on.
-    ///
-    /// With one node, the next attempt's requests are pipelined behind the `BLPOP`: Redis
-    /// runs them the moment the wait ends, so a waiter learns of a release and takes the lock
-    /// in one round trip. Their result is returned.
-    fn wait_for_release(
-        &self,
-        plan: &Plan,
-        wake_from: &[usize],
-        block: Duration,
-        will_wait: bool,
-    ) -> Result<Option<Attempt>, Error> {
-        if block.is_zero() {
-            return Ok(None);
-        }
-        let nodes = &self.client.inner.nodes;
-        let i = if wake_from.is_empty() {
-            token::pick(nodes.len())
-        } else {
-            wake_from[token::pick(wake_from.len())]
-        };
-        let node = &nodes[i];
-        let round = match nodes.len() {
-            1 => Some(self.round(plan, true, will_wait)?),
-            _ => None,
-        };
-        let started = Instant::now();
-        let connected = started + plan.node_timeout;
-        let conn = node
-            .endpoint(key_slot(&plan.keys.wake), connected)
-            .and_then(|e| e.take_or_connect(connected).map(|c| (e, c)));
-        if let Ok((endpoint, mut conn)) = conn {
-            // Redis checks blocking timeouts on its cron tick (every 100 ms at the default
-            // hz 10), so a BLPOP may return up to a tick late. The wait must end on time (a
-            // crashed holder's key expires exactly then), so our own read deadline ends it,
-            // and a connection whose BLPOP is still pending is dropped, never reused. Long
-            // waits ask the server for a tick less, so that they usually end cleanly.
-            let tick = Duration::from_millis(100);
-            let server_block = if block > tick + tick / 2 {
-                block - tick
-            } else {
-                block
-            };
-            // BLPOP takes seconds with millisecond precision; 0 would mean "forever".
-            let secs = format!("{:.3}", server_block.as_secs_f64().max(0.001));
-            let mut packed = redis::cmd("BLPOP")
-                .arg(plan.keys.wake.as_slice())
-                .arg(secs)
-                .get_packed_command();
-            let calls: Vec<&Call> = round.iter().flat_map(|r| &r.calls).collect();
-            for c in &calls {
-                c.write_packed(&mut packed);
-            }
-            let t0 = Instant::now();
-            let waited = node::set_timeouts(&conn, started + block + Duration::from_millis(2))
-                .and_then(|()| conn.send_packed_command(&packed))
-                .and_then(|()| conn.recv_response());
-            match (waited, &round) {
-                (Ok(_), None) => {
-                    endpoint.put(conn);
-                    return Ok(None);
-                }
-                (Ok(_), Some(round)) => {
-                    let deadline = Instant::now() + plan.node_timeout + self.opts.replica_wait();
-                    let answer = quorum::receive(&mut conn, &calls, false, deadline);
-                    quorum::finish(&endpoint, conn, &answer, Some(&round.undo));
-                    return self.settle(plan, round, t0, vec![answer]).map(Some);
-                }
-                (Err(e), round) => {
-                    // The attempt still runs when the server ends the wait (or has run: a
-                    // stop signal interrupts the read with EINTR): undo it behind.
-                    let timed_out = e.is_timeout();
-                    if let Some(round) = round {
-                        quorum::finish(&endpoint, conn, &Err(e), Some(&round.undo));
-                    }
-                    if timed_out {
-                        return Ok(None);
-                    }
-                }
-            }
-        }
-        let left = block.saturating_sub(started.elapsed());
-        std::thread::sleep(token::jitter(self.opts.retry_delay).min(left));
-        Ok(None)
+        (at_max >= self.voters.quorum).then_some(max)
     }
 }

@@ -10,16 +10,68 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::guard::{GuardShared, Plan, Renewal, fire};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use super::scripts::Call;
+use super::tally::Tally;
+use crate::net::{self, Node};
 use crate::process::PerProcess;
-use crate::quorum::{self, Tally};
-use crate::scripts::Call;
-use crate::sync::{Condvar, Mutex};
+use crate::sync::{LocalCondvar, LocalMutex};
 
 /// Extensions per pipelined round.
 const BATCH: usize = 256;
 
+/// A callback that runs when a lease is lost.
+pub(crate) type Callback = Box<dyn FnOnce() + Send + 'static>;
+
+/// Runs on-lost callbacks; a panicking callback is logged and does not stop the others.
+pub(crate) fn fire(callbacks: Vec<Callback>) {
+    for cb in callbacks {
+        if catch_unwind(AssertUnwindSafe(cb)).is_err() {
+            log::error!("redmutex: an on-lost callback panicked");
+        }
+    }
+}
+
+/// What the renew thread should do with a lease that is due.
+pub(crate) enum Duty {
+    /// Released, lost, or inherited through fork: forget it.
+    Forget,
+    /// Renew it with this TTL.
+    Renew(Duration),
+    /// Nothing to renew; look again at this instant (its validity deadline).
+    At(Instant),
+}
+
+/// The outcome of one extension.
+pub(crate) enum Renewal {
+    /// Confirmed; look again at this instant.
+    Renewed(Instant),
+    /// Not confirmed yet, but the lock is still valid: try again at this instant.
+    Retry(Instant),
+    /// Lost or released.
+    Gone,
+}
+
+/// A lease the renew thread keeps alive.
+pub(crate) trait Renewable: Send + Sync {
+    /// What to do with it now, and the callbacks to run (it may have run out).
+    fn due(&self, now: Instant) -> (Duty, Vec<Callback>);
+    /// Held while an operation of its owner (unlock, extend) runs: no renewal meanwhile.
+    fn gate(&self) -> &LocalMutex<()>;
+    /// The extension that renews it with `ttl`.
+    fn extend_call(&self, ttl: Duration) -> Call;
+    /// The `WAIT` that must follow its extension (replicas and timeout), if any.
+    fn replica_wait(&self) -> Option<(u32, Duration)>;
+    /// The per-node timeout of its requests.
+    fn node_timeout(&self) -> Duration;
+    /// Applies the tally of an extension sent at `t0` with `ttl`.
+    fn apply_extend(&self, t0: Instant, ttl: Duration, tally: &Tally) -> (Renewal, Vec<Callback>);
+}
+
 pub(crate) struct Renewer {
+    /// The nodes every lease of this renewer lives on (one client's).
+    nodes: Vec<Arc<Node>>,
     /// The heap and its thread's wake-up: a forked child has its own, and starts its own
     /// thread (the parent's guards are not the child's to renew).
     current: PerProcess<Served>,
@@ -41,12 +93,12 @@ impl Served {
 }
 
 struct Shared {
-    state: Mutex<State>,
-    cv: Condvar,
+    state: LocalMutex<Heap>,
+    cv: LocalCondvar,
 }
 
 #[derive(Default)]
-struct State {
+struct Heap {
     heap: BinaryHeap<Reverse<Entry>>,
     seq: u64,
     /// Guards released since the heap was last purged of entries whose guard is gone.
@@ -57,7 +109,7 @@ struct State {
 struct Entry {
     at: Instant,
     seq: u64,
-    guard: Weak<GuardShared>,
+    guard: Weak<dyn Renewable>,
 }
 
 impl PartialEq for Entry {
@@ -78,17 +130,18 @@ impl Ord for Entry {
 }
 
 impl Renewer {
-    pub(crate) fn new() -> Renewer {
+    pub(crate) fn new(nodes: Vec<Arc<Node>>) -> Renewer {
         Renewer {
+            nodes,
             current: PerProcess::new(Served::new()),
         }
     }
 
     /// Asks the renew thread to look at `guard` at `at`; starts the thread on first use.
-    pub(crate) fn schedule(&self, at: Instant, guard: &Arc<GuardShared>) {
+    pub(crate) fn schedule(&self, at: Instant, guard: Weak<dyn Renewable>) {
         let shared = self.ensure_started();
         let mut st = shared.state.lock();
-        push(&mut st, at, Arc::downgrade(guard));
+        push(&mut st, at, guard);
         let earliest = st.heap.peek().is_some_and(|Reverse(e)| e.at == at);
         drop(st);
         if earliest {
@@ -128,9 +181,10 @@ impl Renewer {
                 .is_ok()
         {
             let shared = Arc::clone(&served.shared);
+            let nodes = self.nodes.clone();
             let spawned = std::thread::Builder::new()
                 .name("redmutex-renew".into())
-                .spawn(move || run(&shared));
+                .spawn(move || run(&shared, &nodes));
             if let Err(e) = spawned {
                 log::error!("redmutex: cannot start the renew thread: {e}");
                 served.started.store(false, Ordering::Release);
@@ -143,8 +197,8 @@ impl Renewer {
 impl Shared {
     fn new() -> Arc<Shared> {
         Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            cv: Condvar::new(),
+            state: LocalMutex::new(Heap::default()),
+            cv: LocalCondvar::new(),
         })
     }
 }
@@ -160,13 +214,13 @@ impl Drop for Renewer {
     }
 }
 
-fn push(st: &mut State, at: Instant, guard: Weak<GuardShared>) {
+fn push(st: &mut Heap, at: Instant, guard: Weak<dyn Renewable>) {
     st.seq += 1;
     let seq = st.seq;
     st.heap.push(Reverse(Entry { at, seq, guard }));
 }
 
-fn run(shared: &Shared) {
+fn run(shared: &Shared, nodes: &[Arc<Node>]) {
     let mut st = shared.state.lock();
     loop {
         if st.stop {
@@ -195,7 +249,7 @@ fn run(shared: &Shared) {
             }
         }
         drop(st);
-        let next = serve(due);
+        let next = serve(nodes, due);
         st = shared.state.lock();
         for (at, guard) in next {
             push(&mut st, at, guard);
@@ -203,8 +257,11 @@ fn run(shared: &Shared) {
     }
 }
 
+/// When to look at a lease next.
+type Next = Vec<(Instant, Weak<dyn Renewable>)>;
+
 /// Handles the due guards; returns when to look at each of them next.
-fn serve(due: Vec<Weak<GuardShared>>) -> Vec<(Instant, Weak<GuardShared>)> {
+fn serve(nodes: &[Arc<Node>], due: Vec<Weak<dyn Renewable>>) -> Next {
     let now = Instant::now();
     let mut next = Vec::new();
     let mut renew = Vec::new();
@@ -212,30 +269,27 @@ fn serve(due: Vec<Weak<GuardShared>>) -> Vec<(Instant, Weak<GuardShared>)> {
         let Some(guard) = weak.upgrade() else {
             continue;
         };
-        let (plan, callbacks) = guard.plan(now);
+        let (plan, callbacks) = guard.due(now);
         fire(callbacks);
         match plan {
-            Plan::Forget => {}
-            Plan::At(at) => next.push((at, weak)),
-            Plan::Renew(ttl) => renew.push((guard, ttl)),
+            Duty::Forget => {}
+            Duty::At(at) => next.push((at, weak)),
+            Duty::Renew(ttl) => renew.push((guard, ttl)),
         }
     }
     for chunk in renew.chunks(BATCH) {
-        renew_batch(chunk, &mut next);
+        renew_batch(nodes, chunk, &mut next);
     }
     next
 }
 
 /// One pipelined round of extensions for guards of one client.
-fn renew_batch(
-    chunk: &[(Arc<GuardShared>, Duration)],
-    next: &mut Vec<(Instant, Weak<GuardShared>)>,
-) {
+fn renew_batch(nodes: &[Arc<Node>], chunk: &[(Arc<dyn Renewable>, Duration)], next: &mut Next) {
     // A guard whose owner is unlocking or extending right now is skipped: its owner's
     // operation decides, and no renewal may follow an unlock.
     let mut held = Vec::with_capacity(chunk.len());
     for (guard, ttl) in chunk {
-        match guard.op.try_lock() {
+        match guard.gate().try_lock() {
             Some(op) => held.push((guard, *ttl, op)),
             None => next.push((
                 Instant::now() + Duration::from_millis(5),
@@ -243,14 +297,13 @@ fn renew_batch(
             )),
         }
     }
-    let Some((first, ..)) = held.first() else {
+    if held.is_empty() {
         return;
-    };
-    let client = Arc::clone(&first.client);
+    }
     let mut calls: Vec<_> = held.iter().map(|(g, ttl, _)| g.extend_call(*ttl)).collect();
     let timeout = held
         .iter()
-        .map(|(g, _, _)| g.node_timeout)
+        .map(|(g, _, _)| g.node_timeout())
         .max()
         .unwrap_or(Duration::from_millis(100));
     // Guards with min_replicas share one `WAIT` at the end of the pipeline: it waits for
@@ -267,17 +320,12 @@ fn renew_batch(
     }
     let timeout = timeout + wait_timeout;
     let t0 = Instant::now();
-    let answers = quorum::exchange(
-        &client.nodes,
-        &vec![&calls[..]; client.nodes.len()],
-        t0 + timeout,
-        None,
-    );
+    let answers = net::exchange(nodes, &vec![&calls[..]; nodes.len()], t0 + timeout, None);
     let mut callbacks = Vec::new();
     for (j, (guard, ttl, op)) in held.into_iter().enumerate() {
         let replicas = guard.replica_wait().map(|(n, _)| (wait_at, n));
-        let tally = Tally::of_ints(&client.nodes, &answers, j, replicas);
-        let (outcome, cbs) = guard.apply_extend(t0, ttl, &tally, false);
+        let tally = Tally::of_ints(nodes, &answers, j, replicas);
+        let (outcome, cbs) = guard.apply_extend(t0, ttl, &tally);
         drop(op);
         callbacks.extend(cbs);
         match outcome {

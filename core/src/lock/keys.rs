@@ -1,5 +1,7 @@
 //! The lock key and its companions, all in the lock key's Redis Cluster hash slot.
 
+use crate::net::{hash_tag, key_slot};
+
 /// Companion keys are derived from the lock name so that a script touching all of them never
 /// crosses a cluster slot.
 #[derive(Clone, Debug)]
@@ -74,42 +76,9 @@ fn companion_prefix(name: &[u8]) -> Vec<u8> {
     p
 }
 
-/// The non-empty text between the first `{` and the next `}`, as Redis Cluster defines it.
-fn hash_tag(key: &[u8]) -> Option<&[u8]> {
-    let open = key.iter().position(|&b| b == b'{')?;
-    let len = key[open + 1..].iter().position(|&b| b == b'}')?;
-    (len > 0).then(|| &key[open + 1..open + 1 + len])
-}
-
-/// The Redis Cluster slot of a key (CRC16/XMODEM of the hash tag or whole key, mod 16384).
-pub(crate) fn key_slot(key: &[u8]) -> u16 {
-    let data = hash_tag(key).unwrap_or(key);
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slots_match_redis() {
-        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(key_slot(b"123456789"), 0x31C3);
-        assert_eq!(key_slot(b"foo"), 12182);
-        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
-        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
-    }
 
     #[test]
     fn companions_share_the_lock_slot() {

@@ -1,13 +1,18 @@
-//! The Lua scripts, one round trip each, and the keys they touch.
+//! The Lua scripts, one round trip each, and their invocations.
 //!
 //! Names and values always travel as script keys and arguments, never spliced into script
-//! text, so no name can change what a script does.
+//! text, so no name can change what a script does. Every new connection loads the scripts
+//! ([`preload`]); an invocation is sent by hash (`EVALSHA`) and, when the server answers that
+//! it does not have the script (`NOSCRIPT`: flushed, or a restart without persistence), once
+//! more with the script's text (`EVAL`) — the invocation owns that reload, as redis-rs's
+//! `ScriptInvocation` does.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
-use redis::Cmd;
+use redis::Value;
 
-use crate::keys::key_slot;
+use crate::net::{Command, Decimal, Request, array, bulk, key_slot};
 
 /// A Lua script with its SHA1, as Redis names it in EVALSHA.
 pub(crate) struct Script {
@@ -24,6 +29,16 @@ impl Script {
     /// The script text, for `SCRIPT LOAD` and `EVAL`.
     pub(crate) fn source(&self) -> &'static str {
         self.source
+    }
+
+    /// Packs an invocation: `EVALSHA hash` (`by_hash`) or `EVAL source`, then `body`.
+    fn pack(&self, by_hash: bool, argc: usize, body: &[u8], buf: &mut Vec<u8>) {
+        let head = if by_hash { &self.hash } else { self.source };
+        buf.reserve(32 + head.len() + body.len());
+        array(buf, 2 + argc);
+        bulk(buf, if by_hash { b"EVALSHA" } else { b"EVAL" });
+        bulk(buf, head.as_bytes());
+        buf.extend_from_slice(body);
     }
 }
 
@@ -129,8 +144,19 @@ return {holder, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2])
     )
 });
 
-/// Every script, for loading them once on each new connection.
-pub(crate) fn all() -> [&'static Script; 5] {
+/// Every script, loaded once on each new connection.
+pub(crate) fn preload() -> Arc<[redis::Cmd]> {
+    all()
+        .iter()
+        .map(|s| {
+            let mut cmd = redis::cmd("SCRIPT");
+            cmd.arg("LOAD").arg(s.source());
+            cmd
+        })
+        .collect()
+}
+
+fn all() -> [&'static Script; 5] {
     [&ACQUIRE, &RELEASE, &EXTEND, &FENCE_MAX, &STATUS]
 }
 
@@ -145,9 +171,12 @@ pub(crate) fn named() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-/// One request of a round: a script invocation (sent with EVALSHA, re-sent with EVAL when the
-/// server lost its scripts) or a plain command such as `WAIT`.
-#[derive(Clone)]
+/// A duration in whole milliseconds, as a script argument.
+pub(crate) fn millis(d: Duration) -> Decimal {
+    Decimal::new(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// One request of a round: a script invocation, or a plain command such as `WAIT`.
 pub(crate) enum Call {
     Script {
         script: &'static Script,
@@ -159,7 +188,7 @@ pub(crate) enum Call {
         /// The first key's cluster slot (all of a call's keys share it).
         slot: Option<u16>,
     },
-    Command(Cmd),
+    Command(Command),
 }
 
 impl Call {
@@ -183,117 +212,46 @@ impl Call {
     pub(crate) fn wait(replicas: u32, timeout: std::time::Duration) -> Call {
         let mut cmd = redis::cmd("WAIT");
         cmd.arg(replicas).arg(timeout.as_millis().max(1) as u64);
-        Call::Command(cmd)
+        Call::Command(Command::new(cmd))
     }
+}
 
-    /// The cluster slot of a script call's keys; `None` for a command.
-    pub(crate) fn slot(&self) -> Option<u16> {
+impl Request for Call {
+    fn write(&self, buf: &mut Vec<u8>) {
         match self {
-            Call::Script { slot, .. } => *slot,
-            Call::Command(_) => None,
-        }
-    }
-
-    /// Whether this is a plain command (not a script).
-    pub(crate) fn is_command(&self) -> bool {
-        matches!(self, Call::Command(_))
-    }
-
-    /// Packs the request for the wire: `EVALSHA` (`by_hash`) or `EVAL` for a script.
-    fn pack(&self, by_hash: bool, buf: &mut Vec<u8>) {
-        let (script, argc, body) = match self {
             Call::Script {
                 script, argc, body, ..
-            } => (script, argc, body),
-            Call::Command(cmd) => return cmd.write_packed_command(buf),
-        };
-        let head = if by_hash {
-            script.hash.len()
-        } else {
-            script.source.len()
-        };
-        buf.reserve(32 + head + body.len());
-        buf.push(b'*');
-        decimal(buf, 2 + argc);
-        buf.extend_from_slice(b"\r\n");
-        if by_hash {
-            bulk(buf, b"EVALSHA");
-            bulk(buf, script.hash.as_bytes());
-        } else {
-            bulk(buf, b"EVAL");
-            bulk(buf, script.source.as_bytes());
+            } => script.pack(true, *argc, body, buf),
+            Call::Command(cmd) => cmd.write(buf),
         }
-        buf.extend_from_slice(body);
     }
 
-    /// The request packed for the wire (EVALSHA for a script).
-    pub(crate) fn write_packed(&self, buf: &mut Vec<u8>) {
-        self.pack(true, buf);
+    fn slot(&self) -> Option<u16> {
+        match self {
+            Call::Script { slot, .. } => *slot,
+            Call::Command(cmd) => cmd.slot(),
+        }
     }
 
-    /// The request again, a script with its full text (EVAL), for a server that answered
-    /// NOSCRIPT.
-    pub(crate) fn packed_eval(&self) -> Vec<u8> {
+    fn resend(&self, reply: &Value) -> Option<Vec<u8>> {
+        let Call::Script {
+            script, argc, body, ..
+        } = self
+        else {
+            return None;
+        };
+        if !matches!(reply, Value::ServerError(e) if e.code() == "NOSCRIPT") {
+            return None;
+        }
         let mut buf = Vec::new();
-        self.pack(false, &mut buf);
-        buf
-    }
-}
-
-/// Appends one RESP bulk string.
-fn bulk(buf: &mut Vec<u8>, data: &[u8]) {
-    buf.push(b'$');
-    decimal(buf, data.len());
-    buf.extend_from_slice(b"\r\n");
-    buf.extend_from_slice(data);
-    buf.extend_from_slice(b"\r\n");
-}
-
-/// Appends `n` in decimal.
-fn decimal(buf: &mut Vec<u8>, n: usize) {
-    buf.extend_from_slice(&Decimal::new(n as u64));
-}
-
-/// A number's decimal digits, on the stack: the requests of every round carry a few.
-pub(crate) struct Decimal {
-    digits: [u8; 20],
-    at: usize,
-}
-
-impl Decimal {
-    pub(crate) fn new(mut n: u64) -> Decimal {
-        let mut d = Decimal {
-            digits: [0; 20],
-            at: 20,
-        };
-        loop {
-            d.at -= 1;
-            d.digits[d.at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                return d;
-            }
-        }
-    }
-}
-
-impl std::ops::Deref for Decimal {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.digits[self.at..]
+        script.pack(false, *argc, body, &mut buf);
+        Some(buf)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decimals_are_the_numbers_digits() {
-        for n in [0, 7, 10, 99, 1_000_000, u64::MAX] {
-            assert_eq!(&*Decimal::new(n), n.to_string().as_bytes());
-        }
-    }
 
     /// The hand-packed requests are byte for byte what redis-rs packs.
     #[test]
@@ -302,6 +260,7 @@ mod tests {
         let long = vec![b'x'; 300];
         let args: [&[u8]; 3] = [b"token", b"", &long];
         let call = Call::new(&RELEASE, &keys, &args);
+        let noscript = redis::parse_redis_value(b"-NOSCRIPT No matching script.\r\n").unwrap();
         for by_hash in [true, false] {
             let mut expected = if by_hash {
                 let mut c = redis::cmd("EVALSHA");
@@ -315,17 +274,17 @@ mod tests {
             expected.arg(keys.len()).arg(&keys[..]).arg(&args[..]);
             let packed = if by_hash {
                 let mut buf = b"prefix".to_vec();
-                call.write_packed(&mut buf);
+                call.write(&mut buf);
                 buf.split_off(6)
             } else {
-                call.packed_eval()
+                call.resend(&noscript).expect("NOSCRIPT asks for the text")
             };
             assert_eq!(packed, expected.get_packed_command(), "by_hash {by_hash}");
         }
+        assert_eq!(call.resend(&Value::Int(1)), None);
         assert_eq!(call.slot(), Some(key_slot(b"lock")));
-        assert_eq!(
-            Call::wait(1, std::time::Duration::from_millis(5)).slot(),
-            None
-        );
+        let wait = Call::wait(1, std::time::Duration::from_millis(5));
+        assert_eq!(wait.slot(), None);
+        assert_eq!(wait.resend(&noscript), None);
     }
 }

@@ -1,0 +1,26 @@
+//! The lock protocol: the scripts and their replies, acquisition rounds and waiting, the lease
+//! (renewal, extension, release, loss and its reason), the tally with the quorum rule, and the
+//! renew thread. It talks to the servers only through the transport's fan-out
+//! ([`crate::net`]).
+
+mod acquire;
+mod keys;
+mod lease;
+mod release;
+mod renew;
+mod reply;
+mod scripts;
+mod status;
+mod tally;
+mod token;
+mod voters;
+mod wait;
+
+pub(crate) use acquire::Plan;
+pub(crate) use keys::Keys;
+pub(crate) use lease::Lease;
+pub use release::Released;
+pub(crate) use scripts::{named as script_sources, preload};
+pub use status::LockStatus;
+pub(crate) use token::default_label;
+pub(crate) use voters::Voters;

@@ -1,0 +1,208 @@
+//! Ending a lease: the release on every node (riding over a short outage), what it did on
+//! each, and the user's extension of a lease.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use super::keys::Keys;
+use super::lease::Lease;
+use super::renew::{Renewable, Renewal, fire};
+use super::scripts::{self, Call, millis};
+use super::tally::Tally;
+use super::token;
+use crate::error::{Error, ErrorKind, NodeReport};
+use crate::net::{self, Answer};
+use crate::options::{MutexOptions, check_ttl};
+
+impl Lease {
+    /// Releases on every node; used by `unlock` and `Drop`.
+    pub(crate) fn release(&self) -> Result<Released, Error> {
+        if !self.owned_here() {
+            return Err(Error::new(
+                ErrorKind::NotHeld,
+                "this guard was inherited through fork; only the process that took the lock releases it",
+            ));
+        }
+        let _op = self.op.lock();
+        let (lost, valid_until) = {
+            let mut st = self.state.lock();
+            if st.released {
+                return Err(Error::new(
+                    ErrorKind::NotHeld,
+                    "the lock was already released",
+                ));
+            }
+            st.released = true;
+            let lost = (st.lost || Instant::now() >= st.valid_until).then(|| self.why_lost(&st).0);
+            (lost, st.valid_until)
+        };
+        self.lost_cv.notify_all();
+        let tally = self.release_everywhere(valid_until);
+        // Bookkeeping after the release is sent: a waiter's wake-up does not wait for it (no
+        // callback runs once `released` is set, and the renew thread skips the guard).
+        self.callbacks.lock().clear();
+        self.voters.renewer.forget();
+        let report = Released::from_tally(&tally);
+        let n = self.voters.nodes.len();
+        if lost.is_some() || tally.refused > n - self.voters.quorum {
+            let what = match lost {
+                Some(why) => format!("the lock was lost before it was released: {why}"),
+                None => "the lock was lost before it was released".to_owned(),
+            };
+            return Err(
+                Error::from_report(&what, ErrorKind::Lost, tally.reports, None)
+                    .with_kind(ErrorKind::Lost),
+            );
+        }
+        if tally.yes >= self.voters.quorum {
+            return Ok(report);
+        }
+        Err(Error::from_report(
+            "release was not confirmed by a quorum of nodes; the lock expires by its TTL",
+            ErrorKind::NoQuorum,
+            tally.reports,
+            tally.source,
+        ))
+    }
+}
+
+impl Lease {
+    /// Sends the release to every node; while fewer than a quorum confirmed and no quorum
+    /// said "not yours", asks the nodes that failed again, like a lock call riding over an
+    /// outage (a restart, a failover): for up to the connect timeout, and never past the
+    /// lock's validity, after which it expires by itself.
+    fn release_everywhere(&self, valid_until: Instant) -> Tally {
+        let nodes = &self.voters.nodes;
+        let n = nodes.len();
+        let call = release_call(&self.keys, &self.token, &self.opts, true);
+        let give_up = (Instant::now() + self.voters.connect_timeout).min(valid_until);
+        let mut answers: Vec<Answer> = (0..n).map(|_| Ok(Vec::new())).collect();
+        let mut ask: Vec<usize> = (0..n).collect();
+        let mut again = false;
+        loop {
+            let mut calls: Vec<&[Call]> = vec![&[]; n];
+            for &i in &ask {
+                calls[i] = std::slice::from_ref(&call);
+            }
+            let round = net::exchange(nodes, &calls, Instant::now() + self.node_timeout, None);
+            for (i, mut answer) in round.into_iter().enumerate() {
+                if !ask.contains(&i) {
+                    continue;
+                }
+                // Asked again within the validity, a node where the lock is missing most
+                // likely applied our first request late (its reply was lost): released.
+                if again
+                    && Instant::now() < valid_until
+                    && let Ok(values) = &mut answer
+                    && let Some(Ok(v @ Value::Int(0))) = values.first_mut()
+                {
+                    *v = Value::Int(1);
+                }
+                answers[i] = answer;
+            }
+            let tally = Tally::of_ints(nodes, &answers, 0, None);
+            ask.retain(|&i| !matches!(&answers[i], Ok(v) if matches!(v.first(), Some(Ok(_)))));
+            if tally.yes >= self.voters.quorum
+                || tally.refused > n - self.voters.quorum
+                || ask.is_empty()
+            {
+                return tally;
+            }
+            let pause = token::jitter(self.opts.retry_delay);
+            if Instant::now() + pause > give_up {
+                return tally;
+            }
+            std::thread::sleep(pause);
+            again = true;
+        }
+    }
+}
+
+/// The release script call for one lock and token. `handoff` leaves the short hand-off window
+/// for waiters (a real release); a failed attempt's clean-up does not.
+pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, handoff: bool) -> Call {
+    let window = if handoff {
+        opts.handoff_window.min(opts.ttl)
+    } else {
+        Duration::ZERO
+    };
+    Call::new(
+        &scripts::RELEASE,
+        &[&keys.lock, &keys.wake, &keys.waiters, &keys.handoff],
+        &[token, &millis(opts.wait_cap), &millis(window)],
+    )
+}
+
+/// What an explicit unlock did on each node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Released {
+    /// Nodes where our lock was deleted.
+    pub released: usize,
+    /// Nodes where the lock had already expired.
+    pub expired: usize,
+    /// Nodes where another owner's value had replaced ours (left untouched).
+    pub taken: usize,
+    /// Nodes that could not be asked.
+    pub failed: usize,
+    /// Each node's answer.
+    pub nodes: Vec<NodeReport>,
+}
+
+impl Released {
+    fn from_tally(t: &Tally) -> Released {
+        Released {
+            released: t.yes,
+            expired: t.missing,
+            taken: t.refused - t.missing,
+            failed: t.failed,
+            nodes: t.reports.clone(),
+        }
+    }
+}
+
+impl Lease {
+    /// Sets the lease to `ttl` from now on a quorum of nodes, checking the token; later
+    /// renewals use this `ttl` too.
+    pub(crate) fn extend(self: &Arc<Self>, ttl: Duration) -> Result<(), Error> {
+        check_ttl(ttl)?;
+        self.check()?;
+        let op = self.op.lock();
+        let nodes = &self.voters.nodes;
+        let t0 = Instant::now();
+        let mut calls = vec![self.extend_request(ttl)];
+        let replicas = self.opts.min_replicas;
+        if let Some((n, timeout)) = replicas {
+            calls.push(Call::wait(n, timeout));
+        }
+        let answers = net::exchange(
+            nodes,
+            &vec![&calls[..]; nodes.len()],
+            t0 + self.node_timeout + self.opts.replica_wait(),
+            None,
+        );
+        let tally = Tally::of_ints(nodes, &answers, 0, replicas.map(|(n, _)| (1, n)));
+        let (result, callbacks) = self.settle_extend(t0, ttl, &tally, true);
+        drop(op);
+        fire(callbacks);
+        match result {
+            Renewal::Renewed(next) => {
+                let weak: Weak<dyn Renewable> = Arc::downgrade(self) as Weak<Lease>;
+                self.voters.renewer.schedule(next, weak);
+                Ok(())
+            }
+            _ if !self.is_held() => {
+                Err(
+                    Error::from_report("the lock was lost", ErrorKind::Lost, tally.reports, None)
+                        .with_kind(ErrorKind::Lost),
+                )
+            }
+            _ => Err(tally.into_error(
+                "extend was not confirmed by a quorum of nodes",
+                ErrorKind::NoQuorum,
+            )),
+        }
+    }
+}

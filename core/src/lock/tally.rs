@@ -1,0 +1,145 @@
+//! The tally: how the nodes voted on one request of a round, and the quorum rule.
+
+use std::sync::Arc;
+
+use redis::Value;
+
+use crate::error::{Error, ErrorKind, NodeOutcome, NodeReport, outcome_of};
+use crate::net::{Answer, Failure, NetError, Node};
+
+/// How the nodes voted on one call of a round.
+#[derive(Default)]
+pub(crate) struct Tally {
+    /// Nodes that granted or confirmed.
+    pub(crate) yes: usize,
+    /// Nodes that definitely said no: the lock is missing there or another owner has it.
+    pub(crate) refused: usize,
+    /// Of `refused`: nodes where the lock was missing.
+    pub(crate) missing: usize,
+    /// Nodes that could not be asked or answered with an error.
+    pub(crate) failed: usize,
+    /// Of `failed`: nodes that refused the connection (down), not merely slow or flaky.
+    pub(crate) down: usize,
+    /// Each node's answer, for error reports.
+    pub(crate) reports: Vec<NodeReport>,
+    /// One underlying failure, for `Error::source`.
+    pub(crate) source: Option<NetError>,
+    /// Whether every failure so far was one that waiting cannot mend (refused credentials, a
+    /// certificate that does not verify); `None` before the first.
+    lasting: Option<bool>,
+}
+
+/// How many of `n` nodes must agree: a majority.
+pub(crate) fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+impl Tally {
+    /// Some node failed, and every failure was one that waiting cannot mend: the error to
+    /// report at once rather than ride over like an outage.
+    pub(crate) fn misconfigured(&self) -> bool {
+        self.lasting == Some(true)
+    }
+
+    /// The error a caller sees when this round did not succeed: what it tried, its kind
+    /// unless one node's own kind says more (see [`Error::from_report`]), and each node's
+    /// answer.
+    pub(crate) fn into_error(self, what: &str, fallback: ErrorKind) -> Error {
+        let misconfigured = self.misconfigured();
+        Error::from_report(what, fallback, self.reports, self.source).misconfigured(misconfigured)
+    }
+
+    /// Records a node that could not be asked or answered with an error.
+    pub(crate) fn fail(&mut self, node: &Node, e: NetError) {
+        self.failed += 1;
+        // Only a refused connection says the node is down: a connection dropped after it was
+        // established (CLIENT KILL, a proxy) may work again on the next try, and a master
+        // behind Sentinel or in a cluster may be replaced by a promoted replica.
+        if e.failure() == Failure::Refused && !node.follows_failover() {
+            self.down += 1;
+        }
+        let lasting = matches!(e.failure(), Failure::Auth | Failure::TlsUnverified);
+        self.lasting = Some(self.lasting.unwrap_or(true) && lasting);
+        self.reports.push(NodeReport {
+            node: node.name().to_owned(),
+            outcome: outcome_of(&e),
+        });
+        self.source.get_or_insert(e);
+    }
+
+    pub(crate) fn push(&mut self, node: &Node, outcome: NodeOutcome) {
+        match outcome {
+            NodeOutcome::Ok => self.yes += 1,
+            NodeOutcome::Missing => {
+                self.refused += 1;
+                self.missing += 1
+            }
+            NodeOutcome::Taken { .. } => self.refused += 1,
+            NodeOutcome::Error(_) => {
+                self.failed += 1;
+                self.lasting = Some(false);
+            }
+            _ => self.failed += 1,
+        }
+        self.reports.push(NodeReport {
+            node: node.name().to_owned(),
+            outcome,
+        });
+    }
+
+    /// Tallies call `j` of a round of scripts that answer 1 (yes), 0 (missing) or -1 (taken).
+    ///
+    /// With `replicas = Some((k, n))`, call `k` of each node is a `WAIT` that followed call
+    /// `j`: a yes counts only if it reported at least `n` replicas.
+    pub(crate) fn of_ints(
+        nodes: &[Arc<Node>],
+        answers: &[Answer],
+        j: usize,
+        replicas: Option<(usize, u32)>,
+    ) -> Tally {
+        let mut t = Tally::default();
+        for (node, answer) in nodes.iter().zip(answers) {
+            match answer.as_ref().map(|values| values.get(j)) {
+                Ok(Some(Ok(Value::Int(1)))) => match replicas {
+                    Some((k, wanted)) => {
+                        let waited = answer.as_ref().ok().and_then(|v| v.get(k));
+                        t.push(node, replicas_outcome(waited, wanted))
+                    }
+                    None => t.push(node, NodeOutcome::Ok),
+                },
+                Ok(Some(Ok(Value::Int(0)))) => t.push(node, NodeOutcome::Missing),
+                Ok(Some(Ok(Value::Int(_)))) => t.push(
+                    node,
+                    NodeOutcome::Taken {
+                        holder: Vec::new(),
+                        pttl_ms: -2,
+                    },
+                ),
+                Ok(Some(Ok(other))) => t.push(
+                    node,
+                    NodeOutcome::Error(format!("unexpected reply {other:?}")),
+                ),
+                Ok(Some(Err(e))) | Err(e) => t.fail(node, e.clone()),
+                Ok(None) => t.fail(node, NetError::timeout()),
+            }
+        }
+        t
+    }
+}
+
+/// What a node's `WAIT` reply means for a write that the node accepted: [`NodeOutcome::Ok`]
+/// when at least `wanted` replicas acknowledged it, else why not.
+pub(crate) fn replicas_outcome(
+    waited: Option<&Result<Value, NetError>>,
+    wanted: u32,
+) -> NodeOutcome {
+    match waited {
+        Some(Ok(Value::Int(acked))) if *acked >= i64::from(wanted) => NodeOutcome::Ok,
+        Some(Ok(Value::Int(acked))) => NodeOutcome::ReplicasShort {
+            acked: (*acked).max(0) as u32,
+            wanted,
+        },
+        Some(Err(e)) => outcome_of(e),
+        other => NodeOutcome::Error(format!("unexpected WAIT reply {other:?}")),
+    }
+}

@@ -1,0 +1,43 @@
+//! The voters of one client — its nodes and the quorum among them — and the services its
+//! locks share: the timeouts, the owner label and the renew thread.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::renew::Renewer;
+use super::tally::quorum;
+use super::token;
+use crate::net::Node;
+
+/// What every lock of one client works with.
+pub(crate) struct Voters {
+    pub(crate) nodes: Vec<Arc<Node>>,
+    pub(crate) quorum: usize,
+    pub(crate) node_timeout: Option<Duration>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) owner: Option<String>,
+    pub(crate) renewer: Renewer,
+}
+
+impl Voters {
+    pub(crate) fn new(
+        nodes: Vec<Arc<Node>>,
+        node_timeout: Option<Duration>,
+        connect_timeout: Duration,
+        owner: Option<String>,
+    ) -> Voters {
+        Voters {
+            quorum: quorum(nodes.len()),
+            renewer: Renewer::new(nodes.clone()),
+            nodes,
+            node_timeout,
+            connect_timeout,
+            owner,
+        }
+    }
+
+    /// The owner label of tokens made now (the default one includes the current pid).
+    pub(crate) fn label(&self) -> String {
+        self.owner.clone().unwrap_or_else(token::default_label)
+    }
+}

@@ -1,0 +1,94 @@
+//! A blocking command (`BLPOP`) on one node, with requests pipelined behind it that the
+//! server runs the moment the block ends.
+
+use std::time::{Duration, Instant};
+
+use super::conn::{receive, set_timeouts};
+use super::error::Failure;
+use super::fanout::finish;
+use super::leg::{Answer, typed};
+use super::node::Node;
+use super::request::{Command, Request};
+
+/// How a blocking command ended.
+pub(crate) enum Blocked {
+    /// It returned (or timed out on the server, in time); the answer to the requests behind
+    /// it, if there were any, and when they were sent.
+    Ended(Option<(Answer, Instant)>),
+    /// It did not end by our own deadline: the connection was dropped (the requests behind
+    /// it still run when the server ends the block, followed by `on_fail`).
+    TimedOut,
+    /// No connection could be had, or it broke.
+    Failed,
+}
+
+/// A blocking command and where it goes.
+pub(crate) struct Blocking<'a> {
+    pub(crate) node: &'a Node,
+    /// The key slot of the command's key.
+    pub(crate) slot: u16,
+    pub(crate) command: &'a Command,
+    /// A connection must be had by then.
+    pub(crate) connect_by: Instant,
+    /// The command's reply is read until then.
+    pub(crate) until: Instant,
+}
+
+/// Sends a blocking command with `then` pipelined behind it, and reads its reply until its
+/// deadline. The replies to `then` are read within `then_timeout` after it returned.
+/// `on_fail` is appended to the connection when the block or the requests' replies did not
+/// come in time: it undoes what they did.
+pub(crate) fn block_then<R: Request>(
+    blocking: Blocking<'_>,
+    then: &[&R],
+    then_timeout: Duration,
+    on_fail: Option<&R>,
+) -> Blocked {
+    let Blocking {
+        node,
+        slot,
+        command,
+        connect_by,
+        until,
+    } = blocking;
+    let conn = node
+        .endpoint(slot, connect_by)
+        .and_then(|e| e.take_or_connect(connect_by).map(|c| (e, c)));
+    let Ok((endpoint, mut conn)) = conn else {
+        return Blocked::Failed;
+    };
+    let mut packed = Vec::new();
+    command.write(&mut packed);
+    for r in then {
+        r.write(&mut packed);
+    }
+    let sent_at = Instant::now();
+    let waited = set_timeouts(&conn, until)
+        .and_then(|()| Ok(conn.send_packed_command(&packed)?))
+        .and_then(|()| Ok(conn.recv_response()?));
+    match waited {
+        Ok(_) if then.is_empty() => {
+            endpoint.put(conn);
+            Blocked::Ended(None)
+        }
+        Ok(_) => {
+            let deadline = Instant::now() + then_timeout;
+            let answer = receive(&mut conn, then, false, deadline).map_err(Into::into);
+            finish(&endpoint, conn, &answer, on_fail);
+            Blocked::Ended(Some((typed(answer), sent_at)))
+        }
+        Err(e) => {
+            // The requests still run when the server ends the block (or have run: a stop
+            // signal interrupts the read with EINTR): undo them behind.
+            let timed_out = e.failure() == Failure::Timeout;
+            if !then.is_empty() {
+                finish(&endpoint, conn, &Err(e), on_fail);
+            }
+            if timed_out {
+                Blocked::TimedOut
+            } else {
+                Blocked::Failed
+            }
+        }
+    }
+}

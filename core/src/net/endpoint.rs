@@ -1,0 +1,234 @@
+//! One place connections go — a server, a Sentinel-watched master, or one master of a
+//! cluster — with its small pool of blocking connections.
+//!
+//! A connection is used by one thread at a time: it is taken out of the pool for one exchange
+//! and put back only when the exchange ended cleanly. A connection that timed out or broke is
+//! dropped, never reused, so a late reply can never be read as the answer to a new request.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::{RedisConnectionInfo, RedisError};
+
+use super::conn::{self, remaining};
+use super::error::{Failure, NetError};
+use super::sentinel::{self, Sentinel};
+use super::url::{Tls, host_port};
+use crate::process::PerProcess;
+use crate::sync::LocalMutex;
+
+/// Idle connections older than this are closed.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// At most this many idle connections are kept per endpoint.
+const MAX_IDLE: usize = 64;
+
+/// What every new connection of a client is set up with.
+pub(crate) struct Setup {
+    /// The connection's name (`CLIENT SETNAME`), so that `CLIENT LIST` tells whose it is.
+    pub(crate) client_name: Arc<str>,
+    /// The bound on opening one connection.
+    pub(crate) connect_timeout: Duration,
+    /// Commands run once on every new connection, before any request (the layer above loads
+    /// its scripts this way).
+    pub(crate) preload: Arc<[redis::Cmd]>,
+}
+
+impl Setup {
+    fn share(&self) -> Setup {
+        Setup {
+            client_name: Arc::clone(&self.client_name),
+            connect_timeout: self.connect_timeout,
+            preload: Arc::clone(&self.preload),
+        }
+    }
+}
+
+/// One place connections go, with its pool.
+pub(crate) struct Endpoint {
+    target: Target,
+    display: String,
+    setup: Setup,
+    /// Idle connections, with when each was put back; a forked child has its own (empty)
+    /// pool, since the sockets belong to the parent's conversation with Redis.
+    pool: PerProcess<LocalMutex<Vec<(redis::Connection, Instant)>>>,
+    /// A connection is being opened in the background (see [`Endpoint::connect`]).
+    warming: AtomicBool,
+    /// Why the last connection opened in the background failed, and when.
+    background_error: LocalMutex<Option<(Instant, NetError)>>,
+}
+
+/// Where an endpoint's connections go.
+pub(crate) enum Target {
+    /// One server.
+    Direct(redis::Client),
+    /// Whichever server a group of sentinels names as the master.
+    Sentinel(Sentinel),
+}
+
+impl Endpoint {
+    pub(crate) fn new(target: Target, display: String, setup: &Setup) -> Endpoint {
+        Endpoint {
+            target,
+            display,
+            setup: setup.share(),
+            pool: PerProcess::new(LocalMutex::new(Vec::new())),
+            warming: AtomicBool::new(false),
+            background_error: LocalMutex::new(None),
+        }
+    }
+
+    /// One master of a cluster, at `host:port`, with the cluster's credentials and TLS.
+    pub(crate) fn cluster_master(
+        host: &str,
+        port: u16,
+        settings: &RedisConnectionInfo,
+        tls: &Tls,
+        setup: &Setup,
+    ) -> Result<Endpoint, RedisError> {
+        Ok(Endpoint::new(
+            Target::Direct(tls.client(host, port, settings)?),
+            host_port(host, port),
+            setup,
+        ))
+    }
+
+    /// The endpoint's address without credentials.
+    pub(crate) fn name(&self) -> &str {
+        &self.display
+    }
+
+    pub(crate) fn connect_timeout(&self) -> Duration {
+        self.setup.connect_timeout
+    }
+
+    /// Whether the server may be replaced by a promoted replica (Sentinel).
+    pub(crate) fn follows_failover(&self) -> bool {
+        matches!(self.target, Target::Sentinel(_))
+    }
+
+    /// An idle connection, if there is one (the most recently used: it is the likeliest alive).
+    pub(crate) fn take(&self) -> Option<redis::Connection> {
+        self.idle().lock().pop().map(|(c, _)| c)
+    }
+
+    /// This process's idle connections. A forked child starts with none: it closes its copies
+    /// of the parent's sockets (which does not disturb the parent) when their pool is not
+    /// locked, and leaves them otherwise.
+    fn idle(&self) -> &LocalMutex<Vec<(redis::Connection, Instant)>> {
+        self.pool.get(|parent| {
+            if let Some(mut inherited) = parent.try_lock() {
+                inherited.clear();
+            }
+            LocalMutex::new(Vec::new())
+        })
+    }
+
+    /// Returns a connection that finished its exchange cleanly.
+    pub(crate) fn put(&self, conn: redis::Connection) {
+        let now = Instant::now();
+        let mut idle = self.idle().lock();
+        idle.retain(|(_, since)| now.duration_since(*since) < IDLE_TIMEOUT);
+        if idle.len() < MAX_IDLE {
+            idle.push((conn, now));
+        }
+    }
+
+    /// A pooled connection, or a new one opened before `deadline`.
+    pub(crate) fn take_or_connect(
+        self: &Arc<Self>,
+        deadline: Instant,
+    ) -> Result<redis::Connection, NetError> {
+        match self.take() {
+            Some(conn) => Ok(conn),
+            None => self.connect(deadline),
+        }
+    }
+
+    /// Opens a new connection within `deadline`: connect, name it, run the preload.
+    ///
+    /// A request's deadline (the per-node timeout, 50–250 ms by default) can be shorter than
+    /// opening a connection takes (TLS, a distant server): when it cuts one short, a
+    /// connection is opened in the background within the connect timeout and pooled, so that
+    /// a later attempt finds it instead of timing out the same way forever. When the
+    /// background connection fails instead (a certificate that does not verify, a wrong
+    /// password), later attempts cut short report that error rather than a bare timeout.
+    pub(crate) fn connect(
+        self: &Arc<Self>,
+        deadline: Instant,
+    ) -> Result<redis::Connection, NetError> {
+        let connect_timeout = self.setup.connect_timeout;
+        let cut_short = deadline < Instant::now() + connect_timeout;
+        let result = self.try_connect(deadline);
+        let Err(e) = &result else {
+            return result;
+        };
+        if e.failure() != Failure::Timeout || !cut_short {
+            return result;
+        }
+        // A recent failure in the background says why; do not start another one meanwhile.
+        if let Some((at, why)) = &*self.background_error.lock()
+            && at.elapsed() < connect_timeout
+        {
+            return Err(why.clone());
+        }
+        if !self.warming.swap(true, Ordering::AcqRel) {
+            let endpoint = Arc::clone(self);
+            let spawned = std::thread::Builder::new()
+                .name("redmutex-connect".into())
+                .spawn(move || {
+                    let deadline = Instant::now() + endpoint.setup.connect_timeout;
+                    *endpoint.background_error.lock() = match endpoint.try_connect(deadline) {
+                        Ok(conn) => {
+                            endpoint.put(conn);
+                            None
+                        }
+                        // A timeout says nothing new; the next cut-short attempt tries again.
+                        Err(e) if e.failure() == Failure::Timeout => None,
+                        Err(e) => Some((Instant::now(), e)),
+                    };
+                    endpoint.warming.store(false, Ordering::Release);
+                });
+            if spawned.is_err() {
+                self.warming.store(false, Ordering::Release);
+            }
+        }
+        result
+    }
+
+    fn try_connect(&self, deadline: Instant) -> Result<redis::Connection, NetError> {
+        let connect_timeout = self.setup.connect_timeout;
+        let mut conn = match &self.target {
+            Target::Direct(client) => {
+                conn::open(client, remaining(deadline)?.min(connect_timeout))?
+            }
+            Target::Sentinel(s) => s.connect_master(deadline, connect_timeout)?,
+        };
+        let mut setup = redis::pipe();
+        if let Target::Sentinel(_) = self.target {
+            setup.cmd("ROLE");
+        }
+        setup
+            .cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(&*self.setup.client_name);
+        for cmd in self.setup.preload.iter() {
+            setup.add_command(cmd.clone());
+        }
+        // Sent at once; each reply is read with the time that is left (redis-rs's pipeline
+        // would wait the whole timeout again for every reply a frozen server never sends).
+        // The first error stands: a server that wants a password that was not given answers
+        // every command `NOAUTH`, an authentication error.
+        conn.set_write_timeout(Some(remaining(deadline)?))?;
+        conn.send_packed_command(&setup.get_packed_pipeline())?;
+        let mut replies = Vec::with_capacity(setup.len());
+        for _ in 0..setup.len() {
+            conn.set_read_timeout(Some(remaining(deadline)?))?;
+            replies.push(conn.recv_response()?.extract_error()?);
+        }
+        if let Target::Sentinel(_) = self.target {
+            sentinel::check_master(&replies[0], &self.display)?;
+        }
+        Ok(conn)
+    }
+}

@@ -1,0 +1,411 @@
+//! The fan-out: one round of requests to every node at once, under one deadline.
+//!
+//! Requests are written to every pooled connection first, then the replies are read: the
+//! round costs the slowest node's round trip, not the sum. Endpoints without an idle
+//! connection connect on a scoped thread each, so a node that must connect (or reconnect
+//! after its server restarted) does not hold the others up. A node that does not answer by
+//! the deadline counts as unreachable for this round.
+//!
+//! A cluster node's requests are split by the master that serves each request's key slot:
+//! one leg per master, sent like any other. Redirections (`MOVED`, `ASK`, `TRYAGAIN`) are
+//! followed afterwards, within the same deadline, and the legs' replies are put back in
+//! request order (see `gather.rs`).
+
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use super::cluster::{Cluster, Redirect};
+use super::conn::{receive, remaining, send};
+use super::endpoint::Endpoint;
+use super::error::NetError;
+use super::gather::gather;
+use super::leg::{Answer, Leg, Raw, typed};
+use super::node::Node;
+use super::request::Request;
+
+/// Sends `requests[i]` to `nodes[i]` (an empty slice skips that node) and gathers the answers
+/// before `deadline`.
+///
+/// `on_timeout` is appended, without waiting for an answer, to the connection of a node that
+/// did not answer in time (or whose answer could not be read): a frozen server that wakes
+/// later executes it right after the request, in order. A caller uses it to undo what a
+/// request that arrives too late would do.
+pub(crate) fn exchange<R: Request>(
+    nodes: &[Arc<Node>],
+    requests: &[&[R]],
+    deadline: Instant,
+    on_timeout: Option<&R>,
+) -> Vec<Answer> {
+    debug_assert_eq!(nodes.len(), requests.len());
+    let started = Instant::now();
+    let asked = |i: usize| requests[i].first().map(|r| r.slot().unwrap_or(0));
+    // A first connection's time is not the round's.
+    let deadline = match warm_up(nodes, asked) {
+        true => deadline + started.elapsed(),
+        false => deadline,
+    };
+    // One server, asked once: no legs to split, no threads to connect on, nothing to gather.
+    if let ([node], [requests]) = (nodes, requests)
+        && node.as_cluster().is_none()
+        && !requests.is_empty()
+    {
+        let answer = node.endpoint(0, deadline).and_then(|endpoint| {
+            let requests: Vec<&R> = requests.iter().collect();
+            connect_and_run(&endpoint, &requests, false, deadline, on_timeout)
+        });
+        return vec![typed(answer)];
+    }
+    let mut legs = Vec::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        if requests[i].is_empty() {
+            continue;
+        }
+        match node.as_cluster() {
+            None => legs.push(Leg {
+                node: i,
+                endpoint: node.endpoint(0, deadline),
+                picks: (0..requests[i].len()).collect(),
+                asking: false,
+            }),
+            Some(cluster) => split(cluster, i, requests[i], deadline, &mut legs),
+        }
+    }
+    let mut answers = run(&legs, requests, deadline, on_timeout);
+    for (leg, answer) in legs.iter_mut().zip(answers.iter_mut()) {
+        if let Some(cluster) = nodes[leg.node].as_cluster() {
+            follow(
+                cluster,
+                leg,
+                answer,
+                requests[leg.node],
+                deadline,
+                on_timeout,
+            );
+        }
+    }
+    gather(nodes, requests, legs, answers)
+}
+
+/// Opens the first connection of each fresh node `i` for which `slot(i)` names the key slot
+/// its requests are about, in parallel, within the connect timeout (see [`Node::warm_up`]).
+/// Returns once a quorum (a majority) of the nodes is ready, so that a node that hangs (a
+/// host that is gone without a reset, a frozen server) costs only its own connect timeout,
+/// finished in the background, not every caller's. Whether there was any to open.
+pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) -> bool {
+    let fresh = nodes.iter().filter(|n| n.is_fresh()).count();
+    if fresh == 0 {
+        return false;
+    }
+    let claimed: Vec<(usize, u16)> = (0..nodes.len())
+        .filter_map(|i| slot(i).map(|s| (i, s)))
+        .filter(|&(i, _)| nodes[i].claim_warm_up())
+        .collect();
+    match claimed.as_slice() {
+        [] => return false,
+        &[(i, slot)] if nodes.len() == 1 => {
+            nodes[i].warm_up(slot);
+            return true;
+        }
+        _ => {}
+    }
+    let (tx, rx) = mpsc::channel();
+    for &(i, slot) in &claimed {
+        let (node, done) = (Arc::clone(&nodes[i]), tx.clone());
+        let opening = move || {
+            let _ = done.send(node.warm_up(slot));
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("redmutex-connect".into())
+            .spawn(opening)
+        {
+            log::debug!("no thread to connect on ({e}); connecting in turn");
+            let _ = tx.send(nodes[i].warm_up(slot));
+        }
+    }
+    drop(tx);
+    // Nodes that were connected (or tried) before count as ready; the round asks them anyway.
+    let majority = nodes.len() / 2 + 1;
+    let mut ready = nodes.len() - fresh;
+    let mut pending = claimed.len();
+    while pending > 0 && ready < majority {
+        match rx.recv() {
+            Ok(opened) => {
+                pending -= 1;
+                ready += usize::from(opened);
+            }
+            Err(_) => break,
+        }
+    }
+    true
+}
+
+/// Splits a cluster node's requests by the master that serves each request's slot. A
+/// request without keys (a `WAIT`) goes to every master that got a request before it.
+fn split<R: Request>(
+    cluster: &Cluster,
+    i: usize,
+    requests: &[R],
+    deadline: Instant,
+    legs: &mut Vec<Leg>,
+) {
+    let first = legs.len();
+    for (k, request) in requests.iter().enumerate() {
+        match request.slot() {
+            Some(slot) => {
+                let endpoint = cluster.endpoint(slot, deadline);
+                let same = legs[first..]
+                    .iter_mut()
+                    .find(|l| match (&l.endpoint, &endpoint) {
+                        (Ok(a), Ok(b)) => Arc::ptr_eq(a, b),
+                        _ => false,
+                    });
+                match same {
+                    Some(leg) => leg.picks.push(k),
+                    None => legs.push(Leg {
+                        node: i,
+                        endpoint,
+                        picks: vec![k],
+                        asking: false,
+                    }),
+                }
+            }
+            None => {
+                for leg in &mut legs[first..] {
+                    leg.picks.push(k);
+                }
+            }
+        }
+    }
+}
+
+/// Sends every leg and gathers the replies: one answer per leg.
+fn run<R: Request>(
+    legs: &[Leg],
+    requests: &[&[R]],
+    deadline: Instant,
+    on_timeout: Option<&R>,
+) -> Vec<Raw> {
+    let mut answers: Vec<Option<Raw>> = (0..legs.len()).map(|_| None).collect();
+    let mut pooled = Vec::new();
+    let mut fresh = Vec::new();
+    for (l, leg) in legs.iter().enumerate() {
+        match &leg.endpoint {
+            Err(e) => answers[l] = Some(Err(e.clone())),
+            Ok(endpoint) => match endpoint.take() {
+                Some(conn) => pooled.push((l, conn)),
+                None => fresh.push(l),
+            },
+        }
+    }
+    let leg_requests =
+        |leg: &Leg| -> Vec<&R> { leg.picks.iter().map(|&k| &requests[leg.node][k]).collect() };
+    // A leg alone needs no thread to connect on.
+    if legs.len() == 1 && fresh.len() == 1 {
+        let leg = &legs[0];
+        if let Ok(endpoint) = &leg.endpoint {
+            let answer = connect_and_run(
+                endpoint,
+                &leg_requests(leg),
+                leg.asking,
+                deadline,
+                on_timeout,
+            );
+            return vec![answer];
+        }
+    }
+
+    std::thread::scope(|scope| {
+        let spawn = |l: usize| {
+            let leg = &legs[l];
+            let requests = leg_requests(leg);
+            scope.spawn(move || match &leg.endpoint {
+                Ok(endpoint) => {
+                    connect_and_run(endpoint, &requests, leg.asking, deadline, on_timeout)
+                }
+                Err(e) => Err(e.clone()),
+            })
+        };
+        let mut threads: Vec<_> = fresh.iter().map(|&l| (l, spawn(l))).collect();
+
+        // Write every request before reading any reply.
+        let mut sent = Vec::with_capacity(pooled.len());
+        for (l, mut conn) in pooled {
+            match send(&mut conn, &leg_requests(&legs[l]), legs[l].asking, deadline) {
+                Ok(()) => sent.push((l, conn)),
+                Err(e) if stale(&e) => threads.push((l, spawn(l))),
+                Err(e) => answers[l] = Some(Err(e.into())),
+            }
+        }
+        for (l, mut conn) in sent {
+            let leg = &legs[l];
+            let answer = receive(&mut conn, &leg_requests(leg), leg.asking, deadline);
+            match answer {
+                // The server restarted or dropped us while the connection sat in the pool:
+                // one retry on a new connection, within the same deadline.
+                Err(e) if stale(&e) => threads.push((l, spawn(l))),
+                answer => {
+                    let answer = answer.map_err(NetError::from);
+                    if let Ok(endpoint) = &leg.endpoint {
+                        finish(endpoint, conn, &answer, on_timeout);
+                    }
+                    answers[l] = Some(answer);
+                }
+            }
+        }
+        for (l, t) in threads {
+            answers[l] = Some(t.join().unwrap_or_else(|_| Err(NetError::timeout())));
+        }
+    });
+    answers
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|| Err(NetError::timeout())))
+        .collect()
+}
+
+/// One exchange with one endpoint, on a pooled connection or a new one.
+fn connect_and_run<R: Request>(
+    endpoint: &Arc<Endpoint>,
+    requests: &[&R],
+    asking: bool,
+    deadline: Instant,
+    on_timeout: Option<&R>,
+) -> Raw {
+    if let Some(mut conn) = endpoint.take() {
+        let answer = send(&mut conn, requests, asking, deadline)
+            .and_then(|()| receive(&mut conn, requests, asking, deadline));
+        match answer {
+            Err(e) if stale(&e) => {}
+            answer => {
+                let answer = answer.map_err(NetError::from);
+                finish(endpoint, conn, &answer, on_timeout);
+                return answer;
+            }
+        }
+    }
+    let opening = Instant::now();
+    let mut conn = endpoint.connect(deadline)?;
+    // Opening took at least one round trip (the setup's), which predicts the request's. With
+    // less time left than that, the request would most likely time out and take the new
+    // connection with it (a connection cut short must be dropped), and so on at every
+    // attempt: pool it for the next attempt instead.
+    if deadline.saturating_duration_since(Instant::now()) < opening.elapsed() {
+        endpoint.put(conn);
+        return Err(NetError::timeout());
+    }
+    send(&mut conn, requests, asking, deadline)?;
+    let answer = receive(&mut conn, requests, asking, deadline).map_err(NetError::from);
+    finish(endpoint, conn, &answer, on_timeout);
+    answer
+}
+
+/// Follows the redirections in a cluster leg's answer until none is left, the deadline
+/// passes, or too many were followed. Marks the map stale when the answer suggests a
+/// failover.
+fn follow<R: Request>(
+    cluster: &Cluster,
+    leg: &mut Leg,
+    answer: &mut Raw,
+    requests: &[R],
+    deadline: Instant,
+    on_timeout: Option<&R>,
+) {
+    for _ in 0..MAX_FOLLOW {
+        let values = match answer {
+            Ok(values) => values,
+            Err(_) => {
+                cluster.mark_stale();
+                return;
+            }
+        };
+        if values.iter().any(
+            |v| matches!(v, Err(e) if e.code() == Some("READONLY") || e.code() == Some("CLUSTERDOWN")),
+        ) {
+            cluster.mark_stale();
+        }
+        // The first redirected request; it and every request after it are sent again, so
+        // that a `WAIT` still follows the writes it waits for.
+        let Some((at, redirect)) = values.iter().enumerate().find_map(|(at, v)| match v {
+            Err(e) => cluster.redirect(e).map(|r| (at, r)),
+            Ok(_) => None,
+        }) else {
+            return;
+        };
+        if remaining(deadline).is_err() {
+            return;
+        }
+        let endpoint = match redirect {
+            Redirect::To(e) => e,
+            Redirect::Ask(e) => {
+                leg.asking = true;
+                e
+            }
+            Redirect::Retry => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                std::thread::sleep(TRY_AGAIN_PAUSE.min(left / 2));
+                match &leg.endpoint {
+                    Ok(e) => Arc::clone(e),
+                    Err(_) => return,
+                }
+            }
+        };
+        let again: Vec<&R> = leg.picks[at..].iter().map(|&k| &requests[k]).collect();
+        match connect_and_run(&endpoint, &again, leg.asking, deadline, on_timeout) {
+            Ok(redone) => {
+                values.truncate(at);
+                values.extend(redone);
+            }
+            Err(e) => {
+                let e = e.into_redis();
+                for v in &mut values[at..] {
+                    *v = Err(e.clone());
+                }
+                cluster.mark_stale();
+                return;
+            }
+        }
+        // A slot that moved for good is asked for without `ASKING` next time.
+        leg.endpoint = Ok(endpoint);
+        leg.asking = false;
+    }
+}
+
+/// The most redirections one cluster leg follows in a round.
+const MAX_FOLLOW: usize = 5;
+/// The pause before a request that got `TRYAGAIN` (a slot in the middle of a migration).
+const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(5);
+
+/// Pools a connection that finished cleanly; drops one that did not, so that a late reply is
+/// never read as the answer to a later request. A connection that answered `READONLY` is to
+/// a master that was demoted to a replica (a failover): it is dropped too, so that the next
+/// round connects anew (and, for a Sentinel node, asks the sentinels for the new master).
+pub(super) fn finish<R: Request>(
+    endpoint: &Endpoint,
+    mut conn: redis::Connection,
+    answer: &Raw,
+    on_timeout: Option<&R>,
+) {
+    match answer {
+        Ok(values)
+            if values
+                .iter()
+                .any(|v| matches!(v, Err(e) if e.code() == Some("READONLY"))) => {}
+        Ok(_) => endpoint.put(conn),
+        // Not only a timeout: a read interrupted by a stop signal (SIGSTOP, then SIGCONT)
+        // fails with EINTR although the server ran the request. On a broken connection the
+        // write fails, and there is nothing to undo behind.
+        Err(_) => {
+            if let Some(request) = on_timeout {
+                let mut buf = Vec::new();
+                request.write(&mut buf);
+                let _ = conn.set_write_timeout(Some(Duration::from_millis(5)));
+                let _ = conn.send_packed_command(&buf);
+            }
+        }
+    }
+}
+
+/// A pooled connection that the server closed while it sat idle (restart, `CLIENT KILL`,
+/// idle timeout): worth one retry on a new connection. A timeout is not: the node is slow.
+fn stale(e: &redis::RedisError) -> bool {
+    !e.is_timeout() && e.is_connection_dropped()
+}

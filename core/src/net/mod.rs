@@ -1,0 +1,33 @@
+//! The transport: connections and their deadlines, endpoints with their pools, the node kinds
+//! (a server, a Sentinel-watched master, a Redis Cluster), the URL forms, and the fan-out of
+//! one round of requests to every node under one deadline.
+//!
+//! It knows nothing about locks: it sends [`Request`]s it knows as RESP bytes and a key slot,
+//! and reports failures by kind ([`Failure`]), never as text to be searched.
+
+mod block;
+mod cluster;
+mod conn;
+mod endpoint;
+mod error;
+mod fanout;
+mod gather;
+mod leg;
+mod node;
+mod request;
+mod sentinel;
+mod slots;
+mod tls;
+mod url;
+
+pub(crate) use block::{Blocked, Blocking, block_then};
+pub(crate) use cluster::Cluster;
+pub(crate) use endpoint::Setup;
+pub(crate) use error::{Failure, NetError};
+pub(crate) use fanout::{exchange, warm_up};
+pub(crate) use leg::Answer;
+pub(crate) use node::Node;
+pub(crate) use request::{Command, Decimal, Request, array, bulk};
+pub(crate) use sentinel::Sentinel;
+pub(crate) use slots::{hash_tag, key_slot};
+pub(crate) use url::redact;
