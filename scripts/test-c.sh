@@ -38,7 +38,7 @@ fi
 ((${#sources[@]})) || { echo "test-c: no tests match: $*" >&2; exit 1; }
 
 # Debug: these tests check the ABI, not speed, and a debug build is much faster to make.
-cargo build -p redmutex-ffi
+cargo build -p redmutex-ffi -p redmutex-tests --bin tls_fixture
 target_dir=${CARGO_TARGET_DIR:-target}
 lib="$target_dir/debug/libredmutex.a"
 out="$target_dir/c-tests"
@@ -64,10 +64,15 @@ if [[ -z "${REDMUTEX_TEST_TLS_URL:-}" ]]; then
   export REDMUTEX_TEST_TLS_URL=$REDIS_TLS_URL REDMUTEX_TEST_TLS_CA=$REDIS_TLS_CA
   export REDMUTEX_TEST_TLS_OTHER_CA=$REDIS_TLS_OTHER_CA
 fi
+if [[ -z "${REDMUTEX_TEST_TLS_CLUSTER_URL:-}" && -n "${REDMUTEX_TEST_TLS_URL:-}" ]]; then
+  redis_start_tls_topologies
+fi
 echo "test-c: REDMUTEX_TEST_URL=$REDMUTEX_TEST_URL"
 echo "test-c: REDMUTEX_TEST_URLS5=$REDMUTEX_TEST_URLS5"
 echo "test-c: REDMUTEX_TEST_CLUSTER_URL=$REDMUTEX_TEST_CLUSTER_URL"
 echo "test-c: REDMUTEX_TEST_TLS_URL=${REDMUTEX_TEST_TLS_URL:-(none: no openssl or no TLS in redis-server)}"
+echo "test-c: REDMUTEX_TEST_TLS_CLUSTER_URL=${REDMUTEX_TEST_TLS_CLUSTER_URL:-(none)}"
+echo "test-c: REDMUTEX_TEST_TLS_SENTINEL_URL=${REDMUTEX_TEST_TLS_SENTINEL_URL:-(none)}"
 
 common=(-g -Iinclude -Itests/c -Wall -Wextra -Wpedantic -Werror "-DEXPECTED_VERSION=\"$version\"")
 # A Rust staticlib leaves its system libraries to the final link.

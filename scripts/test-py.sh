@@ -14,4 +14,6 @@ export VIRTUAL_ENV="$PWD/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 
 maturin develop --manifest-path py/Cargo.toml
+# The TLS cluster and Sentinel group of test_tls_topologies.py.
+cargo build -p redmutex-tests --bin tls_fixture
 python -m pytest py/tests "$@"

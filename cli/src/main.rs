@@ -65,7 +65,8 @@ struct Cli {
     /// A Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS,
     /// redis+sentinel://[user:password@]s1:26379,s2:26379/mymaster[/db] for a master found
     /// by Sentinel, redis+cluster://[user:password@]host1:7000,host2:7000 for a Redis
-    /// Cluster); repeat it for Redlock, where a majority of independent masters must agree.
+    /// Cluster, rediss+sentinel:// and rediss+cluster:// for either over TLS); repeat it for
+    /// Redlock, where a majority of independent masters must agree.
     /// Default: the comma-separated list in REDMUTEX_URL.
     #[arg(long = "url", value_name = "URL", global = true)]
     urls: Vec<String>,
@@ -75,9 +76,9 @@ struct Cli {
     #[arg(long, value_name = "DUR", global = true, default_value = "1s", value_parser = duration::parse)]
     connect_timeout: Duration,
 
-    /// For rediss:// URLs: a PEM file with the CA that the servers' certificates must chain
-    /// to, instead of the system's roots. Certificates are always checked unless a URL ends
-    /// in "#insecure".
+    /// For TLS (rediss, rediss+cluster, rediss+sentinel URLs): a PEM file with the CA that the
+    /// servers' certificates must chain to, instead of the system's roots. Certificates are
+    /// always checked unless a URL ends in "#insecure".
     #[arg(long, value_name = "FILE", global = true)]
     tls_ca_cert: Option<PathBuf>,
 

@@ -834,21 +834,59 @@ fn runs_over_tls_with_the_right_ca_and_refuses_another() {
         .run();
     assert_eq!(r.code, 69, "{r:?}");
     assert!(r.error_line().contains("certificate"), "{r:?}");
-    // `run` waits for the lock, but not for a certificate to change: it fails at once, not
-    // after retrying for the 10 s connect timeout like an outage.
+    refuses_a_wrong_ca_at_once(dir.path(), &urls, &ca("other-ca.crt"));
+}
+
+/// `run` waits for the lock, but not for a certificate to change: with a CA that signed
+/// nothing it fails at once, not after retrying for the 10 s connect timeout like an outage.
+fn refuses_a_wrong_ca_at_once(dir: &Path, urls: &[String], other_ca: &str) {
     let started = Instant::now();
-    let r = Redmutex::new(dir.path(), &urls)
-        .args([
-            "--tls-ca-cert",
-            &ca("other-ca.crt"),
-            "--connect-timeout",
-            "10s",
-        ])
+    let r = Redmutex::new(dir, urls)
+        .args(["--tls-ca-cert", other_ca, "--connect-timeout", "10s"])
         .args(["run", "--key", "tls", "--", "true"])
         .run();
-    assert_eq!(r.code, 69, "{r:?}");
-    assert!(r.error_line().contains("certificate"), "{r:?}");
-    assert!(started.elapsed() < Duration::from_secs(5), "{r:?}");
+    assert_eq!(r.code, 69, "{urls:?}: {r:?}");
+    assert!(r.error_line().contains("certificate"), "{urls:?}: {r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{urls:?}: {r:?}"
+    );
+}
+
+/// TLS to a Redis Cluster (`rediss+cluster://`) and to a Sentinel group
+/// (`rediss+sentinel://`): the right CA runs the command on each; a CA that signed nothing is
+/// refused with a certificate error at once.
+#[test]
+fn runs_over_tls_to_a_cluster_and_a_sentinel_group() {
+    use redmutex_tests::tls_topology::{TlsCluster, TlsSentinel};
+    let pki = redmutex_tests::tls::Pki::generate();
+    let (Some(cluster), Some(group)) = (TlsCluster::start(&pki), TlsSentinel::start(&pki)) else {
+        return;
+    };
+    let dir = TempDir::new("redmutex-cli");
+    let ca = |file: &str| pki.path(file).to_str().unwrap().to_owned();
+    for url in [cluster.url(), group.url()] {
+        let urls = [url.clone()];
+        let r = Redmutex::new(dir.path(), &urls)
+            .args(["--tls-ca-cert", &ca("ca.crt"), "--connect-timeout", "10s"])
+            .args(["run", "--key", "tls:topology", "--"])
+            .args(["sh", "-c", r#"echo "$REDMUTEX_FENCE""#])
+            .run();
+        assert_eq!((r.code, r.stdout.as_str()), (0, "1\n"), "{url}: {r:?}");
+        let started = Instant::now();
+        let r = Redmutex::new(dir.path(), &urls)
+            .args([
+                "--tls-ca-cert",
+                &ca("other-ca.crt"),
+                "--connect-timeout",
+                "10s",
+            ])
+            .args(["run", "--key", "tls:topology", "--", "true"])
+            .run();
+        assert_eq!(r.code, 69, "{url}: {r:?}");
+        assert!(r.error_line().contains("certificate"), "{url}: {r:?}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{url}: {r:?}");
+    }
 }
 
 /// A Redis Cluster given as one `redis+cluster://` URL, on the command line or in the

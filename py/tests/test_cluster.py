@@ -161,7 +161,7 @@ def test_names_with_braces(cluster_client, name, suffix):
     [
         "redis+cluster://h:0",
         "redis+cluster://h/1",
-        "rediss+cluster://h:1",
+        "rediss+cluster://h:1#verify",
         "redis+cluster://",
         "redis+cluster://h:1,",
         "redis+cluster://h:99999",

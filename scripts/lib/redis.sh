@@ -5,6 +5,7 @@
 #   redis_start_servers 5          # sets REDIS_URLS=(redis://127.0.0.1:PORT ...)
 #   redis_start_cluster 3          # sets REDIS_CLUSTER_URL=redis+cluster://127.0.0.1:P1,...
 #   redis_start_tls_server         # sets REDIS_TLS_URL=rediss://127.0.0.1:PORT, REDIS_TLS_CA, ...
+#   redis_start_tls_topologies     # exports REDMUTEX_TEST_TLS_CLUSTER_URL, ..._SENTINEL_URL, ...
 #
 # Each server listens on a free loopback port (never 6379, so a developer's own Redis is
 # never touched), keeps nothing on disk, and is stopped by pid when the sourcing shell
@@ -189,4 +190,49 @@ redis_start_tls_server() {
   done
   echo "redis.sh: could not start a TLS redis-server" >&2
   return 1
+}
+
+# Closes the TLS fixture's input, which makes it stop its servers and exit; kills it if it
+# has not within 10 s.
+redis__stop_fixture() {
+  local i
+  exec {REDIS__FIXTURE_FD}>&-
+  for i in $(seq 1 200); do
+    kill -0 "$REDIS__FIXTURE_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -9 "$REDIS__FIXTURE_PID" 2>/dev/null || true
+  wait "$REDIS__FIXTURE_PID" 2>/dev/null || true
+}
+
+# Starts a TLS-only Redis Cluster and Sentinel group with the test support crate's
+# tls_fixture (built by the caller: cargo build -p redmutex-tests --bin tls_fixture) and
+# exports the variables it prints (REDMUTEX_TEST_TLS_CLUSTER_URL, REDMUTEX_TEST_TLS_SENTINEL_URL,
+# REDMUTEX_TEST_TLS_TOPOLOGY_CA, REDMUTEX_TEST_TLS_TOPOLOGY_OTHER_CA); none when redis-server
+# has no TLS. The fixture runs until its standard input, a pipe this shell holds, closes at
+# exit. Called directly, never in $(...).
+redis_start_tls_topologies() {
+  local fixture=${CARGO_TARGET_DIR:-target}/debug/tls_fixture line i
+  local out="$REDIS_DIR/tls-fixture.out"
+  mkfifo "$REDIS_DIR/tls-fixture.in"
+  "$fixture" <"$REDIS_DIR/tls-fixture.in" >"$out" 2>"$REDIS_DIR/tls-fixture.err" &
+  REDIS__FIXTURE_PID=$!
+  exec {REDIS__FIXTURE_FD}>"$REDIS_DIR/tls-fixture.in"
+  redis_on_exit redis__stop_fixture
+  for i in $(seq 1 1200); do
+    grep -qx READY "$out" 2>/dev/null && break
+    if ! kill -0 "$REDIS__FIXTURE_PID" 2>/dev/null; then
+      echo "redis.sh: the TLS fixture exited:" >&2
+      cat "$REDIS_DIR/tls-fixture.err" >&2 || true
+      return 1
+    fi
+    sleep 0.05
+  done
+  grep -qx READY "$out" || { echo "redis.sh: the TLS fixture is not ready after 60 s" >&2; return 1; }
+  while IFS= read -r line; do
+    case "$line" in
+      REDMUTEX_TEST_TLS_*=*) export "${line?}" ;;
+      SKIPPED:*) echo "redis.sh: $line" >&2 ;;
+    esac
+  done <"$out"
 }

@@ -174,7 +174,7 @@ static void test_malformed_cluster_urls(void) {
   const char *bad[] = {
       "redis+cluster://h:0",          /* port 0 */
       "redis+cluster://h/1",          /* a database: a cluster has only 0 */
-      "rediss+cluster://h:1",         /* TLS is not supported for clusters */
+      "rediss+cluster://h:1#verify",  /* a fragment other than #insecure */
       "redis+cluster://",             /* no host */
       "redis+cluster://h:1,",         /* an empty seed */
       "redis+cluster://h:99999",      /* port out of range */

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::server::spawn_orphan_safe;
 use crate::{REDIS_SERVER_ENV, TempDir, free_port};
 
 /// A certificate authority and, optionally, a server certificate it signed.
@@ -17,7 +18,9 @@ pub struct Pki {
 
 impl Pki {
     /// Two CAs (`ca`, and `other-ca` that signed nothing) and a server certificate for
-    /// `127.0.0.1` and `localhost` signed by `ca`. EC P-256 keys: fast to make.
+    /// `127.0.0.1` and `localhost` signed by `ca`. EC P-256 keys: fast to make. The
+    /// certificate is good for clients too: the nodes of a TLS cluster present it to each
+    /// other on the cluster bus, where Redis always asks for one.
     pub fn generate() -> Pki {
         let pki = Pki {
             dir: TempDir::new("redmutex-tls"),
@@ -63,7 +66,7 @@ impl Pki {
             pki.path("server.ext"),
             "basicConstraints=critical,CA:FALSE\n\
              keyUsage=critical,digitalSignature\n\
-             extendedKeyUsage=serverAuth\n\
+             extendedKeyUsage=serverAuth,clientAuth\n\
              subjectAltName=IP:127.0.0.1,DNS:localhost\n",
         )
         .unwrap();
@@ -121,14 +124,20 @@ pub struct TlsServer {
 impl TlsServer {
     /// Starts one, or returns `None` (after printing why) when redis-server has no TLS.
     pub fn start(pki: &Pki) -> Option<TlsServer> {
+        TlsServer::start_with(pki, &[])
+    }
+
+    /// Starts one with `extra` arguments (`--cluster-enabled yes`, …); `None` as
+    /// [`TlsServer::start`]. The server is killed by the kernel if the test process dies.
+    pub fn start_with(pki: &Pki, extra: &[String]) -> Option<TlsServer> {
         let bin = std::env::var(REDIS_SERVER_ENV).unwrap_or_else(|_| "redis-server".into());
         for _ in 0..20 {
             let dir = TempDir::new("redmutex-tls-server");
             let port = free_port();
             let log = dir.path().join("redis.log");
             let arg = |p: PathBuf| p.to_str().unwrap().to_owned();
-            let child = Command::new(&bin)
-                .args(["--bind", "127.0.0.1", "--port", "0", "--tls-port"])
+            let mut cmd = Command::new(&bin);
+            cmd.args(["--bind", "127.0.0.1", "--port", "0", "--tls-port"])
                 .arg(port.to_string())
                 .args(["--tls-cert-file", &arg(pki.path("server.crt"))])
                 .args(["--tls-key-file", &arg(pki.path("server.key"))])
@@ -137,11 +146,11 @@ impl TlsServer {
                 .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
                 .args(["--dir", &arg(dir.path().to_owned())])
                 .args(["--logfile", &arg(log.clone())])
+                .args(extra)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot run {bin}: {e}"));
+                .stderr(Stdio::piped());
+            let child = spawn_orphan_safe(cmd).unwrap_or_else(|e| panic!("cannot run {bin}: {e}"));
             let mut server = TlsServer {
                 child,
                 port,
@@ -195,6 +204,11 @@ impl TlsServer {
     /// `rediss://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("rediss://127.0.0.1:{}", self.port)
+    }
+
+    /// Pid of the process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

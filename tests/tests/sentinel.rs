@@ -385,7 +385,7 @@ fn malformed_sentinel_urls_are_invalid_arguments_without_the_password() {
         "redis+sentinel://:hunter2@s1:port/mymaster",
         "redis+sentinel://:hunter2@s1/mymaster/zero",
         "redis+sentinel://:hunter2@s1/mymaster?sentinel_pass=hunter2",
-        "rediss+sentinel://:hunter2@s1/mymaster",
+        "rediss+sentinel://:hunter2@s1/mymaster#verify",
     ] {
         let err = Client::open(url).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{url}: {err}");
