@@ -278,7 +278,7 @@ impl Plan {
                 ));
                 let next = lease.next_check(t0);
                 let weak: Weak<dyn Renewable> = Arc::downgrade(&lease) as Weak<Lease>;
-                inner.renewer.schedule(next, weak);
+                inner.renewer.schedule(next, weak, 0);
                 return Ok(Attempt::Held(lease));
             }
         }

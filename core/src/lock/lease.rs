@@ -2,6 +2,7 @@
 //! and how it is kept (renewal), extended and lost, with the reason it was lost.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::keys::Keys;
@@ -32,6 +33,8 @@ pub(crate) struct Lease {
     /// that no renewal is sent after `unlock` returned.
     pub(super) op: LocalMutex<()>,
     pub(super) callbacks: LocalMutex<Vec<Callback>>,
+    /// The renew thread's schedule of this lease (see [`Renewable::generation`]).
+    pub(super) generation: AtomicU64,
 }
 
 pub(super) struct State {
@@ -80,6 +83,7 @@ impl Lease {
             lost_cv: LocalCondvar::new(),
             op: LocalMutex::new(()),
             callbacks: LocalMutex::new(Vec::new()),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -169,23 +173,24 @@ impl Lease {
             };
             return (Renewal::Renewed(next), Vec::new());
         }
-        // Nodes that said "not yours" can never confirm, and nodes that are down (refused the
-        // connection, not merely slow) cannot either: past n - quorum of them, no renewal can
-        // succeed, so the loss is reported now rather than at the validity deadline.
-        if tally.refused + tally.down > n - quorum || now >= st.valid_until {
+        // Nodes that said "not yours" can never confirm: past n - quorum of them, no renewal
+        // can succeed, so the loss is reported now rather than at the validity deadline. A
+        // node that refuses the connection may be restarting with the key on disk: it is
+        // asked again within the validity, like a slow one.
+        if tally.refused > n - quorum || now >= st.valid_until {
             drop(st);
-            let why = if tally.refused + tally.down <= n - quorum {
-                "its validity ran out before a quorum confirmed a renewal"
-            } else if tally
+            let taken = tally
                 .reports
                 .iter()
-                .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. }))
-            {
+                .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. }));
+            let why = if tally.refused > n - quorum && taken {
                 "another owner has it (a renewal was refused)"
-            } else if tally.refused > 0 {
+            } else if tally.refused > n - quorum {
                 "it was gone from Redis when it was renewed (expired or deleted)"
-            } else {
+            } else if tally.down > n - quorum {
                 "too many of its nodes are down to renew it"
+            } else {
+                "its validity ran out before a quorum confirmed a renewal"
             };
             return (
                 Renewal::Gone,
@@ -355,5 +360,9 @@ impl Renewable for Lease {
 
     fn apply_extend(&self, t0: Instant, ttl: Duration, tally: &Tally) -> (Renewal, Vec<Callback>) {
         self.settle_extend(t0, ttl, tally, false)
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 }

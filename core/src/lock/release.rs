@@ -1,6 +1,7 @@
 //! Ending a lease: the release on every node (riding over a short outage), what it did on
 //! each, and the user's extension of a lease.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -189,8 +190,10 @@ impl Lease {
         fire(callbacks);
         match result {
             Renewal::Renewed(next) => {
+                // One schedule per lease: this one replaces the renew thread's entry.
+                let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
                 let weak: Weak<dyn Renewable> = Arc::downgrade(self) as Weak<Lease>;
-                self.voters.renewer.schedule(next, weak);
+                self.voters.renewer.reschedule(next, weak, generation);
                 Ok(())
             }
             _ if !self.is_held() => {

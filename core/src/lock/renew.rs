@@ -67,6 +67,9 @@ pub(crate) trait Renewable: Send + Sync {
     fn node_timeout(&self) -> Duration;
     /// Applies the tally of an extension sent at `t0` with `ttl`.
     fn apply_extend(&self, t0: Instant, ttl: Duration, tally: &Tally) -> (Renewal, Vec<Callback>);
+    /// Its current schedule: [`Renewer::reschedule`] starts a new one, and entries of an
+    /// older one are dropped, so a guard always has one entry.
+    fn generation(&self) -> u64;
 }
 
 pub(crate) struct Renewer {
@@ -110,6 +113,8 @@ struct Entry {
     at: Instant,
     seq: u64,
     guard: Weak<dyn Renewable>,
+    /// The guard's schedule this entry belongs to: an entry of an older one is stale.
+    generation: u64,
 }
 
 impl PartialEq for Entry {
@@ -137,11 +142,27 @@ impl Renewer {
         }
     }
 
-    /// Asks the renew thread to look at `guard` at `at`; starts the thread on first use.
-    pub(crate) fn schedule(&self, at: Instant, guard: Weak<dyn Renewable>) {
+    /// Asks the renew thread to look at `guard` (whose schedule is `generation`) at `at`;
+    /// starts the thread on first use.
+    pub(crate) fn schedule(&self, at: Instant, guard: Weak<dyn Renewable>, generation: u64) {
+        self.enqueue(at, guard, generation, false);
+    }
+
+    /// Like [`Renewer::schedule`], for a guard that may already have an entry, of an older
+    /// schedule (an `extend` moves a guard's renewals): that entry is removed (in the time
+    /// of a pass over the heap), or, if the renew thread holds it right now, dropped when it
+    /// comes back.
+    pub(crate) fn reschedule(&self, at: Instant, guard: Weak<dyn Renewable>, generation: u64) {
+        self.enqueue(at, guard, generation, true);
+    }
+
+    fn enqueue(&self, at: Instant, guard: Weak<dyn Renewable>, generation: u64, replace: bool) {
         let shared = self.ensure_started();
         let mut st = shared.state.lock();
-        push(&mut st, at, guard);
+        if replace {
+            st.heap.retain(|Reverse(e)| !Weak::ptr_eq(&e.guard, &guard));
+        }
+        push(&mut st, at, guard, generation);
         let earliest = st.heap.peek().is_some_and(|Reverse(e)| e.at == at);
         drop(st);
         if earliest {
@@ -214,10 +235,15 @@ impl Drop for Renewer {
     }
 }
 
-fn push(st: &mut Heap, at: Instant, guard: Weak<dyn Renewable>) {
+fn push(st: &mut Heap, at: Instant, guard: Weak<dyn Renewable>, generation: u64) {
     st.seq += 1;
     let seq = st.seq;
-    st.heap.push(Reverse(Entry { at, seq, guard }));
+    st.heap.push(Reverse(Entry {
+        at,
+        seq,
+        guard,
+        generation,
+    }));
 }
 
 fn run(shared: &Shared, nodes: &[Arc<Node>]) {
@@ -245,36 +271,39 @@ fn run(shared: &Shared, nodes: &[Arc<Node>]) {
                 break;
             }
             if let Some(Reverse(e)) = st.heap.pop() {
-                due.push(e.guard);
+                due.push((e.guard, e.generation));
             }
         }
         drop(st);
         let next = serve(nodes, due);
         st = shared.state.lock();
-        for (at, guard) in next {
-            push(&mut st, at, guard);
+        for (at, guard, generation) in next {
+            push(&mut st, at, guard, generation);
         }
     }
 }
 
-/// When to look at a lease next.
-type Next = Vec<(Instant, Weak<dyn Renewable>)>;
+/// When to look at a lease next, and its schedule.
+type Next = Vec<(Instant, Weak<dyn Renewable>, u64)>;
 
 /// Handles the due guards; returns when to look at each of them next.
-fn serve(nodes: &[Arc<Node>], due: Vec<Weak<dyn Renewable>>) -> Next {
+fn serve(nodes: &[Arc<Node>], due: Vec<(Weak<dyn Renewable>, u64)>) -> Next {
     let now = Instant::now();
     let mut next = Vec::new();
     let mut renew = Vec::new();
-    for weak in due {
+    for (weak, generation) in due {
         let Some(guard) = weak.upgrade() else {
             continue;
         };
+        if guard.generation() != generation {
+            continue;
+        }
         let (plan, callbacks) = guard.due(now);
         fire(callbacks);
         match plan {
             Duty::Forget => {}
-            Duty::At(at) => next.push((at, weak)),
-            Duty::Renew(ttl) => renew.push((guard, ttl)),
+            Duty::At(at) => next.push((at, weak, generation)),
+            Duty::Renew(ttl) => renew.push((guard, ttl, generation)),
         }
     }
     for chunk in renew.chunks(BATCH) {
@@ -284,26 +313,31 @@ fn serve(nodes: &[Arc<Node>], due: Vec<Weak<dyn Renewable>>) -> Next {
 }
 
 /// One pipelined round of extensions for guards of one client.
-fn renew_batch(nodes: &[Arc<Node>], chunk: &[(Arc<dyn Renewable>, Duration)], next: &mut Next) {
+fn renew_batch(
+    nodes: &[Arc<Node>],
+    chunk: &[(Arc<dyn Renewable>, Duration, u64)],
+    next: &mut Next,
+) {
     // A guard whose owner is unlocking or extending right now is skipped: its owner's
     // operation decides, and no renewal may follow an unlock.
     let mut held = Vec::with_capacity(chunk.len());
-    for (guard, ttl) in chunk {
+    for (guard, ttl, generation) in chunk {
         match guard.gate().try_lock() {
-            Some(op) => held.push((guard, *ttl, op)),
+            Some(op) => held.push((guard, *ttl, op, *generation)),
             None => next.push((
                 Instant::now() + Duration::from_millis(5),
                 Arc::downgrade(guard),
+                *generation,
             )),
         }
     }
     if held.is_empty() {
         return;
     }
-    let mut calls: Vec<_> = held.iter().map(|(g, ttl, _)| g.extend_call(*ttl)).collect();
+    let mut calls: Vec<_> = held.iter().map(|(g, ttl, ..)| g.extend_call(*ttl)).collect();
     let timeout = held
         .iter()
-        .map(|(g, _, _)| g.node_timeout())
+        .map(|(g, ..)| g.node_timeout())
         .max()
         .unwrap_or(Duration::from_millis(100));
     // Guards with min_replicas share one `WAIT` at the end of the pipeline: it waits for
@@ -311,7 +345,7 @@ fn renew_batch(nodes: &[Arc<Node>], chunk: &[(Arc<dyn Renewable>, Duration)], ne
     // extensions. It asks for the most replicas and waits the longest any of them asks.
     let waits: Vec<_> = held
         .iter()
-        .filter_map(|(g, _, _)| g.replica_wait())
+        .filter_map(|(g, ..)| g.replica_wait())
         .collect();
     let wait_at = calls.len();
     let wait_timeout = waits.iter().map(|(_, t)| *t).max().unwrap_or_default();
@@ -322,14 +356,16 @@ fn renew_batch(nodes: &[Arc<Node>], chunk: &[(Arc<dyn Renewable>, Duration)], ne
     let t0 = Instant::now();
     let answers = net::exchange(nodes, &vec![&calls[..]; nodes.len()], t0 + timeout, None);
     let mut callbacks = Vec::new();
-    for (j, (guard, ttl, op)) in held.into_iter().enumerate() {
+    for (j, (guard, ttl, op, generation)) in held.into_iter().enumerate() {
         let replicas = guard.replica_wait().map(|(n, _)| (wait_at, n));
         let tally = Tally::of_ints(nodes, &answers, j, replicas);
         let (outcome, cbs) = guard.apply_extend(t0, ttl, &tally);
         drop(op);
         callbacks.extend(cbs);
         match outcome {
-            Renewal::Renewed(at) | Renewal::Retry(at) => next.push((at, Arc::downgrade(guard))),
+            Renewal::Renewed(at) | Renewal::Retry(at) => {
+                next.push((at, Arc::downgrade(guard), generation))
+            }
             Renewal::Gone => {}
         }
     }

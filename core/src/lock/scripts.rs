@@ -47,7 +47,10 @@ impl Script {
 /// KEYS: lock, fence, waiters, handoff. ARGV: token, ttl ms, fencing (0/1), has waited (0/1),
 /// waiter announcement ms (0 = do not announce).
 ///
-/// Returns `{1, fence}` on success, `{0, pttl, holder}` otherwise. While a release is handing
+/// Returns `{1, fence}` on success, `{0, pttl, holder}` otherwise. The same round run twice (its
+/// reply was lost and the request sent again on a fresh connection) finds its own token: that
+/// is its grant, with the fence the counter holds (nobody else can have been granted since).
+/// While a release is handing
 /// the lock to waiters (the `handoff` key), only callers that have already waited may take it:
 /// a releaser that re-locks at once queues behind the waiters instead of starving them. A
 /// waiter's grant ends the window; a caller that has not waited only gets that far when there
@@ -65,8 +68,13 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[3] == '1' then fence = redis.call('INCR', KEYS[2]) end
   return {1, fence}
 end
-if tonumber(ARGV[5]) > 0 then redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) end
 local holder = redis.pcall('GET', KEYS[1])
+if holder == ARGV[1] then
+  local fence = 0
+  if ARGV[3] == '1' then fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0 end
+  return {1, fence}
+end
+if tonumber(ARGV[5]) > 0 then redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) end
 if type(holder) ~= 'string' then holder = '' end
 return {0, redis.call('PTTL', KEYS[1]), holder}
 ",
@@ -101,7 +109,10 @@ return -1
     )
 });
 
-/// Sets a new TTL only if the lock still holds our token; never re-creates a missing lock.
+/// Sets a new TTL only if the lock still holds our token; never re-creates a missing lock, and
+/// never shortens an expiry: a request can arrive after its sender gave up (and after a longer
+/// extension was confirmed), and Redis runs it. (`PEXPIRE … GT` would do the same from Redis
+/// 7.0 on; comparing `PTTL` works on 6.2 too.)
 ///
 /// KEYS: lock. ARGV: token, ttl ms. Returns 1 extended, 0 missing, -1 held by another value.
 pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
@@ -109,7 +120,9 @@ pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
         r"
 local v = redis.pcall('GET', KEYS[1])
 if v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   return 1
 end
 if v == false then return 0 end

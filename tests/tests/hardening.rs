@@ -1,0 +1,149 @@
+//! The interleavings of the hardening review, one test each, named after the defect: a
+//! request that arrives after its sender gave up, a retry of something that already ran, a
+//! server that refuses connections for a moment while its data survives.
+//!
+//! Where a defect lives in what the server runs, the test runs the library's own scripts
+//! (`redmutex::sim_support::scripts`) with the arguments the library sends, as Redis would run
+//! a request that arrives late or twice.
+
+use std::time::{Duration, Instant};
+
+use redmutex::Client;
+use redmutex_tests::{RedisServer, wait_until};
+
+/// The library's script `name`, as it sends it.
+fn script(name: &str) -> &'static str {
+    redmutex::sim_support::scripts()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no script {name}"))
+        .1
+}
+
+fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(conn).unwrap()
+}
+
+/// `extend(10 s)` is delayed past the node timeout; `extend(60 s)` is confirmed meanwhile;
+/// then the late request lands. Redis must not be told a shorter expiry than one it may
+/// already have confirmed: the key keeps its 60 s.
+#[test]
+fn a_late_extend_never_shortens_the_keys_expiry() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = client
+        .mutex("hardening:late-extend")
+        .ttl(Duration::from_secs(2))
+        .lock()
+        .unwrap();
+    guard.extend(Duration::from_secs(60)).unwrap();
+    let mut conn = server.conn();
+    assert!(pttl(&mut conn, "hardening:late-extend") > 55_000);
+    // The late `extend(10 s)`: the extend script with the guard's token, as the library sent it.
+    let extended: i64 = redis::cmd("EVAL")
+        .arg(script("extend"))
+        .arg(1)
+        .arg("hardening:late-extend")
+        .arg(guard.token())
+        .arg(10_000)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(extended, 1, "the token still holds the lock");
+    let left = pttl(&mut conn, "hardening:late-extend");
+    assert!(
+        left > 55_000,
+        "a late extend shortened the key's expiry to {left} ms while the guard is valid until +60 s"
+    );
+    guard.unlock().unwrap();
+}
+
+/// After k extends there is still one renewal loop per guard, not k + 1.
+#[test]
+fn every_extend_keeps_one_renewal_entry_per_guard() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let guards: Vec<_> = (0..3)
+        .map(|i| {
+            client
+                .mutex(format!("hardening:extend-loops:{i}"))
+                .ttl(Duration::from_secs(30))
+                .lock()
+                .unwrap()
+        })
+        .collect();
+    for _ in 0..5 {
+        for guard in &guards {
+            guard.extend(Duration::from_secs(20)).unwrap();
+        }
+    }
+    assert_eq!(client.renew_queue_len(), guards.len());
+    // The one entry renews: a short lease still lives past its TTL.
+    let short = client
+        .mutex("hardening:extend-loops:short")
+        .ttl(Duration::from_secs(30))
+        .lock()
+        .unwrap();
+    short.extend(Duration::from_millis(300)).unwrap();
+    assert_eq!(client.renew_queue_len(), guards.len() + 1);
+    std::thread::sleep(Duration::from_millis(700));
+    short.check().unwrap();
+    assert!(short.renewals() >= 3, "renewals: {}", short.renewals());
+}
+
+/// An acquire whose reply was lost is sent again on a fresh connection; the first one ran.
+/// The second finds the lock held by the round's own token: that is this round's grant (with
+/// its fence), not another owner.
+#[test]
+fn a_retried_acquire_that_finds_its_own_token_has_granted() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let acquire = |conn: &mut redis::Connection| -> Vec<redis::Value> {
+        redis::cmd("EVAL")
+            .arg(script("acquire"))
+            .arg(4)
+            .arg(&["hardening:retry", "{hardening:retry}:fence"][..])
+            .arg(&["{hardening:retry}:waiters", "{hardening:retry}:handoff"][..])
+            .arg(&["host:1:00ff", "30000", "1", "0", "0"][..])
+            .query(conn)
+            .unwrap()
+    };
+    let first = acquire(&mut conn);
+    let again = acquire(&mut conn);
+    assert_eq!(first, [redis::Value::Int(1), redis::Value::Int(1)]);
+    assert_eq!(
+        again, first,
+        "the same round's acquire, run twice, must grant twice with the same fence"
+    );
+}
+
+/// A restart with the data on disk refuses connections for a moment; the key and its TTL
+/// survive, so the held guard rides over the refusals within its validity instead of being
+/// declared lost at the first one.
+#[test]
+fn a_refused_connection_does_not_lose_a_held_guard() {
+    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let client = Client::builder()
+        .node(server.url())
+        .connect_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let guard = client
+        .mutex("hardening:refused")
+        .ttl(Duration::from_millis(1500))
+        .lock()
+        .unwrap();
+    let before = guard.renewals();
+    server.kill();
+    // At least one renewal (every 500 ms) meets the refusal.
+    std::thread::sleep(Duration::from_millis(600));
+    server.restart();
+    let renewed = wait_until(Duration::from_secs(3), || {
+        std::thread::sleep(Duration::from_millis(10));
+        guard.renewals() > before + 1 || !guard.is_held()
+    });
+    assert!(renewed, "no renewal after the restart");
+    guard.check().unwrap();
+    let started = Instant::now();
+    guard.unlock().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
