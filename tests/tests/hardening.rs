@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use redmutex::Client;
-use redmutex_tests::{RedisServer, wait_until};
+use redmutex_tests::{FaultProxy, Mode, RedisServer, wait_until};
 
 /// The library's script `name`, as it sends it.
 fn script(name: &str) -> &'static str {
@@ -146,4 +146,47 @@ fn a_refused_connection_does_not_lose_a_held_guard() {
     let started = Instant::now();
     guard.unlock().unwrap();
     assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+/// Replies come 150 ms late (the node timeout is 50 ms): every renewal runs on the server but
+/// is never confirmed, so the guard is lost when its validity runs out, while the last
+/// renewals keep the key for another TTL. A guard that learns it is lost removes its own key:
+/// the name is free soon after the loss, not a TTL later.
+#[test]
+fn a_lost_guard_removes_its_own_key() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(&server.addr());
+    let client = Client::builder()
+        .node(proxy.url())
+        .node_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_millis(1200);
+    let guard = client
+        .mutex("hardening:lost-key")
+        .ttl(ttl)
+        .lock()
+        .unwrap();
+    proxy.set_mode(Mode::Delay(Duration::from_millis(150)));
+    assert!(guard.wait_lost(ttl * 2), "the guard was not lost");
+    let lost_at = Instant::now();
+    let mut conn = server.conn();
+    let exists = |conn: &mut redis::Connection| -> bool {
+        redis::cmd("EXISTS")
+            .arg("hardening:lost-key")
+            .query::<i64>(conn)
+            .unwrap()
+            == 1
+    };
+    assert!(
+        wait_until(ttl / 2, || {
+            std::thread::sleep(Duration::from_millis(5));
+            !exists(&mut conn)
+        }),
+        "the lost guard's key was still there {:?} after the loss (PTTL {})",
+        lost_at.elapsed(),
+        pttl(&mut conn, "hardening:lost-key")
+    );
+    proxy.set_mode(Mode::Pass);
+    drop(guard);
 }

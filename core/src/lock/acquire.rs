@@ -6,17 +6,17 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::cleanup::Cleanup;
 use super::keys::Keys;
 use super::lease::Lease;
-use super::release::release_call;
 use super::renew::Renewable;
 use super::reply::{bytes, int};
-use super::scripts::{self, Call, millis};
+use super::scripts::{self, Call, millis, release_call};
 use super::tally::{Tally, replicas_outcome};
 use super::token;
 use super::voters::Voters;
 use crate::error::{Error, ErrorKind, NodeOutcome, TryLockError};
-use crate::net::{self, Answer, key_slot};
+use crate::net::{self, Answer, Failure, key_slot};
 use crate::options::{MAX_NAME_LEN, MIN_TTL, MutexOptions, default_node_timeout, drift};
 
 /// One acquisition attempt's result.
@@ -47,6 +47,13 @@ pub(crate) struct Plan {
     pub(super) opts: MutexOptions,
     pub(super) node_timeout: Duration,
     label: String,
+}
+
+impl Round {
+    /// The round's token.
+    pub(super) fn token(&self) -> &[u8] {
+        &self.token
+    }
 }
 
 impl Plan {
@@ -206,6 +213,7 @@ impl Plan {
         let mut hint: Option<Duration> = None;
         let mut wake_from = Vec::new();
         let mut failed_midway = Vec::new();
+        let mut unanswered = Vec::new();
         for (i, (node, answer)) in nodes.iter().zip(answers).enumerate() {
             let (answer, waited) = match answer {
                 Ok(mut v) => {
@@ -252,7 +260,14 @@ impl Plan {
                     failed_midway.push(i);
                     tally.fail(node, e)
                 }
-                Err(e) => tally.fail(node, e),
+                Err(e) => {
+                    // The undo queued behind the request could not be written: the
+                    // connection broke after the request may have reached the server.
+                    if e.followup_lost() || e.failure() == Failure::Dropped {
+                        unanswered.push(i);
+                    }
+                    tally.fail(node, e)
+                }
                 other => tally.push(
                     node,
                     NodeOutcome::Error(format!("unexpected reply {other:?}")),
@@ -284,8 +299,21 @@ impl Plan {
         }
 
         // Not held: undo every grant, and on nodes whose script failed midway. Nodes that did
-        // not answer in time already have the undo queued behind our request; nodes that said
+        // not answer in time have the undo queued behind our request, unless their connection
+        // broke: they get it again on a fresh connection, in the background. Nodes that said
         // "taken" never stored our token.
+        if !unanswered.is_empty() {
+            let until = t0 + self.grant_ttl();
+            let cleanup = Cleanup::new(
+                keys,
+                &round.token,
+                opts,
+                self.node_timeout,
+                unanswered,
+                until,
+            );
+            inner.renewer.clean_up(cleanup);
+        }
         if !granted.is_empty() || !failed_midway.is_empty() {
             let mut calls: Vec<&[Call]> = vec![&[]; n];
             for i in granted.iter().map(|(i, _)| *i).chain(failed_midway) {
@@ -310,7 +338,7 @@ impl Plan {
     }
 
     /// The lease of a grant: the TTL, shortened so it ends with `max_hold`.
-    fn grant_ttl(&self) -> Duration {
+    pub(super) fn grant_ttl(&self) -> Duration {
         match self.opts.max_hold {
             Some(h) => self.opts.ttl.min(h.max(MIN_TTL)),
             None => self.opts.ttl,

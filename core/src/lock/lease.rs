@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::cleanup::Cleanup;
 use super::keys::Keys;
 use super::renew::{Callback, Duty, Renewable, Renewal, fire};
 use super::scripts::{self, Call, millis};
@@ -250,8 +251,22 @@ impl Lease {
         }
         st.lost = true;
         st.why = Some(why);
+        let ttl = st.ttl;
         drop(st);
         self.lost_cv.notify_all();
+        // Renewals that timed out may still run and keep the key for a TTL although nobody
+        // holds it: remove it (token-checked) from every node, in the background.
+        let all = (0..self.voters.nodes.len()).collect();
+        let until = Instant::now() + ttl + self.node_timeout;
+        let cleanup = Cleanup::new(
+            &self.keys,
+            &self.token,
+            &self.opts,
+            self.node_timeout,
+            all,
+            until,
+        );
+        self.voters.renewer.clean_up(cleanup);
         std::mem::take(&mut *self.callbacks.lock())
     }
 

@@ -4,6 +4,7 @@
 //! ([`crate::net`]).
 
 mod acquire;
+mod cleanup;
 mod keys;
 mod lease;
 mod release;

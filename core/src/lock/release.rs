@@ -7,15 +7,14 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::keys::Keys;
 use super::lease::Lease;
 use super::renew::{Renewable, Renewal, fire};
-use super::scripts::{self, Call, millis};
+use super::scripts::{Call, release_call};
 use super::tally::Tally;
 use super::token;
 use crate::error::{Error, ErrorKind, NodeReport};
 use crate::net::{self, Answer};
-use crate::options::{MutexOptions, check_ttl};
+use crate::options::check_ttl;
 
 impl Lease {
     /// Releases on every node; used by `unlock` and `Drop`.
@@ -119,21 +118,6 @@ impl Lease {
             again = true;
         }
     }
-}
-
-/// The release script call for one lock and token. `handoff` leaves the short hand-off window
-/// for waiters (a real release); a failed attempt's clean-up does not.
-pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, handoff: bool) -> Call {
-    let window = if handoff {
-        opts.handoff_window.min(opts.ttl)
-    } else {
-        Duration::ZERO
-    };
-    Call::new(
-        &scripts::RELEASE,
-        &[&keys.lock, &keys.wake, &keys.waiters, &keys.handoff],
-        &[token, &millis(opts.wait_cap), &millis(window)],
-    )
 }
 
 /// What an explicit unlock did on each node.

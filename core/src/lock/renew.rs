@@ -2,7 +2,8 @@
 //!
 //! It owns a deadline heap of weak references to guards. Due guards are renewed in batches:
 //! one pipelined round per node carries up to `BATCH` extensions. A guard that was released
-//! or dropped cannot be upgraded any more and simply falls out of the heap.
+//! or dropped cannot be upgraded any more and simply falls out of the heap. The same thread
+//! sends the clean-ups (`cleanup.rs`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use super::cleanup::{self, Cleanup};
 use super::scripts::Call;
 use super::tally::Tally;
 use crate::net::{self, Node};
@@ -106,6 +108,8 @@ struct Heap {
     seq: u64,
     /// Guards released since the heap was last purged of entries whose guard is gone.
     released: usize,
+    /// Clean-ups waiting for their time.
+    cleanups: Vec<Cleanup>,
     stop: bool,
 }
 
@@ -168,6 +172,13 @@ impl Renewer {
         if earliest {
             shared.cv.notify_one();
         }
+    }
+
+    /// Sends `cleanup` from the renew thread, now and again until it is done.
+    pub(crate) fn clean_up(&self, cleanup: Cleanup) {
+        let shared = self.ensure_started();
+        shared.state.lock().cleanups.push(cleanup);
+        shared.cv.notify_one();
     }
 
     /// Notes that a guard was released. Its entry would otherwise stay until its next check
@@ -253,13 +264,28 @@ fn run(shared: &Shared, nodes: &[Arc<Node>]) {
             return;
         }
         let now = Instant::now();
-        match st.heap.peek() {
+        let cleanup_at = st.cleanups.iter().map(|c| c.at).min();
+        if cleanup_at.is_some_and(|at| at <= now) {
+            let (due, later) = std::mem::take(&mut st.cleanups)
+                .into_iter()
+                .partition(|c| c.at <= now);
+            st.cleanups = later;
+            drop(st);
+            let again = cleanup::run(due, nodes);
+            st = shared.state.lock();
+            st.cleanups.extend(again);
+            continue;
+        }
+        let wake = match (st.heap.peek().map(|Reverse(e)| e.at), cleanup_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match wake {
             None => {
                 st = shared.cv.wait(st);
                 continue;
             }
-            Some(Reverse(e)) if e.at > now => {
-                let at = e.at;
+            Some(at) if at > now => {
                 st = shared.cv.wait_until(st, at);
                 continue;
             }
@@ -334,7 +360,10 @@ fn renew_batch(
     if held.is_empty() {
         return;
     }
-    let mut calls: Vec<_> = held.iter().map(|(g, ttl, ..)| g.extend_call(*ttl)).collect();
+    let mut calls: Vec<_> = held
+        .iter()
+        .map(|(g, ttl, ..)| g.extend_call(*ttl))
+        .collect();
     let timeout = held
         .iter()
         .map(|(g, ..)| g.node_timeout())
@@ -343,10 +372,7 @@ fn renew_batch(
     // Guards with min_replicas share one `WAIT` at the end of the pipeline: it waits for
     // every earlier write of the connection, so its count holds for each of their
     // extensions. It asks for the most replicas and waits the longest any of them asks.
-    let waits: Vec<_> = held
-        .iter()
-        .filter_map(|(g, ..)| g.replica_wait())
-        .collect();
+    let waits: Vec<_> = held.iter().filter_map(|(g, ..)| g.replica_wait()).collect();
     let wait_at = calls.len();
     let wait_timeout = waits.iter().map(|(_, t)| *t).max().unwrap_or_default();
     if let Some(most) = waits.iter().map(|(n, _)| *n).max() {

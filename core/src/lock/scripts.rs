@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use redis::Value;
 
+use super::keys::Keys;
 use crate::net::{Command, Decimal, Request, array, bulk, key_slot};
+use crate::options::MutexOptions;
 
 /// A Lua script with its SHA1, as Redis names it in EVALSHA.
 pub(crate) struct Script {
@@ -187,6 +189,21 @@ pub(crate) fn named() -> Vec<(&'static str, &'static str)> {
 /// A duration in whole milliseconds, as a script argument.
 pub(crate) fn millis(d: Duration) -> Decimal {
     Decimal::new(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The release script call for one lock and token. `handoff` leaves the short hand-off window
+/// for waiters (a real release); a failed attempt's clean-up does not.
+pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, handoff: bool) -> Call {
+    let window = if handoff {
+        opts.handoff_window.min(opts.ttl)
+    } else {
+        Duration::ZERO
+    };
+    Call::new(
+        &RELEASE,
+        &[&keys.lock, &keys.wake, &keys.waiters, &keys.handoff],
+        &[token, &millis(opts.wait_cap), &millis(window)],
+    )
 }
 
 /// One request of a round: a script invocation, or a plain command such as `WAIT`.

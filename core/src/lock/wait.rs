@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::acquire::{Attempt, Plan};
+use super::cleanup::Cleanup;
 use super::scripts::Call;
 use super::token;
 use crate::error::Error;
@@ -71,7 +72,20 @@ impl Plan {
                 return self.settle(round, t0, vec![answer]).map(Some);
             }
             (Blocked::Ended(_) | Blocked::TimedOut, _) => return Ok(None),
-            (Blocked::Failed, _) => {}
+            // The attempt behind the block may have run, and its undo could not follow it.
+            (Blocked::Failed, Some(round)) => {
+                let until = started + self.grant_ttl();
+                let cleanup = Cleanup::new(
+                    &self.keys,
+                    round.token(),
+                    &self.opts,
+                    self.node_timeout,
+                    vec![i],
+                    until,
+                );
+                self.voters.renewer.clean_up(cleanup);
+            }
+            (Blocked::Failed, None) => {}
         }
         let left = block.saturating_sub(started.elapsed());
         std::thread::sleep(token::jitter(self.opts.retry_delay).min(left));

@@ -18,7 +18,8 @@ pub(crate) enum Blocked {
     /// It did not end by our own deadline: the connection was dropped (the requests behind
     /// it still run when the server ends the block, followed by `on_fail`).
     TimedOut,
-    /// No connection could be had, or it broke.
+    /// No connection could be had, or it broke (then `on_fail` could not follow the requests
+    /// behind the block: they may have run, and are not undone).
     Failed,
 }
 
@@ -73,21 +74,22 @@ pub(crate) fn block_then<R: Request>(
         }
         Ok(_) => {
             let deadline = Instant::now() + then_timeout;
-            let answer = receive(&mut conn, then, false, deadline).map_err(Into::into);
-            finish(&endpoint, conn, &answer, on_fail);
+            let mut answer = receive(&mut conn, then, false, deadline).map_err(Into::into);
+            finish(&endpoint, conn, &mut answer, on_fail);
             Blocked::Ended(Some((typed(answer), sent_at)))
         }
         Err(e) => {
             // The requests still run when the server ends the block (or have run: a stop
             // signal interrupts the read with EINTR): undo them behind.
             let timed_out = e.failure() == Failure::Timeout;
+            let mut failed = Err(e);
             if !then.is_empty() {
-                finish(&endpoint, conn, &Err(e), on_fail);
+                finish(&endpoint, conn, &mut failed, on_fail);
             }
-            if timed_out {
-                Blocked::TimedOut
-            } else {
-                Blocked::Failed
+            match failed {
+                Err(e) if e.followup_lost() => Blocked::Failed,
+                _ if timed_out => Blocked::TimedOut,
+                _ => Blocked::Failed,
             }
         }
     }

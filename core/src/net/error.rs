@@ -36,6 +36,8 @@ pub(crate) struct NetError {
     source: RedisError,
     /// Whether `source` says more than the kind does (not one of our own deadlines).
     detailed: bool,
+    /// What was to follow the failed request on its connection could not be written.
+    followup_lost: bool,
 }
 
 impl NetError {
@@ -46,6 +48,7 @@ impl NetError {
             at: None,
             source: RedisError::from(io::Error::new(io::ErrorKind::TimedOut, NO_ANSWER)),
             detailed: false,
+            followup_lost: false,
         }
     }
 
@@ -56,6 +59,7 @@ impl NetError {
             at: None,
             source: RedisError::from(io::Error::new(io_kind, what)),
             detailed: true,
+            followup_lost: false,
         }
     }
 
@@ -63,6 +67,17 @@ impl NetError {
     pub(crate) fn at(mut self, at: &str) -> NetError {
         self.at = Some(at.into());
         self
+    }
+
+    /// Whether the request that was to follow the failed one on its connection (an undo)
+    /// could not be written: the connection broke, and the server must be reached another
+    /// way if the failed request may have run.
+    pub(crate) fn followup_lost(&self) -> bool {
+        self.followup_lost
+    }
+
+    pub(super) fn lose_followup(&mut self) {
+        self.followup_lost = true;
     }
 
     pub(crate) fn failure(&self) -> Failure {
@@ -98,6 +113,7 @@ impl From<RedisError> for NetError {
             at: None,
             source: e,
             detailed: true,
+            followup_lost: false,
         }
     }
 }

@@ -244,9 +244,9 @@ fn run<R: Request>(
                 // one retry on a new connection, within the same deadline.
                 Err(e) if stale(&e) => threads.push((l, spawn(l))),
                 answer => {
-                    let answer = answer.map_err(NetError::from);
+                    let mut answer = answer.map_err(NetError::from);
                     if let Ok(endpoint) = &leg.endpoint {
-                        finish(endpoint, conn, &answer, on_timeout);
+                        finish(endpoint, conn, &mut answer, on_timeout);
                     }
                     answers[l] = Some(answer);
                 }
@@ -276,8 +276,8 @@ fn connect_and_run<R: Request>(
         match answer {
             Err(e) if stale(&e) => {}
             answer => {
-                let answer = answer.map_err(NetError::from);
-                finish(endpoint, conn, &answer, on_timeout);
+                let mut answer = answer.map_err(NetError::from);
+                finish(endpoint, conn, &mut answer, on_timeout);
                 return answer;
             }
         }
@@ -293,8 +293,8 @@ fn connect_and_run<R: Request>(
         return Err(NetError::timeout());
     }
     send(&mut conn, requests, asking, deadline)?;
-    let answer = receive(&mut conn, requests, asking, deadline).map_err(NetError::from);
-    finish(endpoint, conn, &answer, on_timeout);
+    let mut answer = receive(&mut conn, requests, asking, deadline).map_err(NetError::from);
+    finish(endpoint, conn, &mut answer, on_timeout);
     answer
 }
 
@@ -378,10 +378,13 @@ const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(5);
 /// never read as the answer to a later request. A connection that answered `READONLY` is to
 /// a master that was demoted to a replica (a failover): it is dropped too, so that the next
 /// round connects anew (and, for a Sentinel node, asks the sentinels for the new master).
+///
+/// A failed answer gets `on_timeout` written behind its request; when even that write fails
+/// (the connection broke), the answer's failure says so ([`NetError::followup_lost`]).
 pub(super) fn finish<R: Request>(
     endpoint: &Endpoint,
     mut conn: redis::Connection,
-    answer: &Raw,
+    answer: &mut Raw,
     on_timeout: Option<&R>,
 ) {
     match answer {
@@ -392,13 +395,15 @@ pub(super) fn finish<R: Request>(
         Ok(_) => endpoint.put(conn),
         // Not only a timeout: a read interrupted by a stop signal (SIGSTOP, then SIGCONT)
         // fails with EINTR although the server ran the request. On a broken connection the
-        // write fails, and there is nothing to undo behind.
-        Err(_) => {
+        // write fails: the caller must reach the server another way.
+        Err(e) => {
             if let Some(request) = on_timeout {
                 let mut buf = Vec::new();
                 request.write(&mut buf);
                 let _ = conn.set_write_timeout(Some(Duration::from_millis(5)));
-                let _ = conn.send_packed_command(&buf);
+                if conn.send_packed_command(&buf).is_err() {
+                    e.lose_followup();
+                }
             }
         }
     }

@@ -21,6 +21,21 @@ pub(crate) trait Request: Sync {
     fn resend(&self, reply: &Value) -> Option<Vec<u8>>;
 }
 
+/// A reference to a request is the request: a round can be made of requests owned elsewhere.
+impl<R: Request> Request for &R {
+    fn write(&self, buf: &mut Vec<u8>) {
+        (**self).write(buf);
+    }
+
+    fn slot(&self) -> Option<u16> {
+        (**self).slot()
+    }
+
+    fn resend(&self, reply: &Value) -> Option<Vec<u8>> {
+        (**self).resend(reply)
+    }
+}
+
 /// A plain command (`WAIT`, `BLPOP`, …): sent as it is, never re-sent in another form.
 pub(crate) struct Command {
     cmd: redis::Cmd,
