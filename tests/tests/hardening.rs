@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use redis::Commands;
 use redmutex::Client;
 use redmutex_tests::{FaultProxy, Mode, RedisServer, wait_until};
 
@@ -162,11 +163,7 @@ fn a_lost_guard_removes_its_own_key() {
         .build()
         .unwrap();
     let ttl = Duration::from_millis(1200);
-    let guard = client
-        .mutex("hardening:lost-key")
-        .ttl(ttl)
-        .lock()
-        .unwrap();
+    let guard = client.mutex("hardening:lost-key").ttl(ttl).lock().unwrap();
     proxy.set_mode(Mode::Delay(Duration::from_millis(150)));
     assert!(guard.wait_lost(ttl * 2), "the guard was not lost");
     let lost_at = Instant::now();
@@ -189,4 +186,78 @@ fn a_lost_guard_removes_its_own_key() {
     );
     proxy.set_mode(Mode::Pass);
     drop(guard);
+}
+
+/// A waiter's grant ends its announcement: when it releases and nobody waits any more, the
+/// lock is free for anyone at once, not held back for a hand-off window nobody can use.
+#[test]
+fn the_handoff_window_opens_only_when_someone_waits() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let mutex = client
+        .mutex("hardening:handoff")
+        .ttl(Duration::from_secs(10));
+    for _ in 0..5 {
+        let first = mutex.lock().unwrap();
+        let waiter = {
+            let mutex = mutex.clone();
+            std::thread::spawn(move || mutex.try_lock_for(Duration::from_secs(5)))
+        };
+        // The waiter announces itself before it blocks.
+        assert!(wait_until(Duration::from_secs(5), || {
+            std::thread::sleep(Duration::from_millis(5));
+            server
+                .conn()
+                .keys::<_, Vec<String>>("{hardening:handoff}:wait*")
+                .is_ok_and(|k| !k.is_empty())
+        }));
+        first.unlock().unwrap();
+        let second = waiter.join().unwrap().expect("the waiter gets the lock");
+        second.unlock().unwrap();
+        // Nobody waits now.
+        match mutex.try_lock() {
+            Ok(guard) => guard.unlock().unwrap(),
+            Err(e) => panic!("a free lock nobody waits for must be granted at once: {e}"),
+        };
+    }
+}
+
+/// A waiter with a long wait cap announced itself; one with a short cap came, waited briefly
+/// and left. The long waiter's announcement must outlive the short one's, so the release
+/// wakes it at once instead of leaving it asleep until its cap.
+#[test]
+fn announcement_and_signal_lifetimes_only_grow() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let mutex = |cap: u64| {
+        client
+            .mutex("hardening:lifetimes")
+            .ttl(Duration::from_secs(30))
+            .options(
+                redmutex::MutexOptions::default()
+                    .with_ttl(Duration::from_secs(30))
+                    .with_wait_cap(Duration::from_millis(cap)),
+            )
+    };
+    let holder = mutex(250).lock().unwrap();
+    let long = {
+        let m = mutex(4000);
+        std::thread::spawn(move || {
+            let got = m.try_lock_for(Duration::from_secs(20));
+            (got.map(|g| g.unlock()).is_ok(), Instant::now())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // The short waiter comes and goes.
+    assert!(mutex(50).try_lock_for(Duration::from_millis(200)).is_err());
+    std::thread::sleep(Duration::from_millis(400));
+    let released = Instant::now();
+    holder.unlock().unwrap();
+    let (got, at) = long.join().unwrap();
+    assert!(got, "the long waiter did not get the lock");
+    let woke = at.duration_since(released);
+    assert!(
+        woke < Duration::from_secs(2),
+        "the long waiter slept {woke:?} after the release (its cap is 4 s)"
+    );
 }

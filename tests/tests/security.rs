@@ -9,7 +9,8 @@ use redmutex_tests::RedisServer;
 /// The ACL rule the README documents: only the commands redmutex sends or its scripts call.
 const ACL_RULE: &str = "on >lock-pass resetkeys ~* resetchannels -@all +evalsha +eval +script|load \
                         +client|setname +blpop +set +get +del +incr +pttl \
-                        +pexpire +rpush +exists +select +ping +wait";
+                        +pexpire +pexpireat +rpush +exists +select +ping +wait \
+                        +zadd +zrange +zrem +zremrangebyscore +time";
 
 #[test]
 fn a_least_privilege_acl_user_can_do_everything_and_a_wrong_password_cannot() {

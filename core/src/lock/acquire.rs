@@ -1,6 +1,7 @@
 //! The acquire loop: Redlock rounds, the validity, the fence write-back, and riding over a
 //! short outage. Waiting for a release is in `wait.rs`.
 
+use std::cell::OnceCell;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,8 @@ pub(crate) struct Plan {
     pub(super) opts: MutexOptions,
     pub(super) node_timeout: Duration,
     label: String,
+    /// The id this call announces itself by while it waits.
+    waiter: OnceCell<Vec<u8>>,
 }
 
 impl Round {
@@ -81,6 +84,7 @@ impl Plan {
             opts: opts.clone(),
             node_timeout,
             label: voters.label(),
+            waiter: OnceCell::new(),
         })
     }
 
@@ -175,6 +179,12 @@ impl Plan {
             Duration::ZERO
         };
         let flag = |on: bool| if on { &b"1"[..] } else { &b"0"[..] };
+        // This call's announcements all go by the token of its first round that announced.
+        let waiter: &[u8] = if will_wait || waited {
+            self.waiter.get_or_init(|| token.clone())
+        } else {
+            b""
+        };
         let acquire = Call::new(
             &scripts::ACQUIRE,
             &[&keys.lock, &keys.fence, &keys.waiters, &keys.handoff],
@@ -184,6 +194,7 @@ impl Plan {
                 flag(opts.fencing),
                 flag(waited),
                 &millis(announce),
+                waiter,
             ],
         );
         let undo = release_call(keys, &token, opts, false);

@@ -12,7 +12,8 @@ pub(crate) struct Keys {
     pub(crate) fence: Vec<u8>,
     /// The wake-up list that a release pushes one element onto.
     pub(crate) wake: Vec<u8>,
-    /// Present (with a short expiry) while someone waits for the lock.
+    /// The waiters' announcements: a sorted set of waiter ids by when each announcement
+    /// ends (server time, ms); it expires with the last of them.
     pub(crate) waiters: Vec<u8>,
     /// Present for a short window after a release that had waiters: only waiters may take it.
     pub(crate) handoff: Vec<u8>,
@@ -45,7 +46,9 @@ impl Keys {
             lock: name.to_vec(),
             fence: with(":fence"),
             wake: with(":wake"),
-            waiters: with(":waiters"),
+            // Not `:waiters`, the string key of earlier versions: an old and a new client on
+            // one name must not meet a key of the other type.
+            waiters: with(":waitq"),
             handoff: with(":handoff"),
         }
     }

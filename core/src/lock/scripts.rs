@@ -47,25 +47,40 @@ impl Script {
 /// Takes the lock when it is free; otherwise reports the holder and its remaining TTL.
 ///
 /// KEYS: lock, fence, waiters, handoff. ARGV: token, ttl ms, fencing (0/1), has waited (0/1),
-/// waiter announcement ms (0 = do not announce).
+/// waiter announcement ms (0 = do not announce), waiter id.
 ///
 /// Returns `{1, fence}` on success, `{0, pttl, holder}` otherwise. The same round run twice (its
 /// reply was lost and the request sent again on a fresh connection) finds its own token: that
 /// is its grant, with the fence the counter holds (nobody else can have been granted since).
-/// While a release is handing
-/// the lock to waiters (the `handoff` key), only callers that have already waited may take it:
-/// a releaser that re-locks at once queues behind the waiters instead of starving them. A
+///
+/// Waiters announce themselves in a sorted set, each under its own id with the server time
+/// its announcement ends as the score; an announcement only grows (`GT`), one waiter's never
+/// shortens another's, and a waiter's grant removes its own. While a release is handing the
+/// lock to waiters (the `handoff` key), only callers that have already waited may take it: a
+/// releaser that re-locks at once queues behind the waiters instead of starving them. A
 /// waiter's grant ends the window; a caller that has not waited only gets that far when there
-/// is none, and is spared the delete (every call a script makes costs server time).
+/// is none, and is spared the deletes (every call a script makes costs server time).
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
+local function announce()
+  if tonumber(ARGV[5]) > 0 then
+    local t = redis.call('TIME')
+    local ends = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[5])
+    redis.call('ZADD', KEYS[3], 'GT', ends, ARGV[6])
+    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', KEYS[3], last[2])
+  end
+end
 if ARGV[4] == '0' and redis.call('EXISTS', KEYS[4]) == 1 then
-  if tonumber(ARGV[5]) > 0 then redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) end
+  announce()
   return {0, redis.call('PTTL', KEYS[4]), ''}
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if ARGV[4] == '1' then redis.call('DEL', KEYS[4]) end
+  if ARGV[4] == '1' then
+    redis.call('DEL', KEYS[4])
+    redis.call('ZREM', KEYS[3], ARGV[6])
+  end
   local fence = 0
   if ARGV[3] == '1' then fence = redis.call('INCR', KEYS[2]) end
   return {1, fence}
@@ -76,18 +91,19 @@ if holder == ARGV[1] then
   if ARGV[3] == '1' then fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0 end
   return {1, fence}
 end
-if tonumber(ARGV[5]) > 0 then redis.call('SET', KEYS[3], '1', 'PX', ARGV[5]) end
+announce()
 if type(holder) ~= 'string' then holder = '' end
 return {0, redis.call('PTTL', KEYS[1]), holder}
 ",
     )
 });
 
-/// Deletes the lock only if it still holds our token; when waiters announced themselves (their
-/// announcement outlives their longest wait), leaves one wake-up signal for one of them and a
-/// short hand-off window. Without waiters, the release is a single delete.
+/// Deletes the lock only if it still holds our token; when waiters are announced (expired
+/// announcements are dropped first), leaves one wake-up signal for one of them, kept until the
+/// last announcement ends (a waiter blocks no longer than that), and a short hand-off window.
+/// Without waiters, the release is a delete and a look at the waiters.
 ///
-/// KEYS: lock, wake, waiters, handoff. ARGV: token, wake signal ms, hand-off window ms.
+/// KEYS: lock, wake, waiters, handoff. ARGV: token, hand-off window ms.
 /// Returns 1 released, 0 missing (expired), -1 held by another value.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -96,11 +112,17 @@ local v = redis.pcall('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if redis.call('EXISTS', KEYS[3]) == 1 then
-    redis.call('DEL', KEYS[2])
-    redis.call('RPUSH', KEYS[2], '1')
-    redis.call('PEXPIRE', KEYS[2], ARGV[2])
-    if tonumber(ARGV[3]) > 0 then
-      redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+    if last[2] then
+      redis.call('DEL', KEYS[2])
+      redis.call('RPUSH', KEYS[2], '1')
+      redis.call('PEXPIREAT', KEYS[2], last[2])
+      if tonumber(ARGV[2]) > 0 then
+        redis.call('SET', KEYS[4], '1', 'PX', ARGV[2])
+      end
     end
   end
   return 1
@@ -202,7 +224,7 @@ pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, hando
     Call::new(
         &RELEASE,
         &[&keys.lock, &keys.wake, &keys.waiters, &keys.handoff],
-        &[token, &millis(opts.wait_cap), &millis(window)],
+        &[token, &millis(window)],
     )
 }
 
