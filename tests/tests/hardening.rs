@@ -261,3 +261,47 @@ fn announcement_and_signal_lifetimes_only_grow() {
         "the long waiter slept {woke:?} after the release (its cap is 4 s)"
     );
 }
+
+/// The server's count of connections it has accepted so far.
+fn connections_received(server: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// Redis ends a short `BLPOP` on its 100 ms tick, after the waiter's own deadline. A waiter
+/// whose waits are short (a 50 ms wait cap, as the Python binding uses to check for Ctrl-C)
+/// must not drop its connection at every wait and open another: on a healthy server it keeps
+/// using the ones it has.
+#[test]
+fn short_waits_keep_their_connection() {
+    let server = RedisServer::start();
+    let holder_client = Client::open(&server.url()).unwrap();
+    let holder = holder_client
+        .mutex("hardening:short-waits")
+        .ttl(Duration::from_secs(10))
+        .lock()
+        .unwrap();
+    let waiter = Client::open(&server.url()).unwrap();
+    let mutex = waiter.mutex("hardening:short-waits").options(
+        redmutex::MutexOptions::default()
+            .with_ttl(Duration::from_secs(10))
+            .with_wait_cap(Duration::from_millis(50)),
+    );
+    let before = connections_received(&server);
+    let started = Instant::now();
+    assert!(mutex.try_lock_for(Duration::from_millis(1500)).is_err());
+    let waited = started.elapsed();
+    // This test's own INFO connection, the waiter's first, and one to end a pending block.
+    let opened = connections_received(&server) - before;
+    assert!(
+        opened <= 3,
+        "a waiter opened {opened} connections in {waited:?} of 50 ms waits"
+    );
+    drop(holder);
+}

@@ -8,7 +8,7 @@ use redmutex_tests::RedisServer;
 
 /// The ACL rule the README documents: only the commands redmutex sends or its scripts call.
 const ACL_RULE: &str = "on >lock-pass resetkeys ~* resetchannels -@all +evalsha +eval +script|load \
-                        +client|setname +blpop +set +get +del +incr +pttl \
+                        +client|setname +client|id +client|unblock +blpop +set +get +del +incr +pttl \
                         +pexpire +pexpireat +rpush +exists +select +ping +wait \
                         +zadd +zrange +zrem +zremrangebyscore +time";
 

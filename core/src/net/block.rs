@@ -1,10 +1,12 @@
 //! A blocking command (`BLPOP`) on one node, with requests pipelined behind it that the
 //! server runs the moment the block ends.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::conn::{receive, set_timeouts};
-use super::error::Failure;
+use super::conn::{Connection, receive, set_timeouts};
+use super::endpoint::Endpoint;
+use super::error::{Failure, NetError};
 use super::fanout::finish;
 use super::leg::{Answer, typed};
 use super::node::Node;
@@ -67,30 +69,74 @@ pub(crate) fn block_then<R: Request>(
     let waited = set_timeouts(&conn, until)
         .and_then(|()| Ok(conn.send_packed_command(&packed)?))
         .and_then(|()| Ok(conn.recv_response()?));
-    match waited {
-        Ok(_) if then.is_empty() => {
+    // Redis ends a blocking command's timeout on its cron tick (every 100 ms at the default
+    // hz 10), so a short block is often still pending at our deadline. Rather than drop the
+    // connection (and open a new one for the next call), end the block now from another
+    // connection. Its late reply is then sure to come, and redis-rs skips it (the reply to a
+    // read that timed out) before the next one.
+    if let Err(e) = waited {
+        let unblocked = e.failure() == Failure::Timeout
+            && conn
+                .id
+                .is_some_and(|id| unblock(&endpoint, id, Instant::now() + then_timeout));
+        if !unblocked {
+            return failed(endpoint, conn, e, then, on_fail);
+        }
+    }
+    if then.is_empty() {
+        // A reply to read behind the block's, which the connection skips: then it is clean.
+        let clean: Result<redis::Value, NetError> =
+            set_timeouts(&conn, Instant::now() + then_timeout)
+                .and_then(|()| Ok(redis::cmd("PING").query(&mut *conn)?));
+        if clean.is_ok() {
             endpoint.put(conn);
-            Blocked::Ended(None)
         }
+        return Blocked::Ended(None);
+    }
+    let deadline = Instant::now() + then_timeout;
+    let mut answer = receive(&mut conn, then, false, deadline).map_err(Into::into);
+    finish(&endpoint, conn, &mut answer, on_fail);
+    Blocked::Ended(Some((typed(answer), sent_at)))
+}
+
+/// A block that failed: the requests behind it still run when the server ends it (or have
+/// run: a stop signal interrupts the read with EINTR): undo them behind.
+fn failed<R: Request>(
+    endpoint: Arc<Endpoint>,
+    conn: Connection,
+    e: NetError,
+    then: &[&R],
+    on_fail: Option<&R>,
+) -> Blocked {
+    let timed_out = e.failure() == Failure::Timeout;
+    let mut failed = Err(e);
+    if !then.is_empty() {
+        finish(&endpoint, conn, &mut failed, on_fail);
+    }
+    match failed {
+        Err(e) if e.followup_lost() => Blocked::Failed,
+        _ if timed_out => Blocked::TimedOut,
+        _ => Blocked::Failed,
+    }
+}
+
+/// Ends the blocking command of the connection with the server's id `id` as if it had timed
+/// out (`CLIENT UNBLOCK id`), on another connection of `endpoint` (pooled, or opened once and
+/// pooled after). Whether the block is over: ended now, or just before (it answers 0 when the
+/// connection is not blocked any more; its reply is then on its way).
+fn unblock(endpoint: &Arc<Endpoint>, id: i64, deadline: Instant) -> bool {
+    let Ok(mut other) = endpoint.take_or_connect(deadline) else {
+        return false;
+    };
+    let mut cmd = redis::cmd("CLIENT");
+    cmd.arg("UNBLOCK").arg(id);
+    let reply: Result<i64, NetError> =
+        set_timeouts(&other, deadline).and_then(|()| Ok(cmd.query(&mut *other)?));
+    match reply {
         Ok(_) => {
-            let deadline = Instant::now() + then_timeout;
-            let mut answer = receive(&mut conn, then, false, deadline).map_err(Into::into);
-            finish(&endpoint, conn, &mut answer, on_fail);
-            Blocked::Ended(Some((typed(answer), sent_at)))
+            endpoint.put(other);
+            true
         }
-        Err(e) => {
-            // The requests still run when the server ends the block (or have run: a stop
-            // signal interrupts the read with EINTR): undo them behind.
-            let timed_out = e.failure() == Failure::Timeout;
-            let mut failed = Err(e);
-            if !then.is_empty() {
-                finish(&endpoint, conn, &mut failed, on_fail);
-            }
-            match failed {
-                Err(e) if e.followup_lost() => Blocked::Failed,
-                _ if timed_out => Blocked::TimedOut,
-                _ => Blocked::Failed,
-            }
-        }
+        Err(_) => false,
     }
 }

@@ -8,6 +8,33 @@ use redis::{RedisError, RedisResult, Value};
 use super::error::NetError;
 use super::request::Request;
 
+/// A set-up connection, with the server's id for it (`CLIENT ID`): another connection ends a
+/// blocking command on this one early by that id (`CLIENT UNBLOCK`), without dropping it.
+pub(crate) struct Connection {
+    io: redis::Connection,
+    /// `None` when the server would not say (an ACL user without `client|id`).
+    pub(crate) id: Option<i64>,
+}
+
+impl Connection {
+    pub(crate) fn new(io: redis::Connection, id: Option<i64>) -> Connection {
+        Connection { io, id }
+    }
+}
+
+impl std::ops::Deref for Connection {
+    type Target = redis::Connection;
+    fn deref(&self) -> &redis::Connection {
+        &self.io
+    }
+}
+
+impl std::ops::DerefMut for Connection {
+    fn deref_mut(&mut self) -> &mut redis::Connection {
+        &mut self.io
+    }
+}
+
 /// The time left until `deadline`, or a timeout when there is none.
 pub(crate) fn remaining(deadline: Instant) -> Result<Duration, NetError> {
     let left = deadline.saturating_duration_since(Instant::now());

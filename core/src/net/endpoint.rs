@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{RedisConnectionInfo, RedisError};
+use redis::{RedisConnectionInfo, RedisError, Value};
 
-use super::conn::{self, remaining};
+use super::conn::{self, Connection, remaining};
 use super::error::{Failure, NetError};
 use super::sentinel::{self, Sentinel};
 use super::url::{Tls, host_port};
@@ -51,7 +51,7 @@ pub(crate) struct Endpoint {
     setup: Setup,
     /// Idle connections, with when each was put back; a forked child has its own (empty)
     /// pool, since the sockets belong to the parent's conversation with Redis.
-    pool: PerProcess<LocalMutex<Vec<(redis::Connection, Instant)>>>,
+    pool: PerProcess<LocalMutex<Vec<(Connection, Instant)>>>,
     /// A connection is being opened in the background (see [`Endpoint::connect`]).
     warming: AtomicBool,
     /// Why the last connection opened in the background failed, and when.
@@ -108,14 +108,14 @@ impl Endpoint {
     }
 
     /// An idle connection, if there is one (the most recently used: it is the likeliest alive).
-    pub(crate) fn take(&self) -> Option<redis::Connection> {
+    pub(crate) fn take(&self) -> Option<Connection> {
         self.idle().lock().pop().map(|(c, _)| c)
     }
 
     /// This process's idle connections. A forked child starts with none: it closes its copies
     /// of the parent's sockets (which does not disturb the parent) when their pool is not
     /// locked, and leaves them otherwise.
-    fn idle(&self) -> &LocalMutex<Vec<(redis::Connection, Instant)>> {
+    fn idle(&self) -> &LocalMutex<Vec<(Connection, Instant)>> {
         self.pool.get(|parent| {
             if let Some(mut inherited) = parent.try_lock() {
                 inherited.clear();
@@ -125,7 +125,7 @@ impl Endpoint {
     }
 
     /// Returns a connection that finished its exchange cleanly.
-    pub(crate) fn put(&self, conn: redis::Connection) {
+    pub(crate) fn put(&self, conn: Connection) {
         let now = Instant::now();
         let mut idle = self.idle().lock();
         idle.retain(|(_, since)| now.duration_since(*since) < IDLE_TIMEOUT);
@@ -138,7 +138,7 @@ impl Endpoint {
     pub(crate) fn take_or_connect(
         self: &Arc<Self>,
         deadline: Instant,
-    ) -> Result<redis::Connection, NetError> {
+    ) -> Result<Connection, NetError> {
         match self.take() {
             Some(conn) => Ok(conn),
             None => self.connect(deadline),
@@ -153,10 +153,7 @@ impl Endpoint {
     /// a later attempt finds it instead of timing out the same way forever. When the
     /// background connection fails instead (a certificate that does not verify, a wrong
     /// password), later attempts cut short report that error rather than a bare timeout.
-    pub(crate) fn connect(
-        self: &Arc<Self>,
-        deadline: Instant,
-    ) -> Result<redis::Connection, NetError> {
+    pub(crate) fn connect(self: &Arc<Self>, deadline: Instant) -> Result<Connection, NetError> {
         let connect_timeout = self.setup.connect_timeout;
         let cut_short = deadline < Instant::now() + connect_timeout;
         let result = self.try_connect(deadline);
@@ -196,7 +193,7 @@ impl Endpoint {
         result
     }
 
-    fn try_connect(&self, deadline: Instant) -> Result<redis::Connection, NetError> {
+    fn try_connect(&self, deadline: Instant) -> Result<Connection, NetError> {
         let connect_timeout = self.setup.connect_timeout;
         let mut conn = match &self.target {
             Target::Direct(client) => {
@@ -212,6 +209,8 @@ impl Endpoint {
             .cmd("CLIENT")
             .arg("SETNAME")
             .arg(&*self.setup.client_name);
+        let id_at = setup.len();
+        setup.cmd("CLIENT").arg("ID");
         for cmd in self.setup.preload.iter() {
             setup.add_command(cmd.clone());
         }
@@ -222,13 +221,23 @@ impl Endpoint {
         conn.set_write_timeout(Some(remaining(deadline)?))?;
         conn.send_packed_command(&setup.get_packed_pipeline())?;
         let mut replies = Vec::with_capacity(setup.len());
-        for _ in 0..setup.len() {
+        for at in 0..setup.len() {
             conn.set_read_timeout(Some(remaining(deadline)?))?;
-            replies.push(conn.recv_response()?.extract_error()?);
+            let reply = conn.recv_response()?;
+            // The id is a convenience: a user whose ACL denies `client|id` still connects.
+            replies.push(if at == id_at {
+                reply
+            } else {
+                reply.extract_error()?
+            });
         }
         if let Target::Sentinel(_) = self.target {
             sentinel::check_master(&replies[0], &self.display)?;
         }
-        Ok(conn)
+        let id = match replies[id_at] {
+            Value::Int(id) => Some(id),
+            _ => None,
+        };
+        Ok(Connection::new(conn, id))
     }
 }

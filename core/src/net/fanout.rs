@@ -15,7 +15,7 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use super::cluster::{Cluster, Redirect};
-use super::conn::{receive, remaining, send};
+use super::conn::{Connection, receive, remaining, send};
 use super::endpoint::Endpoint;
 use super::error::NetError;
 use super::gather::gather;
@@ -383,7 +383,7 @@ const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(5);
 /// (the connection broke), the answer's failure says so ([`NetError::followup_lost`]).
 pub(super) fn finish<R: Request>(
     endpoint: &Endpoint,
-    mut conn: redis::Connection,
+    mut conn: Connection,
     answer: &mut Raw,
     on_timeout: Option<&R>,
 ) {
