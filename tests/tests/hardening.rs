@@ -305,3 +305,34 @@ fn short_waits_keep_their_connection() {
     );
     drop(holder);
 }
+
+/// A release whose reply was lost is sent again (by `unlock`'s own retry, or by the transport
+/// on a fresh connection): the first one ran and deleted the key. Within the guard's
+/// validity that is our own release, not a lost lock.
+#[test]
+fn a_retried_release_that_finds_its_key_gone_has_released() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = client
+        .mutex("hardening:release-twice")
+        .ttl(Duration::from_secs(10))
+        .lock()
+        .unwrap();
+    // The first run of the release, as the library sends it; its reply never came back.
+    let released: i64 = redis::cmd("EVAL")
+        .arg(script("release"))
+        .arg(4)
+        .arg("hardening:release-twice")
+        .arg("{hardening:release-twice}:wake")
+        .arg("{hardening:release-twice}:waitq")
+        .arg("{hardening:release-twice}:handoff")
+        .arg(guard.token())
+        .arg(0)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(released, 1);
+    let report = guard
+        .unlock()
+        .expect("the same release run twice is a release, not a lost lock");
+    assert_eq!(report.released, 1, "{report:?}");
+}

@@ -80,7 +80,6 @@ impl Lease {
         let give_up = (Instant::now() + self.voters.connect_timeout).min(valid_until);
         let mut answers: Vec<Answer> = (0..n).map(|_| Ok(Vec::new())).collect();
         let mut ask: Vec<usize> = (0..n).collect();
-        let mut again = false;
         loop {
             let mut calls: Vec<&[Call]> = vec![&[]; n];
             for &i in &ask {
@@ -91,10 +90,12 @@ impl Lease {
                 if !ask.contains(&i) {
                     continue;
                 }
-                // Asked again within the validity, a node where the lock is missing most
-                // likely applied our first request late (its reply was lost): released.
-                if again
-                    && Instant::now() < valid_until
+                // Within the validity, our key can only be missing because a release of ours
+                // already ran there: an earlier round whose reply was lost, or the same
+                // request run twice (the transport sends it again on a fresh connection when
+                // a pooled one turns out dead after the write). Released, then; past the
+                // validity, missing means it expired: lost.
+                if Instant::now() < valid_until
                     && let Ok(values) = &mut answer
                     && let Some(Ok(v @ Value::Int(0))) = values.first_mut()
                 {
@@ -115,7 +116,6 @@ impl Lease {
                 return tally;
             }
             std::thread::sleep(pause);
-            again = true;
         }
     }
 }

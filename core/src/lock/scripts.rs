@@ -49,7 +49,9 @@ impl Script {
 /// KEYS: lock, fence, waiters, handoff. ARGV: token, ttl ms, fencing (0/1), has waited (0/1),
 /// waiter announcement ms (0 = do not announce), waiter id.
 ///
-/// Returns `{1, fence}` on success, `{0, pttl, holder}` otherwise. The same round run twice (its
+/// Returns `{1, fence}` on success, `{0, pttl, holder}` otherwise; while a hand-off window keeps
+/// the lock for waiters, `{0, the window's pttl, ''}` (no holder: the lock is free, but not
+/// for this caller yet). The same round run twice (its
 /// reply was lost and the request sent again on a fresh connection) finds its own token: that
 /// is its grant, with the fence the counter holds (nobody else can have been granted since).
 ///
