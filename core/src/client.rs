@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::RedisConnectionInfo;
 
 use crate::error::Error;
-use crate::lock::{self, Voters};
+use crate::lock::{self, Voters, Warn};
 use crate::net::{Cluster, Node, Sentinel, Setup, redact};
 
 /// Default bound on opening one connection (TCP connect, AUTH, script loading).
@@ -113,6 +113,8 @@ pub struct ClientBuilder {
     node_timeout: Option<Duration>,
     owner: Option<String>,
     tls_ca_cert: Option<Vec<u8>>,
+    require_noeviction: bool,
+    on_warning: Option<Warn>,
 }
 
 /// One voter as the builder was given it.
@@ -175,6 +177,8 @@ impl std::fmt::Debug for ClientBuilder {
                     .as_ref()
                     .map(|c| format!("{} bytes", c.len())),
             )
+            .field("require_noeviction", &self.require_noeviction)
+            .field("on_warning", &self.on_warning.as_ref().map(|_| "…"))
             .finish()
     }
 }
@@ -321,6 +325,26 @@ impl ClientBuilder {
         self
     }
 
+    /// Refuses servers whose `maxmemory-policy` is not `noeviction` (default: false, they are
+    /// only warned of). Under any `allkeys-*` or `volatile-*` policy, memory pressure can
+    /// evict a held lock key, so that another client takes it, or a fence counter, so that
+    /// fences go backwards. Each server's policy is read with `INFO memory` on its first
+    /// connection (an ACL user needs `+info`; without it the check is skipped); a refused
+    /// server fails lock calls at once with [`ErrorKind::Server`](crate::ErrorKind::Server)
+    /// and a message naming its policy.
+    pub fn require_noeviction(mut self, on: bool) -> Self {
+        self.require_noeviction = on;
+        self
+    }
+
+    /// Where warnings go (default: the `log` crate, at `warn` level): a server whose
+    /// `maxmemory-policy` may evict locks, said once per server. The command line prints them
+    /// on stderr and Python makes them `warnings.warn`.
+    pub fn on_warning(mut self, warn: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_warning = Some(Arc::new(warn));
+        self
+    }
+
     /// Checks the settings and makes the client; no I/O happens here.
     ///
     /// # Errors
@@ -349,6 +373,8 @@ impl ClientBuilder {
         let name_label = self.owner.clone().unwrap_or_else(lock::default_label);
         let client_name: Arc<str> = format!("redmutex:{name_label}").into();
         let preload = lock::preload();
+        let warn = self.on_warning.clone().unwrap_or_else(lock::log_warning);
+        let probe = lock::eviction_probe(self.require_noeviction, warn);
         let nodes = self
             .voters
             .iter()
@@ -357,6 +383,7 @@ impl ClientBuilder {
                     client_name: Arc::clone(&client_name),
                     connect_timeout,
                     preload: Arc::clone(&preload),
+                    probe: Some(probe.clone()),
                 };
                 v.open(setup, self.tls_ca_cert.as_deref()).map(Arc::new)
             })

@@ -290,7 +290,7 @@ pub(crate) fn outcome_of(e: &NetError) -> NodeOutcome {
     let text = e.to_string();
     match e.failure() {
         Failure::Auth => NodeOutcome::Auth(text),
-        Failure::Server => NodeOutcome::Error(text),
+        Failure::Server | Failure::Unsuitable => NodeOutcome::Error(text),
         Failure::Timeout
         | Failure::Refused
         | Failure::Dropped

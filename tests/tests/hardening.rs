@@ -336,3 +336,56 @@ fn a_retried_release_that_finds_its_key_gone_has_released() {
         .expect("the same release run twice is a release, not a lost lock");
     assert_eq!(report.released, 1, "{report:?}");
 }
+
+/// Under an evicting `maxmemory-policy`, memory pressure can evict a held lock or roll a
+/// fence back. A client says so once per server, or refuses such a server when asked to.
+#[test]
+fn eviction_policies_are_warned_of_or_refused() {
+    use std::sync::{Arc, Mutex};
+    let evicting = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let said = Arc::new(Mutex::new(Vec::<String>::new()));
+    let s = Arc::clone(&said);
+    let warned = Client::builder()
+        .node(evicting.url())
+        .on_warning(move |w| s.lock().unwrap().push(w.to_owned()))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let guard = warned.mutex("hardening:evict").lock().unwrap();
+        guard.unlock().unwrap();
+    }
+    let said = said.lock().unwrap().clone();
+    assert_eq!(said.len(), 1, "once per server: {said:?}");
+    assert!(said[0].contains("maxmemory-policy allkeys-lru"), "{said:?}");
+
+    let strict = Client::builder()
+        .node(evicting.url())
+        .require_noeviction(true)
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let err = strict.mutex("hardening:evict").lock().unwrap_err();
+    assert_eq!(err.kind(), redmutex::ErrorKind::Server, "{err}");
+    assert!(
+        err.to_string().contains("maxmemory-policy allkeys-lru"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once: {err}"
+    );
+
+    let safe = RedisServer::start();
+    let strict = Client::builder()
+        .node(safe.url())
+        .require_noeviction(true)
+        .build()
+        .unwrap();
+    strict
+        .mutex("hardening:evict")
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+}

@@ -9,7 +9,7 @@ use redmutex_tests::RedisServer;
 /// The ACL rule the README documents: only the commands redmutex sends or its scripts call.
 const ACL_RULE: &str = "on >lock-pass resetkeys ~* resetchannels -@all +evalsha +eval +script|load \
                         +client|setname +client|id +client|unblock +blpop +set +get +del +incr +pttl \
-                        +pexpire +pexpireat +rpush +exists +select +ping +wait \
+                        +pexpire +pexpireat +rpush +exists +select +ping +wait +info \
                         +zadd +zrange +zrem +zremrangebyscore +time";
 
 #[test]

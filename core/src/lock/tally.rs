@@ -58,7 +58,10 @@ impl Tally {
         if e.failure() == Failure::Refused && !node.follows_failover() {
             self.down += 1;
         }
-        let lasting = matches!(e.failure(), Failure::Auth | Failure::TlsUnverified);
+        let lasting = matches!(
+            e.failure(),
+            Failure::Auth | Failure::TlsUnverified | Failure::Unsuitable
+        );
         self.lasting = Some(self.lasting.unwrap_or(true) && lasting);
         self.reports.push(NodeReport {
             node: node.name().to_owned(),

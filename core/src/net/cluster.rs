@@ -417,6 +417,7 @@ mod tests {
             client_name: "t".into(),
             connect_timeout: Duration::from_secs(1),
             preload: Arc::new([]),
+            probe: None,
         }
     }
 

@@ -32,6 +32,16 @@ pub(crate) struct Setup {
     /// Commands run once on every new connection, before any request (the layer above loads
     /// its scripts this way).
     pub(crate) preload: Arc<[redis::Cmd]>,
+    /// A question asked of each server on its connections until one answer passes.
+    pub(crate) probe: Option<Probe>,
+}
+
+/// A question about a server's settings, and what the layer above makes of the answer.
+#[derive(Clone)]
+pub(crate) struct Probe {
+    pub(crate) cmd: redis::Cmd,
+    /// Given the server's name and the answer: `Err` with a sentence refuses the connection.
+    pub(crate) check: Arc<dyn Fn(&str, &Value) -> Result<(), String> + Send + Sync>,
 }
 
 impl Setup {
@@ -40,6 +50,7 @@ impl Setup {
             client_name: Arc::clone(&self.client_name),
             connect_timeout: self.connect_timeout,
             preload: Arc::clone(&self.preload),
+            probe: self.probe.clone(),
         }
     }
 }
@@ -56,6 +67,8 @@ pub(crate) struct Endpoint {
     warming: AtomicBool,
     /// Why the last connection opened in the background failed, and when.
     background_error: LocalMutex<Option<(Instant, NetError)>>,
+    /// The setup's probe passed on a connection: later ones skip it.
+    probed: AtomicBool,
 }
 
 /// Where an endpoint's connections go.
@@ -75,6 +88,7 @@ impl Endpoint {
             pool: PerProcess::new(LocalMutex::new(Vec::new())),
             warming: AtomicBool::new(false),
             background_error: LocalMutex::new(None),
+            probed: AtomicBool::new(false),
         }
     }
 
@@ -211,6 +225,15 @@ impl Endpoint {
             .arg(&*self.setup.client_name);
         let id_at = setup.len();
         setup.cmd("CLIENT").arg("ID");
+        let probe = self
+            .setup
+            .probe
+            .as_ref()
+            .filter(|_| !self.probed.load(Ordering::Acquire));
+        let probe_at = setup.len();
+        if let Some(probe) = probe {
+            setup.add_command(probe.cmd.clone());
+        }
         for cmd in self.setup.preload.iter() {
             setup.add_command(cmd.clone());
         }
@@ -224,8 +247,10 @@ impl Endpoint {
         for at in 0..setup.len() {
             conn.set_read_timeout(Some(remaining(deadline)?))?;
             let reply = conn.recv_response()?;
-            // The id is a convenience: a user whose ACL denies `client|id` still connects.
-            replies.push(if at == id_at {
+            // The id and the probe are conveniences: a user whose ACL denies them still
+            // connects.
+            let optional = at == id_at || (probe.is_some() && at == probe_at);
+            replies.push(if optional {
                 reply
             } else {
                 reply.extract_error()?
@@ -233,6 +258,12 @@ impl Endpoint {
         }
         if let Target::Sentinel(_) = self.target {
             sentinel::check_master(&replies[0], &self.display)?;
+        }
+        if let Some(probe) = probe {
+            (probe.check)(&self.display, &replies[probe_at]).map_err(|why| {
+                NetError::new(Failure::Unsuitable, std::io::ErrorKind::Other, why)
+            })?;
+            self.probed.store(true, Ordering::Release);
         }
         let id = match replies[id_at] {
             Value::Int(id) => Some(id),

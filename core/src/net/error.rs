@@ -22,6 +22,8 @@ pub(crate) enum Failure {
     Auth,
     /// The server answered with an error.
     Server,
+    /// The server is set up in a way the layer above refuses (see `endpoint::Probe`).
+    Unsuitable,
     /// Any other failure to talk to the server (a name that does not resolve, a master in
     /// the middle of a failover, a reply that could not be read).
     Io,

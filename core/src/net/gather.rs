@@ -133,6 +133,7 @@ mod tests {
             client_name: "t".into(),
             connect_timeout: Duration::from_secs(1),
             preload: Arc::new([]),
+            probe: None,
         };
         let node = Node::open("redis+cluster://127.0.0.1:1", setup, None).unwrap();
         let keyed = |slot| Command::keyed(redis::cmd("GET"), slot);

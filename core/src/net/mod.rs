@@ -22,7 +22,7 @@ mod url;
 
 pub(crate) use block::{Blocked, Blocking, block_then};
 pub(crate) use cluster::Cluster;
-pub(crate) use endpoint::Setup;
+pub(crate) use endpoint::{Probe, Setup};
 pub(crate) use error::{Failure, NetError};
 pub(crate) use fanout::{exchange, warm_up};
 pub(crate) use leg::Answer;
