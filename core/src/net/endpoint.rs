@@ -36,12 +36,15 @@ pub(crate) struct Setup {
     pub(crate) probe: Option<Probe>,
 }
 
+/// What the layer above makes of a server's answer to a probe: given the server's name and
+/// the answer, `Err` with a sentence refuses the connection.
+pub(crate) type Verdict = Arc<dyn Fn(&str, &Value) -> Result<(), String> + Send + Sync>;
+
 /// A question about a server's settings, and what the layer above makes of the answer.
 #[derive(Clone)]
 pub(crate) struct Probe {
     pub(crate) cmd: redis::Cmd,
-    /// Given the server's name and the answer: `Err` with a sentence refuses the connection.
-    pub(crate) check: Arc<dyn Fn(&str, &Value) -> Result<(), String> + Send + Sync>,
+    pub(crate) check: Verdict,
 }
 
 impl Setup {
