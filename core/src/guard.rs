@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
+#[allow(unused_imports)] // for the docs
+use crate::error::ErrorKind;
 use crate::lock::{Lease, Released};
 
 /// Proof that this process holds the lock, until it is released or lost.
@@ -15,7 +17,9 @@ use crate::lock::{Lease, Released};
 /// keeps the lock (unless auto-renew is off).
 ///
 /// A guard answers "do I still hold it?" locally, without the network: [`is_held`],
-/// [`check`], [`valid_until`]. The validity deadline is on the monotonic clock and already
+/// [`check`], [`valid_until`]. The validity deadline is counted on a clock that keeps running
+/// while the machine is suspended (`CLOCK_BOOTTIME` on Linux), so a holder that wakes from a
+/// suspend does not believe it still holds an expired lock, and it already
 /// accounts for clock drift, as the Redlock text requires.
 ///
 /// [`is_held`]: MutexGuard::is_held
@@ -64,7 +68,10 @@ impl MutexGuard {
     }
 
     /// The local validity deadline: until then, no other client can hold the lock (given the
-    /// bounded clock drift the Redlock text assumes). Renewal moves it forward.
+    /// bounded clock drift the Redlock text assumes). Renewal moves it forward. An `Instant`
+    /// stands still while the machine is suspended, so after a suspend this deadline is late;
+    /// [`is_held`](MutexGuard::is_held) and [`check`](MutexGuard::check) count on a clock that
+    /// does not stop, and are the ones to ask.
     pub fn valid_until(&self) -> Instant {
         self.lease.valid_until()
     }

@@ -36,7 +36,8 @@
 //! # Guarantees and assumptions
 //!
 //! A guard is valid until [`MutexGuard::valid_until`]: the TTL minus the time the grant took
-//! minus a drift allowance of 1 % + 2 ms, on the monotonic clock. With several nodes, a lock
+//! minus a drift allowance of 1 % + 2 ms, on a clock that keeps running while the machine is
+//! suspended (`CLOCK_BOOTTIME` on Linux). With several nodes, a lock
 //! (and each renewal) counts only when a majority confirms it within that validity. Like the
 //! Redlock text, this assumes bounded clock drift between the nodes and that nodes do not lose
 //! acknowledged writes (persistence with fsync, or a restarted node staying out for one TTL).
@@ -50,7 +51,7 @@
 //! | --- | --- | --- |
 //! | public API | `client.rs` (`Client`, `ClientBuilder`, `SentinelMaster`), `mutex.rs` (`Mutex`), `guard.rs` (`MutexGuard`, the handle only) | the lock protocol, the transport (to open nodes), the vocabulary |
 //! | vocabulary | `error.rs` (`Error`, `ErrorKind`, the per-node report), `options.rs` (`MutexOptions` and the bounds) | the transport's failure kinds |
-//! | lock protocol (`lock/`) | `scripts.rs` (the Lua scripts and their invocations, with the `NOSCRIPT` reload), `reply.rs`, `keys.rs`, `token.rs`, `tally.rs` (votes and the quorum rule), `acquire.rs` (rounds, validity, fences), `wait.rs` (waiting for a release), `lease.rs` (validity, renewal, loss and its reason), `release.rs` (release and extension), `renew.rs` (the renew thread), `status.rs`, `voters.rs` | the transport's fan-out and blocking call, the vocabulary |
+//! | lock protocol (`lock/`) | `scripts.rs` (the Lua scripts and their invocations, with the `NOSCRIPT` reload), `reply.rs`, `keys.rs`, `token.rs`, `tally.rs` (votes and the quorum rule), `acquire.rs` (rounds, validity, fences), `wait.rs` (waiting for a release), `lease.rs` (validity, renewal, loss and its reason), `release.rs` (release and extension), `renew.rs` (the renew thread), `cleanup.rs` (token-checked releases sent again in the background), `clock.rs` (the lease clock), `policy.rs` (the eviction check), `status.rs`, `voters.rs` | the transport's fan-out and blocking call, the vocabulary |
 //! | transport (`net/`) | `request.rs` (what it sends: RESP bytes and a key slot), `conn.rs` (deadlines, pipelines), `endpoint.rs` (a pool per server), `node.rs`, `sentinel.rs`, `cluster.rs` and `slots.rs` (routing), `url.rs`, `tls.rs`, `fanout.rs`, `leg.rs` and `gather.rs` (one round to every node under one deadline), `block.rs` (a blocking pop with requests behind it), `error.rs` (typed failures) | nothing above it: it knows no lock, token or fence |
 //!
 //! `sync.rs` (the process-local locks) and `process.rs` (state that a forked child gets its
@@ -59,7 +60,7 @@
 //! Dependencies, each for its own job: `redis` for connections, RESP and URL parsing (only its
 //! `script` feature; TLS through `tls-rustls`), `rustls` with the `ring` provider for TLS (no
 //! C toolchain beyond what `ring` needs), `getrandom` for tokens and jitter from the OS
-//! CSPRNG, `thiserror` for the error type, `log` for what a `Drop` cannot return, and
+//! CSPRNG, `rustix` for `CLOCK_BOOTTIME` through a safe call (Linux), `thiserror` for the error type, `log` for what a `Drop` cannot return, and
 //! `percent-encoding` for the escapes in URL user-info. The library's own locks and condition
 //! variables are std's, not parking_lot's: parking_lot keeps one process-wide table of parked
 //! threads, which a forked child inherits with entries of threads it does not have, and its

@@ -244,10 +244,9 @@ fn renewal_survives_a_minority_and_reports_the_loss_of_the_majority() {
     let died = Instant::now();
     assert!(guard.wait_lost(ttl * 2));
     let took = died.elapsed();
-    assert!(
-        took <= ttl / 3 + node_timeout + Duration::from_millis(60),
-        "{took:?}"
-    );
+    // Refused connections are asked again within the validity (a node restarting with its
+    // data on disk keeps the lock): the loss comes when the validity runs out, no later.
+    assert!(took <= ttl + node_timeout + Duration::from_millis(60), "{took:?}");
     assert!(
         lost.load(Ordering::SeqCst)
             || redmutex_tests::wait_until(Duration::from_millis(200), || lost

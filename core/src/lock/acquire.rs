@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use super::cleanup::Cleanup;
+use super::clock::Stamp;
 use super::keys::Keys;
 use super::lease::Lease;
 use super::renew::Renewable;
@@ -156,11 +157,11 @@ impl Plan {
         // Before t0: opening a fresh client's first connections is not the lease's time.
         let slot = key_slot(&self.keys.lock);
         net::warm_up(nodes, |_| Some(slot));
-        let t0 = Instant::now();
+        let t0 = self.voters.clock.now();
         let answers = net::exchange(
             nodes,
             &vec![&round.calls[..]; nodes.len()],
-            t0 + self.node_timeout + self.opts.replica_wait(),
+            Instant::now() + self.node_timeout + self.opts.replica_wait(),
             Some(&round.undo),
         );
         self.settle(&round, t0, answers)
@@ -205,12 +206,13 @@ impl Plan {
         Ok(Round { token, calls, undo })
     }
 
-    /// Counts a round's answers (sent at `t0`): a guard when a quorum granted within the
-    /// validity; otherwise every grant is undone and the caller learns whether to wait.
+    /// Counts a round's answers (sent at `t0`, on the lease clock): a guard when a quorum
+    /// granted within the validity; otherwise every grant is undone and the caller learns
+    /// whether to wait.
     pub(super) fn settle(
         &self,
         round: &Round,
-        t0: Instant,
+        t0: Stamp,
         answers: Vec<Answer>,
     ) -> Result<Attempt, Error> {
         let inner = &*self.voters;
@@ -291,7 +293,7 @@ impl Plan {
         {
             let ttl = self.grant_ttl();
             let valid_until = t0 + ttl.saturating_sub(drift(ttl));
-            if Instant::now() < valid_until {
+            if inner.clock.now() < valid_until {
                 let lease = Arc::new(Lease::new(
                     Arc::clone(&self.voters),
                     Arc::clone(keys),
@@ -314,7 +316,7 @@ impl Plan {
         // broke: they get it again on a fresh connection, in the background. Nodes that said
         // "taken" never stored our token.
         if !unanswered.is_empty() {
-            let until = t0 + self.grant_ttl();
+            let until = inner.clock.instant_of(t0 + self.grant_ttl());
             let cleanup = Cleanup::new(
                 keys,
                 &round.token,

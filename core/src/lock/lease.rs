@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::cleanup::Cleanup;
+use super::clock::Stamp;
 use super::keys::Keys;
 use super::renew::{Callback, Duty, Renewable, Renewal, fire};
 use super::scripts::{self, Call, millis};
@@ -27,7 +28,7 @@ pub(crate) struct Lease {
     /// The process that took the lock: a forked child's copy neither renews nor releases it.
     pid: u32,
     /// When renewal stops for good (`max_hold`).
-    hold_until: Option<Instant>,
+    hold_until: Option<Stamp>,
     pub(super) state: LocalMutex<State>,
     pub(super) lost_cv: LocalCondvar,
     /// Serializes network operations on this lock between its owner and the renew thread, so
@@ -39,7 +40,11 @@ pub(crate) struct Lease {
 }
 
 pub(super) struct State {
-    pub(super) valid_until: Instant,
+    /// On the lease clock (`clock.rs`): it keeps running while the machine is suspended.
+    pub(super) valid_until: Stamp,
+    /// `valid_until` as an `Instant`, as far as could be told when it was set: what the
+    /// guard shows, and what its waits time out at (they check `valid_until` itself).
+    pub(super) valid_until_at: Instant,
     pub(super) ttl: Duration,
     pub(super) lost: bool,
     /// Why it was lost, once it was: a sentence and, after a renewal round, what each node
@@ -60,9 +65,10 @@ impl Lease {
         fence: u64,
         opts: MutexOptions,
         node_timeout: Duration,
-        acquired_at: Instant,
-        valid_until: Instant,
+        acquired_at: Stamp,
+        valid_until: Stamp,
     ) -> Lease {
+        let valid_until_at = voters.clock.instant_of(valid_until);
         Lease {
             voters,
             keys,
@@ -71,6 +77,7 @@ impl Lease {
             hold_until: opts.max_hold.map(|h| acquired_at + h),
             state: LocalMutex::new(State {
                 valid_until,
+                valid_until_at,
                 ttl: opts.ttl,
                 lost: false,
                 why: None,
@@ -93,24 +100,32 @@ impl Lease {
         self.pid == std::process::id()
     }
 
+    /// The lease clock's reading now.
+    pub(crate) fn now(&self) -> Stamp {
+        self.voters.clock.now()
+    }
+
+    /// The validity deadline, as an `Instant` (as far as can be told now).
     pub(crate) fn valid_until(&self) -> Instant {
-        self.state.lock().valid_until
+        self.state.lock().valid_until_at
     }
 
     /// When the renew thread should look at this guard next after a grant or renewal at `t0`.
-    pub(crate) fn next_check(&self, t0: Instant) -> Instant {
+    pub(crate) fn next_check(&self, t0: Stamp) -> Instant {
         let st = self.state.lock();
-        if self.opts.auto_renew {
+        let at = if self.opts.auto_renew {
             t0 + st.ttl / 3
         } else {
             st.valid_until
-        }
+        };
+        self.voters.clock.instant_of(at)
     }
 
-    fn plan(&self, now: Instant) -> (Duty, Vec<Callback>) {
+    fn plan(&self) -> (Duty, Vec<Callback>) {
         if !self.owned_here() {
             return (Duty::Forget, Vec::new());
         }
+        let now = self.now();
         let st = self.state.lock();
         if st.released || st.lost {
             return (Duty::Forget, Vec::new());
@@ -120,15 +135,16 @@ impl Lease {
             drop(st);
             return (Duty::Forget, self.mark_lost(why));
         }
+        let until = st.valid_until_at;
         if !self.opts.auto_renew {
-            return (Duty::At(st.valid_until), Vec::new());
+            return (Duty::At(until), Vec::new());
         }
         let ttl = match self.hold_until {
-            Some(end) => st.ttl.min(end.saturating_duration_since(now)),
+            Some(end) => st.ttl.min(end.since(now)),
             None => st.ttl,
         };
         if ttl < MIN_TTL {
-            return (Duty::At(st.valid_until), Vec::new());
+            return (Duty::At(until), Vec::new());
         }
         (Duty::Renew(ttl), Vec::new())
     }
@@ -147,14 +163,15 @@ impl Lease {
     /// quorum confirmed it before the current validity ran out. Returns the callbacks to run.
     pub(super) fn settle_extend(
         &self,
-        t0: Instant,
+        t0: Stamp,
         ttl: Duration,
         tally: &Tally,
         set_ttl: bool,
     ) -> (Renewal, Vec<Callback>) {
         let n = self.voters.nodes.len();
         let quorum = self.voters.quorum;
-        let now = Instant::now();
+        let now = self.now();
+        let clock = &self.voters.clock;
         let mut st = self.state.lock();
         if st.released || st.lost {
             return (Renewal::Gone, Vec::new());
@@ -162,6 +179,7 @@ impl Lease {
         let new_deadline = t0 + ttl.saturating_sub(drift(ttl));
         if tally.yes >= quorum && now < st.valid_until && now < new_deadline {
             st.valid_until = new_deadline;
+            st.valid_until_at = clock.instant_of(new_deadline);
             if set_ttl {
                 st.ttl = ttl;
             }
@@ -172,7 +190,7 @@ impl Lease {
             } else {
                 st.valid_until
             };
-            return (Renewal::Renewed(next), Vec::new());
+            return (Renewal::Renewed(clock.instant_of(next)), Vec::new());
         }
         // Nodes that said "not yours" can never confirm: past n - quorum of them, no renewal
         // can succeed, so the loss is reported now rather than at the validity deadline. A
@@ -202,10 +220,10 @@ impl Lease {
         let retry = self
             .opts
             .retry_delay
-            .min((st.valid_until - now) / 3)
+            .min(st.valid_until.since(now) / 3)
             .max(Duration::from_millis(1));
         (
-            Renewal::Retry((now + retry).min(st.valid_until)),
+            Renewal::Retry(clock.instant_of((now + retry).min(st.valid_until))),
             Vec::new(),
         )
     }
@@ -276,8 +294,9 @@ impl Lease {
         if !self.owned_here() {
             return false;
         }
+        let now = self.now();
         let st = self.state.lock();
-        !st.lost && !st.released && Instant::now() < st.valid_until
+        !st.lost && !st.released && now < st.valid_until
     }
 
     /// `Ok` while held; otherwise why not. No network.
@@ -317,7 +336,7 @@ impl Lease {
             if st.released {
                 return;
             }
-            (st.lost || Instant::now() >= st.valid_until).then(|| self.ran_out(&st))
+            (st.lost || self.now() >= st.valid_until).then(|| self.ran_out(&st))
         };
         if let Some(why) = lost {
             fire(self.mark_lost(why));
@@ -336,25 +355,24 @@ impl Lease {
             if st.released {
                 return false;
             }
-            let now = Instant::now();
-            if st.lost || now >= st.valid_until {
+            if st.lost || self.now() >= st.valid_until {
                 let why = self.ran_out(&st);
                 drop(st);
                 fire(self.mark_lost(why));
                 return true;
             }
-            if deadline.is_some_and(|d| now >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return false;
             }
-            let until = deadline.map_or(st.valid_until, |d| d.min(st.valid_until));
+            let until = deadline.map_or(st.valid_until_at, |d| d.min(st.valid_until_at));
             st = self.lost_cv.wait_until(st, until);
         }
     }
 }
 
 impl Renewable for Lease {
-    fn due(&self, now: Instant) -> (Duty, Vec<Callback>) {
-        self.plan(now)
+    fn due(&self) -> (Duty, Vec<Callback>) {
+        self.plan()
     }
 
     fn gate(&self) -> &LocalMutex<()> {
@@ -373,11 +391,50 @@ impl Renewable for Lease {
         self.node_timeout
     }
 
-    fn apply_extend(&self, t0: Instant, ttl: Duration, tally: &Tally) -> (Renewal, Vec<Callback>) {
+    fn apply_extend(&self, t0: Stamp, ttl: Duration, tally: &Tally) -> (Renewal, Vec<Callback>) {
         self.settle_extend(t0, ttl, tally, false)
     }
 
     fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::clock::{Clock, ManualClock};
+
+    /// A holder whose machine was suspended past its validity does not believe it still
+    /// holds the lock when it wakes: the lease clock ran on while `Instant` stood still.
+    #[test]
+    fn a_suspend_past_the_validity_loses_the_lease() {
+        let clock = Arc::new(ManualClock::new());
+        let voters = Arc::new(Voters::with_clock(
+            Vec::new(),
+            None,
+            Duration::from_secs(1),
+            Some("test".into()),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+        ));
+        let now = clock.now();
+        let lease = Lease::new(
+            voters,
+            Arc::new(Keys::new(b"suspend")),
+            b"test:00".to_vec(),
+            1,
+            MutexOptions::default(),
+            Duration::from_millis(100),
+            now,
+            now + Duration::from_secs(10),
+        );
+        assert!(lease.is_held());
+        clock.advance(Duration::from_secs(9));
+        assert!(lease.is_held());
+        clock.advance(Duration::from_secs(2));
+        assert!(!lease.is_held());
+        let err = lease.check().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Lost);
+        assert!(lease.wait_lost(Duration::ZERO));
     }
 }

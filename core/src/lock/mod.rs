@@ -5,6 +5,7 @@
 
 mod acquire;
 mod cleanup;
+mod clock;
 mod keys;
 mod lease;
 mod policy;

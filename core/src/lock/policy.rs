@@ -34,8 +34,8 @@ pub(crate) fn eviction_probe(require_noeviction: bool, warn: Warn) -> Probe {
             return Ok(());
         };
         let why = format!(
-            "{server} has maxmemory-policy {policy}: under memory pressure Redis may evict a \\
-             held lock (and another client takes it) or a fence counter (fences go backwards); \\
+            "{server} has maxmemory-policy {policy}: under memory pressure Redis may evict a \
+             held lock (and another client takes it) or a fence counter (fences go backwards); \
              set it to noeviction"
         );
         if require_noeviction {
@@ -73,7 +73,7 @@ mod tests {
         let s = Arc::clone(&said);
         let warn: Warn = Arc::new(move |w| s.lock().unwrap().push(w.to_owned()));
         let reply = |p: &str| {
-            Value::BulkString(format!("# Memory\\r\\nmaxmemory_policy:{p}\\r\\n").into_bytes())
+            Value::BulkString(format!("# Memory\r\nmaxmemory_policy:{p}\r\n").into_bytes())
         };
         let probe = eviction_probe(false, Arc::clone(&warn));
         assert!((probe.check)("redis://a:1", &reply("noeviction")).is_ok());

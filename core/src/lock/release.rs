@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::clock::Stamp;
 use super::lease::Lease;
 use super::renew::{Renewable, Renewal, fire};
 use super::scripts::{Call, release_call};
@@ -35,7 +36,7 @@ impl Lease {
                 ));
             }
             st.released = true;
-            let lost = (st.lost || Instant::now() >= st.valid_until).then(|| self.why_lost(&st).0);
+            let lost = (st.lost || self.now() >= st.valid_until).then(|| self.why_lost(&st).0);
             (lost, st.valid_until)
         };
         self.lost_cv.notify_all();
@@ -73,11 +74,12 @@ impl Lease {
     /// said "not yours", asks the nodes that failed again, like a lock call riding over an
     /// outage (a restart, a failover): for up to the connect timeout, and never past the
     /// lock's validity, after which it expires by itself.
-    fn release_everywhere(&self, valid_until: Instant) -> Tally {
+    fn release_everywhere(&self, valid_until: Stamp) -> Tally {
         let nodes = &self.voters.nodes;
         let n = nodes.len();
         let call = release_call(&self.keys, &self.token, &self.opts, true);
-        let give_up = (Instant::now() + self.voters.connect_timeout).min(valid_until);
+        let give_up = (Instant::now() + self.voters.connect_timeout)
+            .min(self.voters.clock.instant_of(valid_until));
         let mut answers: Vec<Answer> = (0..n).map(|_| Ok(Vec::new())).collect();
         let mut ask: Vec<usize> = (0..n).collect();
         loop {
@@ -95,7 +97,7 @@ impl Lease {
                 // request run twice (the transport sends it again on a fresh connection when
                 // a pooled one turns out dead after the write). Released, then; past the
                 // validity, missing means it expired: lost.
-                if Instant::now() < valid_until
+                if self.now() < valid_until
                     && let Ok(values) = &mut answer
                     && let Some(Ok(v @ Value::Int(0))) = values.first_mut()
                 {
@@ -156,7 +158,7 @@ impl Lease {
         self.check()?;
         let op = self.op.lock();
         let nodes = &self.voters.nodes;
-        let t0 = Instant::now();
+        let t0 = self.now();
         let mut calls = vec![self.extend_request(ttl)];
         let replicas = self.opts.min_replicas;
         if let Some((n, timeout)) = replicas {
@@ -165,7 +167,7 @@ impl Lease {
         let answers = net::exchange(
             nodes,
             &vec![&calls[..]; nodes.len()],
-            t0 + self.node_timeout + self.opts.replica_wait(),
+            Instant::now() + self.node_timeout + self.opts.replica_wait(),
             None,
         );
         let tally = Tally::of_ints(nodes, &answers, 0, replicas.map(|(n, _)| (1, n)));

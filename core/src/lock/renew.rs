@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use super::cleanup::{self, Cleanup};
+use super::clock::{Clock, Stamp};
 use super::scripts::Call;
 use super::tally::Tally;
 use crate::net::{self, Node};
@@ -58,7 +59,7 @@ pub(crate) enum Renewal {
 /// A lease the renew thread keeps alive.
 pub(crate) trait Renewable: Send + Sync {
     /// What to do with it now, and the callbacks to run (it may have run out).
-    fn due(&self, now: Instant) -> (Duty, Vec<Callback>);
+    fn due(&self) -> (Duty, Vec<Callback>);
     /// Held while an operation of its owner (unlock, extend) runs: no renewal meanwhile.
     fn gate(&self) -> &LocalMutex<()>;
     /// The extension that renews it with `ttl`.
@@ -68,15 +69,15 @@ pub(crate) trait Renewable: Send + Sync {
     /// The per-node timeout of its requests.
     fn node_timeout(&self) -> Duration;
     /// Applies the tally of an extension sent at `t0` with `ttl`.
-    fn apply_extend(&self, t0: Instant, ttl: Duration, tally: &Tally) -> (Renewal, Vec<Callback>);
+    fn apply_extend(&self, t0: Stamp, ttl: Duration, tally: &Tally) -> (Renewal, Vec<Callback>);
     /// Its current schedule: [`Renewer::reschedule`] starts a new one, and entries of an
     /// older one are dropped, so a guard always has one entry.
     fn generation(&self) -> u64;
 }
 
 pub(crate) struct Renewer {
-    /// The nodes every lease of this renewer lives on (one client's).
-    nodes: Vec<Arc<Node>>,
+    /// The nodes every lease of this renewer lives on (one client's), and its lease clock.
+    fleet: Arc<Fleet>,
     /// The heap and its thread's wake-up: a forked child has its own, and starts its own
     /// thread (the parent's guards are not the child's to renew).
     current: PerProcess<Served>,
@@ -139,9 +140,9 @@ impl Ord for Entry {
 }
 
 impl Renewer {
-    pub(crate) fn new(nodes: Vec<Arc<Node>>) -> Renewer {
+    pub(crate) fn new(nodes: Vec<Arc<Node>>, clock: Arc<dyn Clock>) -> Renewer {
         Renewer {
-            nodes,
+            fleet: Arc::new(Fleet { nodes, clock }),
             current: PerProcess::new(Served::new()),
         }
     }
@@ -213,10 +214,10 @@ impl Renewer {
                 .is_ok()
         {
             let shared = Arc::clone(&served.shared);
-            let nodes = self.nodes.clone();
+            let fleet = Arc::clone(&self.fleet);
             let spawned = std::thread::Builder::new()
                 .name("redmutex-renew".into())
-                .spawn(move || run(&shared, &nodes));
+                .spawn(move || run(&shared, &fleet));
             if let Err(e) = spawned {
                 log::error!("redmutex: cannot start the renew thread: {e}");
                 served.started.store(false, Ordering::Release);
@@ -257,7 +258,14 @@ fn push(st: &mut Heap, at: Instant, guard: Weak<dyn Renewable>, generation: u64)
     }));
 }
 
-fn run(shared: &Shared, nodes: &[Arc<Node>]) {
+/// What the renew thread works with.
+struct Fleet {
+    nodes: Vec<Arc<Node>>,
+    clock: Arc<dyn Clock>,
+}
+
+fn run(shared: &Shared, fleet: &Fleet) {
+    let nodes = &fleet.nodes;
     let mut st = shared.state.lock();
     loop {
         if st.stop {
@@ -301,7 +309,7 @@ fn run(shared: &Shared, nodes: &[Arc<Node>]) {
             }
         }
         drop(st);
-        let next = serve(nodes, due);
+        let next = serve(fleet, due);
         st = shared.state.lock();
         for (at, guard, generation) in next {
             push(&mut st, at, guard, generation);
@@ -313,8 +321,7 @@ fn run(shared: &Shared, nodes: &[Arc<Node>]) {
 type Next = Vec<(Instant, Weak<dyn Renewable>, u64)>;
 
 /// Handles the due guards; returns when to look at each of them next.
-fn serve(nodes: &[Arc<Node>], due: Vec<(Weak<dyn Renewable>, u64)>) -> Next {
-    let now = Instant::now();
+fn serve(fleet: &Fleet, due: Vec<(Weak<dyn Renewable>, u64)>) -> Next {
     let mut next = Vec::new();
     let mut renew = Vec::new();
     for (weak, generation) in due {
@@ -324,7 +331,7 @@ fn serve(nodes: &[Arc<Node>], due: Vec<(Weak<dyn Renewable>, u64)>) -> Next {
         if guard.generation() != generation {
             continue;
         }
-        let (plan, callbacks) = guard.due(now);
+        let (plan, callbacks) = guard.due();
         fire(callbacks);
         match plan {
             Duty::Forget => {}
@@ -333,17 +340,13 @@ fn serve(nodes: &[Arc<Node>], due: Vec<(Weak<dyn Renewable>, u64)>) -> Next {
         }
     }
     for chunk in renew.chunks(BATCH) {
-        renew_batch(nodes, chunk, &mut next);
+        renew_batch(fleet, chunk, &mut next);
     }
     next
 }
 
 /// One pipelined round of extensions for guards of one client.
-fn renew_batch(
-    nodes: &[Arc<Node>],
-    chunk: &[(Arc<dyn Renewable>, Duration, u64)],
-    next: &mut Next,
-) {
+fn renew_batch(fleet: &Fleet, chunk: &[(Arc<dyn Renewable>, Duration, u64)], next: &mut Next) {
     // A guard whose owner is unlocking or extending right now is skipped: its owner's
     // operation decides, and no renewal may follow an unlock.
     let mut held = Vec::with_capacity(chunk.len());
@@ -379,8 +382,13 @@ fn renew_batch(
         calls.push(Call::wait(most, wait_timeout));
     }
     let timeout = timeout + wait_timeout;
-    let t0 = Instant::now();
-    let answers = net::exchange(nodes, &vec![&calls[..]; nodes.len()], t0 + timeout, None);
+    let (nodes, t0) = (&fleet.nodes, fleet.clock.now());
+    let answers = net::exchange(
+        nodes,
+        &vec![&calls[..]; nodes.len()],
+        Instant::now() + timeout,
+        None,
+    );
     let mut callbacks = Vec::new();
     for (j, (guard, ttl, op, generation)) in held.into_iter().enumerate() {
         let replicas = guard.replica_wait().map(|(n, _)| (wait_at, n));

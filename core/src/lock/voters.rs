@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::clock::{Boottime, Clock};
 use super::renew::Renewer;
 use super::tally::quorum;
 use super::token;
@@ -17,6 +18,8 @@ pub(crate) struct Voters {
     pub(crate) connect_timeout: Duration,
     pub(crate) owner: Option<String>,
     pub(crate) renewer: Renewer,
+    /// The clock leases are counted on.
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl Voters {
@@ -26,9 +29,27 @@ impl Voters {
         connect_timeout: Duration,
         owner: Option<String>,
     ) -> Voters {
+        Voters::with_clock(
+            nodes,
+            node_timeout,
+            connect_timeout,
+            owner,
+            Arc::new(Boottime),
+        )
+    }
+
+    /// The same with another lease clock (for tests).
+    pub(crate) fn with_clock(
+        nodes: Vec<Arc<Node>>,
+        node_timeout: Option<Duration>,
+        connect_timeout: Duration,
+        owner: Option<String>,
+        clock: Arc<dyn Clock>,
+    ) -> Voters {
         Voters {
             quorum: quorum(nodes.len()),
-            renewer: Renewer::new(nodes.clone()),
+            renewer: Renewer::new(nodes.clone(), Arc::clone(&clock)),
+            clock,
             nodes,
             node_timeout,
             connect_timeout,

@@ -61,6 +61,9 @@ impl Plan {
             connect_by: started + self.node_timeout,
             until: started + block + Duration::from_millis(2),
         };
+        // The attempt behind the block runs when it ends: its validity is counted from
+        // before it was sent, on the lease clock.
+        let t0 = self.voters.clock.now();
         let blocked = net::block_then(
             blocking,
             &then,
@@ -68,7 +71,7 @@ impl Plan {
             round.as_ref().map(|r| &r.undo),
         );
         match (blocked, &round) {
-            (Blocked::Ended(Some((answer, t0))), Some(round)) => {
+            (Blocked::Ended(Some(answer)), Some(round)) => {
                 return self.settle(round, t0, vec![answer]).map(Some);
             }
             (Blocked::Ended(_) | Blocked::TimedOut, _) => return Ok(None),

@@ -14,9 +14,9 @@ use super::request::{Command, Request};
 
 /// How a blocking command ended.
 pub(crate) enum Blocked {
-    /// It returned (or timed out on the server, in time); the answer to the requests behind
-    /// it, if there were any, and when they were sent.
-    Ended(Option<(Answer, Instant)>),
+    /// It returned (or timed out on the server, or was ended early from another
+    /// connection); the answer to the requests behind it, if there were any.
+    Ended(Option<Answer>),
     /// It did not end by our own deadline: the connection was dropped (the requests behind
     /// it still run when the server ends the block, followed by `on_fail`).
     TimedOut,
@@ -65,7 +65,6 @@ pub(crate) fn block_then<R: Request>(
     for r in then {
         r.write(&mut packed);
     }
-    let sent_at = Instant::now();
     let waited = set_timeouts(&conn, until)
         .and_then(|()| Ok(conn.send_packed_command(&packed)?))
         .and_then(|()| Ok(conn.recv_response()?));
@@ -96,7 +95,7 @@ pub(crate) fn block_then<R: Request>(
     let deadline = Instant::now() + then_timeout;
     let mut answer = receive(&mut conn, then, false, deadline).map_err(Into::into);
     finish(&endpoint, conn, &mut answer, on_fail);
-    Blocked::Ended(Some((typed(answer), sent_at)))
+    Blocked::Ended(Some(typed(answer)))
 }
 
 /// A block that failed: the requests behind it still run when the server ends it (or have

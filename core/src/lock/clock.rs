@@ -1,0 +1,95 @@
+//! The clock a lease's validity is counted on: one that keeps running while the machine is
+//! suspended (`CLOCK_BOOTTIME` on Linux). `Instant` is `CLOCK_MONOTONIC`, which stops during a
+//! suspend: a holder that wakes up after the key expired would still believe it holds the
+//! lock. Deadlines for I/O and for the renew thread's schedule stay on `Instant`.
+
+use std::time::{Duration, Instant};
+
+/// A reading of a [`Clock`]: the time since some fixed point (boot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Stamp(Duration);
+
+impl Stamp {
+    /// The time from `earlier` to this reading (zero if `earlier` is later).
+    pub(crate) fn since(self, earlier: Stamp) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
+impl std::ops::Add<Duration> for Stamp {
+    type Output = Stamp;
+    fn add(self, d: Duration) -> Stamp {
+        Stamp(self.0.saturating_add(d))
+    }
+}
+
+/// Where lease time comes from; tests drive their own.
+pub(crate) trait Clock: Send + Sync {
+    fn now(&self) -> Stamp;
+
+    /// The `Instant` at which this clock will read `at`, as far as can be told now (now, if
+    /// it already did).
+    fn instant_of(&self, at: Stamp) -> Instant {
+        Instant::now() + at.since(self.now())
+    }
+}
+
+/// `CLOCK_BOOTTIME` on Linux: includes the time the machine was suspended. Elsewhere the
+/// monotonic clock (which may not).
+pub(crate) struct Boottime;
+
+impl Clock for Boottime {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn now(&self) -> Stamp {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+        Stamp(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn now(&self) -> Stamp {
+        static START: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+        Stamp(START.elapsed())
+    }
+}
+
+/// A clock that moves only when told to, for tests.
+#[cfg(test)]
+pub(crate) struct ManualClock(std::sync::Mutex<Duration>);
+
+#[cfg(test)]
+impl ManualClock {
+    pub(crate) fn new() -> ManualClock {
+        ManualClock(std::sync::Mutex::new(Duration::from_secs(1000)))
+    }
+
+    pub(crate) fn advance(&self, d: Duration) {
+        *self.0.lock().unwrap() += d;
+    }
+}
+
+#[cfg(test)]
+impl Clock for ManualClock {
+    fn now(&self) -> Stamp {
+        Stamp(*self.0.lock().unwrap())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boottime_runs_forward_with_the_monotonic_clock() {
+        let clock = Boottime;
+        let (a, i) = (clock.now(), Instant::now());
+        std::thread::sleep(Duration::from_millis(20));
+        let (b, j) = (clock.now(), Instant::now());
+        let boot = b.since(a);
+        let mono = j.duration_since(i);
+        assert!(boot >= Duration::from_millis(20), "{boot:?}");
+        assert!(
+            boot.abs_diff(mono) < Duration::from_millis(5),
+            "{boot:?} vs {mono:?}"
+        );
+    }
+}
