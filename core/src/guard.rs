@@ -76,6 +76,15 @@ impl MutexGuard {
         self.lease.valid_until()
     }
 
+    /// Calls `observer` with the new [`valid_until`](MutexGuard::valid_until) right after
+    /// every confirmed renewal (automatic or [`extend`](MutexGuard::extend)), on the thread
+    /// that renewed. For the project's test drivers, which record what the library promised
+    /// when it promised it; not part of the stable API.
+    #[doc(hidden)]
+    pub fn on_renewed(&self, observer: impl Fn(Instant) + Send + Sync + 'static) {
+        self.lease.on_renewed(Arc::new(observer));
+    }
+
     /// How many renewals (automatic or [`extend`](MutexGuard::extend)) succeeded so far.
     pub fn renewals(&self) -> u64 {
         self.lease.renewals()

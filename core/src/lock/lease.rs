@@ -37,7 +37,12 @@ pub(crate) struct Lease {
     pub(super) callbacks: LocalMutex<Vec<Callback>>,
     /// The renew thread's schedule of this lease (see [`Renewable::generation`]).
     pub(super) generation: AtomicU64,
+    /// Told the new validity deadline after every confirmed renewal.
+    renewed: LocalMutex<Option<Observer>>,
 }
+
+/// Sees each confirmed renewal's new validity deadline.
+pub(crate) type Observer = Arc<dyn Fn(Instant) + Send + Sync>;
 
 pub(super) struct State {
     /// On the lease clock (`clock.rs`): it keeps running while the machine is suspended.
@@ -92,6 +97,7 @@ impl Lease {
             op: LocalMutex::new(()),
             callbacks: LocalMutex::new(Vec::new()),
             generation: AtomicU64::new(0),
+            renewed: LocalMutex::new(None),
         }
     }
 
@@ -190,7 +196,13 @@ impl Lease {
             } else {
                 st.valid_until
             };
-            return (Renewal::Renewed(clock.instant_of(next)), Vec::new());
+            let until = st.valid_until_at;
+            let told: Vec<Callback> = self
+                .renewed
+                .lock()
+                .clone()
+                .map_or(Vec::new(), |o| vec![Box::new(move || o(until))]);
+            return (Renewal::Renewed(clock.instant_of(next)), told);
         }
         // Nodes that said "not yours" can never confirm: past n - quorum of them, no renewal
         // can succeed, so the loss is reported now rather than at the validity deadline. A
@@ -316,6 +328,12 @@ impl Lease {
             let (why, nodes) = self.why_lost(&st);
             Err(Error::new(ErrorKind::Lost, why).with_nodes(nodes))
         }
+    }
+
+    /// Tells `observer` the new validity deadline after every confirmed renewal, as it
+    /// happens (on the thread that renewed).
+    pub(crate) fn on_renewed(&self, observer: Observer) {
+        *self.renewed.lock() = Some(observer);
     }
 
     /// How many renewals succeeded so far.
