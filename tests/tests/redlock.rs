@@ -246,7 +246,10 @@ fn renewal_survives_a_minority_and_reports_the_loss_of_the_majority() {
     let took = died.elapsed();
     // Refused connections are asked again within the validity (a node restarting with its
     // data on disk keeps the lock): the loss comes when the validity runs out, no later.
-    assert!(took <= ttl + node_timeout + Duration::from_millis(60), "{took:?}");
+    assert!(
+        took <= ttl + node_timeout + Duration::from_millis(60),
+        "{took:?}"
+    );
     assert!(
         lost.load(Ordering::SeqCst)
             || redmutex_tests::wait_until(Duration::from_millis(200), || lost

@@ -11,6 +11,7 @@ use redmutex::{Client, ErrorKind, SentinelMaster, TryLockError};
 use redmutex_tests::cluster::key_slot;
 use redmutex_tests::tls::Pki;
 use redmutex_tests::tls_topology::{MASTER_NAME, TlsCluster, TlsSentinel};
+use redmutex_tests::wait_until;
 
 /// One name per master of a three-master cluster whose slots are split evenly.
 fn a_name_on_each_master() -> Vec<String> {
@@ -28,9 +29,15 @@ fn a_name_on_each_master() -> Vec<String> {
 /// wait covers a first TLS handshake with a master that the round's per-node timeout cuts
 /// short (it is finished in the background).
 fn lock_round_trip(client: &Client, other: &Client, name: &str) {
-    // The other client's first connection there (a slow handshake in a debug build) is not
-    // what is being tested.
-    other.mutex(name).status().unwrap();
+    // The other client's first connection there (a slow handshake in a debug build, finished
+    // in the background when a round cuts it short) is not what is being tested.
+    assert!(
+        wait_until(Duration::from_secs(10), || other
+            .mutex(name)
+            .status()
+            .is_ok()),
+        "{name}: the other client cannot reach its master"
+    );
     let guard = client
         .mutex(name)
         .ttl(Duration::from_secs(5))
