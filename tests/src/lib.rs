@@ -25,6 +25,7 @@ mod sentinel;
 mod server;
 mod tempdir;
 pub mod tls;
+pub mod workers;
 
 pub use proxy::{FaultProxy, Mode};
 pub use sentinel::Sentinel;
