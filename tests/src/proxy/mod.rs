@@ -385,18 +385,27 @@ fn duplicate(bytes: &[u8], s: &Shared) {
     let end = Instant::now() + DUPLICATE_WAIT;
     let mut buf = [0u8; 4096];
     while Instant::now() < end && !s.stopped() {
-        match conn.read(&mut buf) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
-            Err(_) => break,
+        if read_some(&conn, &mut buf).is_none() {
+            break;
         }
+    }
+}
+
+/// One read: `Some(bytes read)` (0 when nothing came within the socket's timeout), or
+/// `None` once the stream ended or failed.
+fn read_some(mut from: &TcpStream, buf: &mut [u8]) -> Option<usize> {
+    match from.read(buf) {
+        Ok(0) => None,
+        Ok(n) => Some(n),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Some(0)
+        }
+        Err(_) => None,
     }
 }
 
@@ -404,27 +413,20 @@ fn duplicate(bytes: &[u8], s: &Shared) {
 /// ends `from` for reading. (Ending the other side is the writers' job: they deliver what is
 /// queued first.)
 fn pump(
-    mut from: &TcpStream,
+    from: &TcpStream,
     shared: &Shared,
     mut forward: impl FnMut(&Shared, &[u8]) -> io::Result<()>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     while !shared.stopped() {
-        match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
+        match read_some(from, &mut buf) {
+            None => break,
+            Some(0) => {}
+            Some(n) => {
                 if forward(shared, &buf[..n]).is_err() {
                     break;
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
-            Err(_) => break,
         }
     }
     let _ = from.shutdown(Shutdown::Read);

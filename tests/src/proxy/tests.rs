@@ -44,6 +44,19 @@ fn read_all(c: &mut TcpStream, timeout: Duration) -> (Vec<u8>, bool) {
     (got, false)
 }
 
+/// One reply line (bounded wait).
+fn reply(c: &mut TcpStream) -> Vec<u8> {
+    let mut reply = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            reply.extend(read_all(c, Duration::from_millis(50)).0);
+            reply.ends_with(b"\r\n")
+        }),
+        "no reply: {reply:?}"
+    );
+    reply
+}
+
 fn counter(server: &RedisServer, key: &str) -> Option<i64> {
     redis::cmd("GET")
         .arg(key)
@@ -89,15 +102,10 @@ fn duplicate_runs_a_request_twice_and_answers_once() {
     proxy.set_mode(Mode::Duplicate);
     let mut c = client(&proxy, Duration::from_millis(50));
     c.write_all(&command(&["INCR", "twice"])).unwrap();
-    let mut reply = Vec::new();
-    assert!(wait_until(Duration::from_secs(5), || {
-        let (got, _) = read_all(&mut c, Duration::from_millis(50));
-        reply.extend(got);
-        reply.ends_with(b"\r\n")
-    }));
+    let got = reply(&mut c);
     assert!(
-        reply == b":1\r\n" || reply == b":2\r\n",
-        "one reply to the client: {reply:?}"
+        got == b":1\r\n" || got == b":2\r\n",
+        "one reply to the client: {got:?}"
     );
     assert!(
         wait_until(Duration::from_secs(5), || counter(&server, "twice")
@@ -130,8 +138,8 @@ fn cut_after_request_closes_the_connection_before_the_reply() {
     proxy.set_mode(Mode::CutAfterRequest);
     let mut c = client(&proxy, Duration::from_millis(50));
     c.write_all(&command(&["INCR", "cut"])).unwrap();
-    let (reply, ended) = read_all(&mut c, Duration::from_secs(5));
-    assert!(reply.is_empty(), "a reply reached the client: {reply:?}");
+    let (got, ended) = read_all(&mut c, Duration::from_secs(5));
+    assert!(got.is_empty(), "a reply reached the client: {got:?}");
     assert!(ended, "the connection was not closed");
     assert!(
         wait_until(Duration::from_secs(5), || counter(&server, "cut")
@@ -144,10 +152,5 @@ fn cut_after_request_closes_the_connection_before_the_reply() {
     proxy.set_mode(Mode::Pass);
     let mut c = client(&proxy, Duration::from_millis(50));
     c.write_all(&command(&["INCR", "cut"])).unwrap();
-    let mut reply = Vec::new();
-    assert!(wait_until(Duration::from_secs(5), || {
-        reply.extend(read_all(&mut c, Duration::from_millis(50)).0);
-        reply.ends_with(b"\r\n")
-    }));
-    assert_eq!(reply, b":2\r\n");
+    assert_eq!(reply(&mut c), b":2\r\n");
 }
