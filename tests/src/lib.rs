@@ -21,10 +21,12 @@
 pub mod cluster;
 pub mod history;
 pub mod proxy;
+pub mod schedule;
 mod sentinel;
 mod server;
 mod tempdir;
 pub mod tls;
+pub mod torture;
 pub mod workers;
 
 pub use proxy::{FaultProxy, Mode};
