@@ -496,9 +496,12 @@ pub fn check(events: &[Event]) -> Report {
             Kind::Renew | Kind::Use => {
                 if let Some(&i) = index.get(&id) {
                     let h = &mut holds[i];
-                    // A promise made after the hold ended (released or lost) does not count.
+                    // The latest promise counts: a holder may shorten its own lease (an extend
+                    // to a TTL shorter than what is left), and then believes it holds only
+                    // until the shorter deadline. A promise made after the hold ended
+                    // (released or lost) does not count.
                     if h.released_ns.is_none() && h.lost_ns.is_none() {
-                        h.validity_ns = h.validity_ns.max(e.validity_ns);
+                        h.validity_ns = e.validity_ns;
                     }
                 }
             }
@@ -508,7 +511,7 @@ pub fn check(events: &[Event]) -> Report {
                     // The validity the guard had when the loss was learnt was promised before
                     // it: it counts even when the renewal that made it was never reported.
                     if h.released_ns.is_none() && h.lost_ns.is_none() {
-                        h.validity_ns = h.validity_ns.max(e.validity_ns);
+                        h.validity_ns = e.validity_ns;
                     }
                     h.lost_ns = Some(h.lost_ns.map_or(e.t_ns, |t| t.min(e.t_ns)));
                 }
@@ -655,6 +658,27 @@ mod tests {
         let mut events = events;
         events[3].validity_ns = 100 * MS;
         assert!(check(&events).is_clean());
+    }
+
+    /// A holder that shortened its own lease (an extend to a short TTL) holds until the
+    /// shorter deadline: a next holder after it is no overlap, although an earlier renewal
+    /// had promised more.
+    #[test]
+    fn a_lease_shortened_by_its_holder_ends_at_the_shorter_deadline() {
+        let mut events = vec![
+            ev("a", Kind::Acquire, 0, "a1", 1, 100),
+            ev("a", Kind::Renew, 50, "a1", 1, 300),
+            ev("a", Kind::Renew, 120, "a1", 1, 150),
+            ev("b", Kind::Acquire, 155, "b1", 2, 400),
+            ev("a", Kind::Lost, 160, "a1", 1, 150),
+            ev("b", Kind::Release, 170, "b1", 2, 400),
+        ];
+        assert!(check(&events).is_clean(), "{}", check(&events));
+        assert_eq!(check(&events).holds[0].end_ns, 150 * MS);
+        // Without the shortening, b's grant is inside a's lease.
+        events.remove(2);
+        events[3].validity_ns = 300 * MS;
+        assert_eq!(check(&events).count("overlap"), 1, "{}", check(&events));
     }
 
     /// A client stopped between its grant and writing it down: by the time its acquire is

@@ -317,7 +317,7 @@ impl Grant {
         }
         if let Some(g) = guard {
             self.report_renewal(&mut seen, g);
-            seen.validity_ns = seen.validity_ns.max(self.clock.ns(g.valid_until()));
+            seen.validity_ns = self.clock.ns(g.valid_until());
         }
         seen.lost = true;
         self.emit(Kind::Lost, mono_ns(), seen.validity_ns);
