@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use crate::handoff::Handoff;
 use crate::stats::{Samples, fmt_ns, fmt_ratio};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +67,59 @@ impl Row {
         self.mark = mark;
         self
     }
+}
+
+/// A hand-off row of a context or a peer.
+pub fn handoff_row(label: &str, h: &Handoff) -> Row {
+    let name = if label.starts_with("context") {
+        label.to_owned()
+    } else {
+        format!("{label}: handoff, 1 node")
+    };
+    Row::latency(name, h.samples.clone()).result(blocked_at_release(h))
+}
+
+/// How often the waiter was already blocked in the server when the holder released.
+pub fn blocked_at_release(h: &Handoff) -> String {
+    format!(
+        "waiter blocked at release {:.0}%",
+        100.0 * h.blocked as f64 / h.samples.len().max(1) as f64
+    )
+}
+
+/// One line per row with a target, in table order: `PASS **name**: measured (target …)`.
+pub fn summary(rows: &[Row], baseline_ns: u64) -> Vec<String> {
+    rows.iter()
+        .filter(|row| row.mark != Mark::None)
+        .map(|row| {
+            let measured = [
+                row.samples
+                    .as_ref()
+                    .map(|s| {
+                        format!(
+                            "median {} = {}, p99 {} = {}",
+                            fmt_ns(s.median()),
+                            fmt_ratio(s.median() as f64 / baseline_ns as f64),
+                            fmt_ns(s.p99()),
+                            fmt_ratio(s.p99() as f64 / baseline_ns as f64)
+                        )
+                    })
+                    .unwrap_or_default(),
+                row.result.clone(),
+            ]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+            format!(
+                "{} **{}**: {} (target {})",
+                row.mark.text(),
+                row.name,
+                measured,
+                row.target
+            )
+        })
+        .collect()
 }
 
 /// The table as Markdown with padded columns, so it reads the same in a terminal.

@@ -1,32 +1,25 @@
-//! Durations on the command line: `500ms`, `30s`, `10m`, `1h`, `1.5s`.
+//! Durations on the command line: `500ms`, `30s`, `10m`, `1h`, `1.5s`, `1h 30m`.
+//!
+//! The grammar is humantime's (`humantime::parse_duration`); a bare `0` also means zero. A
+//! bare number other than 0 is refused rather than guessed: `--wait 10` could mean seconds or
+//! milliseconds, and a lock held 1000 times too long is worse than a usage error.
 
 use std::time::Duration;
 
-/// Parses a number followed by a unit (`ms`, `s`, `m`, `h`); `0` alone is zero.
+/// Parses a duration: numbers with units (`ms`, `s`, `m`, `h`, and humantime's longer
+/// spellings), several of them added up (`1h 30m`); `0` alone is zero.
 pub fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text == "0" {
         return Ok(Duration::ZERO);
     }
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("{text:?} has no unit (use ms, s, m or h, e.g. 30s)"))?;
-    let (number, unit) = text.split_at(split);
-    let scale = match unit {
-        "ms" => 0.001,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        _ => {
-            return Err(format!(
-                "unknown unit {unit:?} in {text:?} (use ms, s, m or h)"
-            ));
-        }
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 30s, 10m, 1h)"))?;
-    Duration::try_from_secs_f64(value * scale).map_err(|_| format!("{text:?} is out of range"))
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "{text:?} has no unit (use ms, s, m or h, e.g. 30s)"
+        ));
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{text:?} is not a duration: {e} (e.g. 500ms, 30s, 10m, 1h)"))
 }
 
 /// A short human rendering: `850ms`, `27.3s`, `4m05s`, `2h10m`.
@@ -56,13 +49,35 @@ mod tests {
         assert_eq!(parse("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse("0"), Ok(Duration::ZERO));
         assert_eq!(parse("0s"), Ok(Duration::ZERO));
+        // humantime's forms: longer unit names, sums, a space before the unit.
+        assert_eq!(parse("2min"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse("30 s"), Ok(Duration::from_secs(30)));
     }
 
     #[test]
     fn rejects_nonsense() {
-        for bad in ["", "5", "5x", "s", "-1s", "1.2.3s", "ms5", "1e400h", "30 s"] {
+        for bad in [
+            "",
+            "5",
+            "5x",
+            "s",
+            "-1s",
+            "1.2.3s",
+            "ms5",
+            "1e400h",
+            "0.5",
+            "99999999999999999999h",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?} was accepted");
         }
+        // The error names the input and shows what would work.
+        let e = parse("5x").unwrap_err();
+        assert!(
+            e.contains("\"5x\" is not a duration") && e.contains("30s"),
+            "{e}"
+        );
+        assert!(parse("10").unwrap_err().contains("has no unit"));
     }
 
     #[test]

@@ -496,15 +496,23 @@ pub fn check(events: &[Event]) -> Report {
             Kind::Renew | Kind::Use => {
                 if let Some(&i) = index.get(&id) {
                     let h = &mut holds[i];
-                    // A promise made after the hold ended (released or lost) does not count.
+                    // The latest promise counts: a holder may shorten its own lease (an extend
+                    // to a TTL shorter than what is left), and then believes it holds only
+                    // until the shorter deadline. A promise made after the hold ended
+                    // (released or lost) does not count.
                     if h.released_ns.is_none() && h.lost_ns.is_none() {
-                        h.validity_ns = h.validity_ns.max(e.validity_ns);
+                        h.validity_ns = e.validity_ns;
                     }
                 }
             }
             Kind::Lost => {
                 if let Some(&i) = index.get(&id) {
                     let h = &mut holds[i];
+                    // The validity the guard had when the loss was learnt was promised before
+                    // it: it counts even when the renewal that made it was never reported.
+                    if h.released_ns.is_none() && h.lost_ns.is_none() {
+                        h.validity_ns = e.validity_ns;
+                    }
                     h.lost_ns = Some(h.lost_ns.map_or(e.t_ns, |t| t.min(e.t_ns)));
                 }
             }
@@ -558,7 +566,15 @@ pub fn check(events: &[Event]) -> Report {
                 }
             }
         }
-        for w in hs.windows(2) {
+        // Fences of the holds that could be used: a grant whose validity ran out before its
+        // acquire was written down (the client was stopped in between) was never a hold, and
+        // its fence is older than its place in the history says.
+        let usable: Vec<&Hold> = hs
+            .iter()
+            .copied()
+            .filter(|h| h.end_ns > h.start_ns)
+            .collect();
+        for w in usable.windows(2) {
             if w[0].fence != 0 && w[1].fence != 0 && w[1].fence <= w[0].fence {
                 violations.push(Violation::FenceNotIncreasing {
                     previous: w[0].clone(),
@@ -623,6 +639,63 @@ mod tests {
             ev("a", Kind::Use, 32, "a2", 3, 130),
             ev("a", Kind::Release, 40, "a2", 3, 130),
         ]
+    }
+
+    /// A holder stopped right after a renewal it never reported: its `lost` event carries the
+    /// validity that renewal promised, and a second holder inside it is an overlap.
+    #[test]
+    fn the_validity_a_lost_event_carries_counts() {
+        let events = vec![
+            ev("a", Kind::Acquire, 0, "a1", 1, 100),
+            ev("b", Kind::Acquire, 120, "b1", 2, 300),
+            ev("b", Kind::Release, 140, "b1", 2, 300),
+            ev("a", Kind::Lost, 200, "a1", 1, 150),
+        ];
+        let r = check(&events);
+        assert_eq!(r.count("overlap"), 1, "{r}");
+        assert_eq!(r.holds[0].end_ns, 150 * MS);
+        // Without the renewal (the lost event promises no more than the acquire): clean.
+        let mut events = events;
+        events[3].validity_ns = 100 * MS;
+        assert!(check(&events).is_clean());
+    }
+
+    /// A holder that shortened its own lease (an extend to a short TTL) holds until the
+    /// shorter deadline: a next holder after it is no overlap, although an earlier renewal
+    /// had promised more.
+    #[test]
+    fn a_lease_shortened_by_its_holder_ends_at_the_shorter_deadline() {
+        let mut events = vec![
+            ev("a", Kind::Acquire, 0, "a1", 1, 100),
+            ev("a", Kind::Renew, 50, "a1", 1, 300),
+            ev("a", Kind::Renew, 120, "a1", 1, 150),
+            ev("b", Kind::Acquire, 155, "b1", 2, 400),
+            ev("a", Kind::Lost, 160, "a1", 1, 150),
+            ev("b", Kind::Release, 170, "b1", 2, 400),
+        ];
+        assert!(check(&events).is_clean(), "{}", check(&events));
+        assert_eq!(check(&events).holds[0].end_ns, 150 * MS);
+        // Without the shortening, b's grant is inside a's lease.
+        events.remove(2);
+        events[3].validity_ns = 300 * MS;
+        assert_eq!(check(&events).count("overlap"), 1, "{}", check(&events));
+    }
+
+    /// A client stopped between its grant and writing it down: by the time its acquire is
+    /// written the validity is over, and the next holder's fence is already higher. Not a
+    /// violation; the same late acquire with validity left is.
+    #[test]
+    fn a_grant_written_down_after_its_validity_has_no_fence_order() {
+        let mut events = vec![
+            ev("b", Kind::Acquire, 50, "b1", 6, 300),
+            ev("b", Kind::Release, 60, "b1", 6, 300),
+            ev("a", Kind::Acquire, 70, "a1", 5, 40),
+            ev("a", Kind::Lost, 71, "a1", 5, 40),
+        ];
+        assert!(check(&events).is_clean(), "{}", check(&events));
+        events[2].validity_ns = 100 * MS;
+        events[3].validity_ns = 100 * MS;
+        assert_eq!(check(&events).count("fence"), 1, "{}", check(&events));
     }
 
     #[test]

@@ -21,11 +21,14 @@
 pub mod cluster;
 pub mod history;
 pub mod proxy;
+pub mod schedule;
 mod sentinel;
 mod server;
 mod tempdir;
 pub mod tls;
 pub mod tls_topology;
+pub mod torture;
+pub mod workers;
 
 pub use proxy::{FaultProxy, Mode};
 pub use sentinel::Sentinel;

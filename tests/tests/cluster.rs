@@ -3,23 +3,22 @@
 //! keeps holders exclusive (with `min_replicas`), and slots moving under running locks are
 //! invisible to users.
 //!
-//! Real processes throughout: the cluster's nodes, and lock clients in processes of their own.
-//! A client process is this test binary run again for the test `worker_process` (see
-//! [`run_worker`]), with its settings in `RMC_*` environment variables; each writes a history
+//! Real processes throughout: the cluster's nodes, and lock clients in processes of their own
+//! (the `worker` binary's `sections` mode, `redmutex_tests::workers`); each writes a history
 //! that `redmutex_tests::history::check` judges, and a summary of what it did.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use redmutex::{Client, ErrorKind, TryLockError};
-use redmutex_tests::cluster::{ClusterConn, RedisCluster, SLOTS, SlotRange, key_slot};
+use redmutex_tests::cluster::{RedisCluster, SLOTS, SlotRange, key_slot};
 use redmutex_tests::history::{self, Event, Kind, mono_ns};
-use redmutex_tests::{TempDir, wait_until};
+use redmutex_tests::wait_until;
+use redmutex_tests::workers::{Connect, REPLICA_WAIT, Spec, Summary, Workers, counter_key};
+
+/// The lock clients' program (its `sections` mode).
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 
 /// The tests of this file run one at a time: each runs a cluster and busy clients, and the
 /// failover timings assume the machine is not shared with another of them.
@@ -47,12 +46,6 @@ fn keys_where(prefix: &str, n: usize, pred: impl Fn(u16) -> bool) -> Vec<String>
 
 fn in_ranges(ranges: &[SlotRange], slot: u16) -> bool {
     ranges.iter().any(|r| r.contains(slot))
-}
-
-/// The counter a critical section on `name` increments: in the lock's own slot (the hash tag
-/// is the name), so it moves with the lock when the slot is resharded.
-fn counter_key(name: &str) -> String {
-    format!("{{{name}}}:count")
 }
 
 /// The harness itself, with the `redis` crate only: a 3 × 1 cluster comes up healthy, keys are
@@ -206,403 +199,6 @@ fn harness_creates_a_cluster_and_fails_over() {
     assert_eq!(id, cluster.node_id(old), "a restarted node keeps its id");
 }
 
-// ---------------------------------------------------------------------------------------------
-// Lock clients in processes of their own.
-
-/// Set in a worker process: its client name. Without it, `worker_process` does nothing.
-const WORKER_ENV: &str = "RMC_WORKER";
-/// A worker stops at this bound even if it was never told to stop.
-const MAX_WORKER_RUN: Duration = Duration::from_secs(90);
-/// The `WAIT` timeout of workers that use `min_replicas`.
-const REPLICA_WAIT: Duration = Duration::from_millis(500);
-
-/// How a worker's client reaches the cluster.
-#[derive(Clone, Debug)]
-enum Connect {
-    /// `Client::open("redis+cluster://…")`.
-    Url(String),
-    /// `Client::builder().cluster(seed URLs)`.
-    Seeds(Vec<String>),
-}
-
-/// What one worker does.
-#[derive(Clone, Debug)]
-struct Spec {
-    connect: Connect,
-    /// The lock names, taken in turn, starting at `offset`.
-    names: Vec<String>,
-    offset: usize,
-    /// How many critical sections; 0 for "until told to stop".
-    sections: u64,
-    ttl: Duration,
-    /// How long each section lasts (between the counter's read and write, with `counters`).
-    hold: Duration,
-    /// `min_replicas(1, 500 ms)`.
-    min_replicas: bool,
-    /// The client's connect timeout, if not the default.
-    connect_timeout: Option<Duration>,
-    /// Each section does a non-atomic read-modify-write of the name's counter.
-    counters: bool,
-}
-
-impl Spec {
-    fn new(connect: Connect, names: &[String]) -> Spec {
-        Spec {
-            connect,
-            names: names.to_vec(),
-            offset: 0,
-            sections: 0,
-            ttl: Duration::from_secs(2),
-            hold: Duration::from_millis(1),
-            min_replicas: false,
-            connect_timeout: None,
-            counters: true,
-        }
-    }
-}
-
-/// What a worker reports when it ends.
-#[derive(Debug, Default)]
-struct Summary {
-    client: String,
-    /// Completed critical sections per lock name.
-    sections: BTreeMap<String, u64>,
-    /// Sections whose guard was no longer held at their end.
-    lost: u64,
-    /// Every error a lock, unlock or counter call returned.
-    errors: Vec<String>,
-}
-
-impl Summary {
-    fn total(&self) -> u64 {
-        self.sections.values().sum()
-    }
-}
-
-/// The worker processes of one test; killed (by pid) if the test ends early.
-struct Workers {
-    dir: TempDir,
-    data_seeds: Vec<String>,
-    procs: Vec<(String, Child)>,
-}
-
-impl Workers {
-    fn new(cluster: &RedisCluster) -> Workers {
-        Workers {
-            dir: TempDir::new("redmutex-cluster-workers"),
-            data_seeds: cluster.nodes().iter().map(|n| n.server().addr()).collect(),
-            procs: Vec::new(),
-        }
-    }
-
-    fn path(&self, client: &str, ext: &str) -> PathBuf {
-        self.dir.path().join(format!("{client}.{ext}"))
-    }
-
-    fn spawn(&mut self, client: &str, spec: &Spec) {
-        let out = File::create(self.path(client, "out")).expect("create a worker's output file");
-        let err = out.try_clone().expect("dup a worker's output file");
-        let mut cmd = Command::new(std::env::current_exe().expect("the test binary's path"));
-        cmd.args([
-            "worker_process",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(WORKER_ENV, client)
-        .env("RMC_DIR", self.dir.path())
-        .env("RMC_DATA_SEEDS", self.data_seeds.join(","))
-        .env("RMC_NAMES", spec.names.join(","))
-        .env("RMC_OFFSET", spec.offset.to_string())
-        .env("RMC_SECTIONS", spec.sections.to_string())
-        .env("RMC_TTL_MS", spec.ttl.as_millis().to_string())
-        .env("RMC_HOLD_MS", spec.hold.as_millis().to_string())
-        .env("RMC_MIN_REPLICAS", u8::from(spec.min_replicas).to_string())
-        .env("RMC_COUNTERS", u8::from(spec.counters).to_string())
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-        match &spec.connect {
-            Connect::Url(url) => cmd.env("RMC_URL", url),
-            Connect::Seeds(seeds) => cmd.env("RMC_SEEDS", seeds.join(",")),
-        };
-        if let Some(t) = spec.connect_timeout {
-            cmd.env("RMC_CONNECT_TIMEOUT_MS", t.as_millis().to_string());
-        }
-        let child = cmd.spawn().expect("spawn a worker process");
-        self.procs.push((client.to_owned(), child));
-    }
-
-    /// Every worker's history so far, sorted by time.
-    fn history(&self) -> Vec<Event> {
-        let paths: Vec<PathBuf> = self
-            .procs
-            .iter()
-            .map(|(c, _)| self.path(c, "jsonl"))
-            .collect();
-        history::read_histories(&paths).unwrap_or_else(|e| panic!("unreadable history: {e}"))
-    }
-
-    /// Completed sections (releases) per client so far.
-    fn progress(&self) -> BTreeMap<String, usize> {
-        let mut out: BTreeMap<String, usize> =
-            self.procs.iter().map(|(c, _)| (c.clone(), 0)).collect();
-        for e in self.history() {
-            if e.event == Kind::Release {
-                *out.entry(e.client).or_default() += 1;
-            }
-        }
-        out
-    }
-
-    /// Waits until every worker has completed `more` sections beyond `since`.
-    fn wait_progress(&self, since: &BTreeMap<String, usize>, more: usize, timeout: Duration) {
-        let mut now = BTreeMap::new();
-        let ok = wait_until(timeout, || {
-            now = self.progress();
-            let ok = now
-                .iter()
-                .all(|(c, n)| *n >= since.get(c).copied().unwrap_or(0) + more);
-            if !ok {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            ok
-        });
-        assert!(
-            ok,
-            "workers made no progress in {timeout:?}: {since:?} -> {now:?}\n{}",
-            self.outputs()
-        );
-    }
-
-    /// Tells every worker to stop after its current section.
-    fn stop(&self) {
-        File::create(self.dir.path().join("stop")).expect("create the stop file");
-    }
-
-    fn outputs(&self) -> String {
-        let mut out = String::new();
-        for (c, _) in &self.procs {
-            let text = std::fs::read_to_string(self.path(c, "out")).unwrap_or_default();
-            out.push_str(&format!("--- worker {c} ---\n{text}\n"));
-        }
-        out
-    }
-
-    /// Waits (bounded) until every worker exited successfully; returns their summaries.
-    fn wait(&mut self, timeout: Duration) -> Vec<Summary> {
-        let exited = wait_until(timeout, || {
-            let all = self
-                .procs
-                .iter_mut()
-                .all(|(_, c)| c.try_wait().ok().flatten().is_some());
-            if !all {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            all
-        });
-        if !exited {
-            self.kill();
-            panic!(
-                "workers still running after {timeout:?}\n{}",
-                self.outputs()
-            );
-        }
-        let mut summaries = Vec::new();
-        for (c, child) in &mut self.procs {
-            let status = child.wait().expect("reap a worker");
-            assert!(status.success(), "worker {c} failed: {status}\n{}", {
-                std::fs::read_to_string(self.dir.path().join(format!("{c}.out")))
-                    .unwrap_or_default()
-            });
-            summaries.push(read_summary(
-                c,
-                &self.dir.path().join(format!("{c}.summary")),
-            ));
-        }
-        summaries
-    }
-
-    fn kill(&mut self) {
-        for (_, child) in &mut self.procs {
-            if child.try_wait().ok().flatten().is_none() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn read_summary(client: &str, path: &Path) -> Summary {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("worker {client} left no summary: {e}"));
-    let mut s = Summary {
-        client: client.to_owned(),
-        ..Summary::default()
-    };
-    for line in text.lines() {
-        let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
-        match tag {
-            "sections" => {
-                let (name, n) = rest.rsplit_once(' ').expect("sections NAME N");
-                s.sections
-                    .insert(name.to_owned(), n.parse().expect("a count"));
-            }
-            "lost" => s.lost = rest.parse().expect("a count"),
-            "error" => s.errors.push(rest.to_owned()),
-            _ => panic!("bad summary line {line:?}"),
-        }
-    }
-    s
-}
-
-/// The entry point of worker processes (see [`run_worker`]); does nothing in a normal run.
-#[test]
-fn worker_process() {
-    if let Ok(client) = std::env::var(WORKER_ENV) {
-        run_worker(&client);
-    }
-}
-
-/// One lock client: critical sections on the names in turn, each
-///
-/// 1. `lock()`, then an `acquire` event with the fence and validity;
-/// 2. with `RMC_COUNTERS=1`, `GET` of the name's counter, a pause of `RMC_HOLD_MS`, `SET` of
-///    the value plus one (a deliberately non-atomic update only the lock keeps exact);
-///    otherwise just the pause;
-/// 3. a `use` event if the guard is still held (a `lost` event if not);
-/// 4. a `release` event, then `unlock()`.
-///
-/// Every error returned is recorded and the worker goes on. It ends after `RMC_SECTIONS`
-/// sections, or, with 0, once the file `stop` exists in `RMC_DIR`; then it writes
-/// `<client>.summary` there.
-fn run_worker(me: &str) {
-    let env = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"));
-    let num = |k: &str| -> u64 { env(k).parse().unwrap_or_else(|e| panic!("{k}: {e}")) };
-    let dir = PathBuf::from(env("RMC_DIR"));
-    let names: Vec<String> = env("RMC_NAMES").split(',').map(str::to_owned).collect();
-    let offset = num("RMC_OFFSET") as usize;
-    let sections = num("RMC_SECTIONS");
-    let ttl = Duration::from_millis(num("RMC_TTL_MS"));
-    let hold = Duration::from_millis(num("RMC_HOLD_MS"));
-    let min_replicas = num("RMC_MIN_REPLICAS") == 1;
-    let counters = num("RMC_COUNTERS") == 1;
-    let connect_timeout = std::env::var("RMC_CONNECT_TIMEOUT_MS")
-        .ok()
-        .map(|v| Duration::from_millis(v.parse().expect("RMC_CONNECT_TIMEOUT_MS")));
-
-    let client = match (std::env::var("RMC_URL"), connect_timeout) {
-        (Ok(url), None) => Client::open(&url),
-        (Ok(url), Some(t)) => Client::builder().node(url).connect_timeout(t).build(),
-        (Err(_), t) => {
-            let mut b = Client::builder().cluster(env("RMC_SEEDS").split(','));
-            if let Some(t) = t {
-                b = b.connect_timeout(t);
-            }
-            b.build()
-        }
-    }
-    .expect("a cluster client");
-    let mut data = ClusterConn::new(env("RMC_DATA_SEEDS").split(','));
-    let mut history = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(format!("{me}.jsonl")))
-        .expect("open the history");
-    let base = (Instant::now(), mono_ns());
-    let ns = |i: Instant| match i.checked_duration_since(base.0) {
-        Some(d) => base.1 + d.as_nanos() as i64,
-        None => base.1 - (base.0 - i).as_nanos() as i64,
-    };
-
-    let stop = dir.join("stop");
-    let end = Instant::now() + MAX_WORKER_RUN;
-    let mut summary = Summary::default();
-    let mut i = 0u64;
-    loop {
-        if (sections > 0 && i >= sections)
-            || (sections == 0 && (stop.exists() || Instant::now() >= end))
-        {
-            break;
-        }
-        let name = &names[(i as usize + offset) % names.len()];
-        i += 1;
-        let mut mutex = client.mutex(name).ttl(ttl);
-        if min_replicas {
-            mutex = mutex.min_replicas(1, REPLICA_WAIT);
-        }
-        let guard = match mutex.lock() {
-            Ok(g) => g,
-            Err(e) => {
-                summary.errors.push(format!("lock {name}: {e}"));
-                continue;
-            }
-        };
-        let mut emit = |event: Kind, t_ns: i64| {
-            let e = Event {
-                client: me.to_owned(),
-                event,
-                t_ns,
-                key: name.clone(),
-                token: String::from_utf8_lossy(guard.token()).into_owned(),
-                fence: guard.fence(),
-                validity_ns: ns(guard.valid_until()),
-            };
-            // One write per line on an O_APPEND file: a line is never torn by another's.
-            history
-                .write_all(format!("{}\n", e.to_json()).as_bytes())
-                .expect("write the history");
-        };
-        emit(Kind::Acquire, mono_ns());
-        let mut done = true;
-        if counters {
-            let key = counter_key(name);
-            let updated = data.get_u64(key.as_bytes()).and_then(|v| {
-                std::thread::sleep(hold);
-                data.set(key.as_bytes(), v.unwrap_or(0) + 1)
-            });
-            if let Err(e) = updated {
-                summary.errors.push(format!("counter {key}: {e}"));
-                done = false;
-            }
-        } else {
-            std::thread::sleep(hold);
-        }
-        let t = mono_ns();
-        if guard.is_held() {
-            emit(Kind::Use, t);
-        } else {
-            emit(Kind::Lost, t);
-            summary.lost += 1;
-        }
-        emit(Kind::Release, mono_ns());
-        if let Err(e) = guard.unlock() {
-            summary.errors.push(format!("unlock {name}: {e}"));
-        }
-        if done {
-            *summary.sections.entry(name.clone()).or_default() += 1;
-        }
-    }
-
-    let mut text = String::new();
-    for (name, n) in &summary.sections {
-        text.push_str(&format!("sections {name} {n}\n"));
-    }
-    text.push_str(&format!("lost {}\n", summary.lost));
-    for e in &summary.errors {
-        text.push_str(&format!("error {}\n", e.replace('\n', " ")));
-    }
-    let tmp = dir.join(format!("{me}.summary.tmp"));
-    std::fs::write(&tmp, text).expect("write the summary");
-    std::fs::rename(&tmp, dir.join(format!("{me}.summary"))).expect("publish the summary");
-}
-
 /// Asserts that every worker saw no error and no lost lock, and that each name's counter in
 /// the cluster equals the number of sections completed on it; returns that total.
 fn assert_counters_exact(cluster: &RedisCluster, names: &[String], summaries: &[Summary]) -> u64 {
@@ -664,7 +260,7 @@ fn critical_sections_on_every_master_are_exclusive() {
     }
 
     let started = Instant::now();
-    let mut workers = Workers::new(&cluster);
+    let mut workers = Workers::new(WORKER, &cluster);
     for w in 0..4 {
         // Both ways of naming a cluster: the URL and the builder's seed list.
         let connect = if w % 2 == 0 {
@@ -720,7 +316,7 @@ fn a_failover_keeps_holders_exclusive_with_min_replicas() {
     let slot = key_slot(on_victim[0].as_bytes());
     let replica = cluster.replicas_of(victim)[0];
 
-    let mut workers = Workers::new(&cluster);
+    let mut workers = Workers::new(WORKER, &cluster);
     for w in 0..3 {
         let mut spec = Spec::new(Connect::Seeds(cluster.seed_urls()), &names);
         spec.offset = w * 2;
@@ -891,7 +487,7 @@ fn resharding_under_running_locks_is_invisible() {
         let () = data.query_key(n.as_bytes(), &mset).unwrap();
     }
 
-    let mut workers = Workers::new(&cluster);
+    let mut workers = Workers::new(WORKER, &cluster);
     for w in 0..3 {
         let connect = if w == 0 {
             Connect::Url(cluster.url())

@@ -74,7 +74,8 @@ fn the_fault_proxy_passes_blackholes_drops_and_delays() {
     // Connections that closed end their threads.
     assert!(wait_until(Duration::from_secs(2), || proxy.threads() == 0));
     let _keep_one_open = proxied_conn(&proxy, Duration::from_millis(300));
-    assert!(wait_until(Duration::from_secs(2), || proxy.threads() == 3));
+    // Per connection: a reader and a writer each way.
+    assert!(wait_until(Duration::from_secs(2), || proxy.threads() == 4));
     let addr = proxy.addr();
     drop(proxy);
     assert!(

@@ -4,20 +4,21 @@
 //! nodes restarted without persistence) must be flagged by the checker.
 //!
 //! Quick by default (one fixed seed per scenario, small N, TTLs of 200–500 ms). Set
-//! `REDMUTEX_TORTURE_LONG=1` for the long sweep: more seeds and more sections per client.
+//! `REDMUTEX_TORTURE_LONG=1` for the long sweep: more seeds and more sections per client, and
+//! 200 random fault schedules (`redmutex_tests::schedule`); `REDMUTEX_TORTURE_SEED=N` replays
+//! the schedule of one seed.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use redmutex_tests::history::{self, Event, Kind, mono_ns};
-use redmutex_tests::{RedisServer, RedisServers, TempDir, wait_until};
+use redmutex_tests::history::{self, Kind, mono_ns};
+use redmutex_tests::schedule::{self, Schedule};
+use redmutex_tests::torture::{Run, kill_library_connections, summary_of, total};
+use redmutex_tests::{RedisServer, RedisServers, wait_until};
 
 const TORTURE: &str = env!("CARGO_BIN_EXE_torture");
 const MS: i64 = 1_000_000;
-/// Every scenario's processes must finish within this.
-const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn long() -> bool {
     std::env::var_os("REDMUTEX_TORTURE_LONG").is_some_and(|v| v != "0" && !v.is_empty())
@@ -32,201 +33,6 @@ fn seeds(base: u64) -> Vec<u64> {
     }
 }
 
-/// One scenario: its scratch directory, data server and client processes.
-struct Run {
-    dir: TempDir,
-    data: RedisServer,
-    key: String,
-    procs: Vec<Proc>,
-}
-
-struct Proc {
-    name: String,
-    child: Child,
-    history: PathBuf,
-}
-
-/// The summary line a driver prints.
-#[derive(Debug, Default, Clone, Copy)]
-struct Summary {
-    sections: u64,
-    waits: u64,
-    lost: u64,
-    rejected: u64,
-    /// The driver's wall clock at its end, in seconds since the epoch.
-    wall: u64,
-}
-
-impl Run {
-    fn new(key: &str) -> Run {
-        Run {
-            dir: TempDir::new("redmutex-torture"),
-            data: RedisServer::start(),
-            key: key.to_owned(),
-            procs: Vec::new(),
-        }
-    }
-
-    /// Starts one client; `args` are the scenario-specific flags.
-    fn spawn(&mut self, name: &str, urls: &[String], args: &[&str]) {
-        self.spawn_under(name, urls, args, Command::new(TORTURE));
-    }
-
-    /// Like [`Run::spawn`], through `cmd`: the driver itself, or a wrapper (`faketime …`)
-    /// that runs it.
-    fn spawn_under(&mut self, name: &str, urls: &[String], args: &[&str], mut cmd: Command) {
-        let history = self.dir.path().join(format!("{name}.jsonl"));
-        let child = cmd
-            .arg("--urls")
-            .arg(urls.join(","))
-            .args(["--key", &self.key, "--client", name])
-            .arg("--history")
-            .arg(&history)
-            .arg("--data-url")
-            .arg(self.data.url())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn torture");
-        self.procs.push(Proc {
-            name: name.to_owned(),
-            child,
-            history,
-        });
-    }
-
-    fn proc(&mut self, name: &str) -> &mut Proc {
-        self.procs.iter_mut().find(|p| p.name == name).unwrap()
-    }
-
-    fn history_of(&self, name: &str) -> Vec<Event> {
-        let p = self.procs.iter().find(|p| p.name == name).unwrap();
-        history::read_histories(&[&p.history]).unwrap()
-    }
-
-    /// Waits (bounded) until `name` holds the lock: its last event is an acquire or a use.
-    fn wait_holding(&self, name: &str) {
-        assert!(
-            wait_until(Duration::from_secs(10), || {
-                self.history_of(name)
-                    .last()
-                    .is_some_and(|e| matches!(e.event, Kind::Acquire | Kind::Use | Kind::Renew))
-            }),
-            "{name} never acquired"
-        );
-    }
-
-    fn signal(&mut self, name: &str, sig: libc::c_int) {
-        let pid = self.proc(name).child.id() as libc::pid_t;
-        // SAFETY: plain syscall on our own, not yet reaped child.
-        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-    }
-
-    /// Waits (bounded) for every process; returns each one's summary (None: no summary, e.g.
-    /// killed). Kills everything and panics on timeout or a failed client.
-    fn finish(&mut self) -> Vec<(String, Option<Summary>)> {
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        let mut out = Vec::new();
-        for p in &mut self.procs {
-            let status = loop {
-                if let Some(s) = p.child.try_wait().unwrap() {
-                    break s;
-                }
-                if Instant::now() >= deadline {
-                    // `Drop` kills every process.
-                    panic!("{} did not finish within {RUN_TIMEOUT:?}", p.name);
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            };
-            let mut stdout = String::new();
-            p.child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut stdout)
-                .unwrap();
-            let summary = parse_summary(&stdout);
-            if summary.is_none() {
-                use std::os::unix::process::ExitStatusExt;
-                assert_eq!(
-                    status.signal(),
-                    Some(libc::SIGKILL),
-                    "{} failed: {status}",
-                    p.name
-                );
-            }
-            out.push((p.name.clone(), summary));
-        }
-        out
-    }
-
-    fn events(&self) -> Vec<Event> {
-        let paths: Vec<&Path> = self.procs.iter().map(|p| p.history.as_path()).collect();
-        history::read_histories(&paths).unwrap()
-    }
-
-    fn counter(&self) -> u64 {
-        let v: Option<u64> = redis::cmd("GET")
-            .arg(format!("{}:counter", self.key))
-            .query(&mut self.data.conn())
-            .unwrap();
-        v.unwrap_or(0)
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        for p in &mut self.procs {
-            // SAFETY: plain syscalls on our own children; a stopped one is continued first.
-            unsafe {
-                libc::kill(p.child.id() as libc::pid_t, libc::SIGCONT);
-            }
-            let _ = p.child.kill();
-            let _ = p.child.wait();
-        }
-    }
-}
-
-fn parse_summary(stdout: &str) -> Option<Summary> {
-    let line = stdout.lines().find(|l| l.starts_with("done "))?;
-    let mut s = Summary::default();
-    for kv in line.split_whitespace().skip(1) {
-        let (k, v) = kv.split_once('=')?;
-        let slot = match k {
-            "sections" => &mut s.sections,
-            "waits" => &mut s.waits,
-            "lost" => &mut s.lost,
-            "rejected" => &mut s.rejected,
-            "wall" => &mut s.wall,
-            _ => continue,
-        };
-        *slot = v.parse().ok()?;
-    }
-    Some(s)
-}
-
-fn total(summaries: &[(String, Option<Summary>)]) -> Summary {
-    summaries
-        .iter()
-        .filter_map(|(_, s)| *s)
-        .fold(Summary::default(), |a, s| Summary {
-            sections: a.sections + s.sections,
-            waits: a.waits + s.waits,
-            lost: a.lost + s.lost,
-            rejected: a.rejected + s.rejected,
-            wall: 0,
-        })
-}
-
-fn summary_of(summaries: &[(String, Option<Summary>)], name: &str) -> Summary {
-    summaries
-        .iter()
-        .find(|(n, _)| n == name)
-        .and_then(|(_, s)| *s)
-        .unwrap_or_else(|| panic!("no summary from {name}"))
-}
-
 fn ms(ns: i64) -> f64 {
     ns as f64 / 1e6
 }
@@ -234,7 +40,7 @@ fn ms(ns: i64) -> f64 {
 /// No fault: 8 processes, N sections each, on `nodes` lock nodes.
 fn no_fault(nodes: usize, seed: u64, fenced: bool) {
     let servers = RedisServers::start(nodes);
-    let mut run = Run::new(&format!("none{nodes}:lock"));
+    let mut run = Run::new(TORTURE, &format!("none{nodes}:lock"));
     let n = if long() { "25" } else { "4" };
     for i in 0..8u64 {
         let seed = (seed + i).to_string();
@@ -296,7 +102,7 @@ fn holder_killed(seed: u64) {
     const TTL: i64 = 400;
     let server = RedisServer::start();
     let urls = vec![server.url()];
-    let mut run = Run::new("kill:lock");
+    let mut run = Run::new(TORTURE, "kill:lock");
     let ttl = TTL.to_string();
     run.spawn(
         "victim",
@@ -379,7 +185,7 @@ fn holder_stopped(seed: u64) {
     const NODE_TIMEOUT: i64 = 20;
     let server = RedisServer::start();
     let urls = vec![server.url()];
-    let mut run = Run::new("stop:lock");
+    let mut run = Run::new(TORTURE, "stop:lock");
     let (ttl, nt) = (TTL.to_string(), NODE_TIMEOUT.to_string());
     let common = ["--ttl-ms", &ttl, "--node-timeout-ms", &nt, "--fenced"];
     let victim_args = [
@@ -473,7 +279,7 @@ fn holder_sigstopped_for_three_ttls() {
 fn negative_control_plain_del_is_flagged() {
     let server = RedisServer::start();
     let urls = vec![server.url()];
-    let mut run = Run::new("neg:del");
+    let mut run = Run::new(TORTURE, "neg:del");
     run.spawn(
         "bad",
         &urls,
@@ -515,7 +321,7 @@ fn negative_control_plain_del_is_flagged() {
 fn negative_control_ignoring_validity_is_flagged() {
     let server = RedisServer::start();
     let urls = vec![server.url()];
-    let mut run = Run::new("neg:validity");
+    let mut run = Run::new(TORTURE, "neg:validity");
     run.spawn(
         "bad",
         &urls,
@@ -558,7 +364,7 @@ fn negative_control_redlock_restart_without_persistence_is_flagged() {
     let urls = servers.urls();
     servers[3].kill();
     servers[4].kill();
-    let mut run = Run::new("neg:redlock");
+    let mut run = Run::new(TORTURE, "neg:redlock");
     run.spawn(
         "a",
         &urls,
@@ -611,37 +417,6 @@ enum NodeFault {
     KillConnections,
 }
 
-/// Kills every connection of the library (named `redmutex:<owner>`) listed by `CLIENT LIST`;
-/// returns how many were killed and how many of them belonged to `victim`.
-fn kill_library_connections(conn: &mut redis::Connection, victim: &str) -> (usize, usize) {
-    let list: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
-    let (mut killed, mut of_victim) = (0, 0);
-    for line in list.lines() {
-        let field = |name: &str| {
-            line.split_whitespace()
-                .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
-        };
-        let (Some(id), Some(name)) = (field("id"), field("name")) else {
-            continue;
-        };
-        let Some(owner) = name.strip_prefix("redmutex:") else {
-            continue;
-        };
-        // 0 when the connection closed meanwhile.
-        let n: i64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("ID")
-            .arg(id)
-            .query(conn)
-            .unwrap();
-        if n > 0 {
-            killed += 1;
-            of_victim += usize::from(owner == victim);
-        }
-    }
-    (killed, of_victim)
-}
-
 /// A node fault of 3×TTL while a victim holds the lock: the loss is reported once the victim
 /// cannot renew within its validity (at the validity deadline, within one node timeout), no
 /// two holds overlap, and every client — the victim included — locks again afterwards.
@@ -652,7 +427,7 @@ fn node_fault(fault: NodeFault, seed: u64) {
     let server = RedisServer::start();
     let urls = vec![server.url()];
     let key = format!("{fault:?}:lock");
-    let mut run = Run::new(&key);
+    let mut run = Run::new(TORTURE, &key);
     let (ttl, nt) = (TTL.to_string(), NODE_TIMEOUT.to_string());
     // Waiters ride over the outage (no node reachable) instead of reporting it after 1 s.
     let common = [
@@ -866,8 +641,8 @@ fn clock_jump(lib: &Path, seed: u64) {
     const HOUR: i64 = 3600;
     let server = RedisServer::start();
     let urls = vec![server.url()];
-    let mut run = Run::new("clock:lock");
-    let jump_file = run.dir.path().join("jump");
+    let mut run = Run::new(TORTURE, "clock:lock");
+    let jump_file = run.dir().join("jump");
     std::fs::write(&jump_file, "+0\n").unwrap();
     let n = if long() { "20" } else { "6" };
     let clients: [(&str, &str); 6] = [
@@ -952,4 +727,63 @@ fn clock_jump(lib: &Path, seed: u64) {
         "only {} handovers",
         report.handovers()
     );
+}
+
+/// The quick run's schedules: fixed seeds, each a different mix of nodes and faults.
+const QUICK_SCHEDULES: [u64; 4] = [1, 2, 3, 4];
+/// How many schedules the long sweep runs.
+const LONG_SCHEDULES: u64 = 200;
+/// How long the clients of a schedule start sections.
+const SCHEDULE_LENGTH: Duration = Duration::from_secs(4);
+
+/// Random fault schedules (see `redmutex_tests::schedule`): clients that lock, use, extend
+/// with random TTLs, unlock or drop, and get stopped or killed; nodes frozen, restarted from
+/// their append-only file, their connections killed, behind proxies that delay, duplicate and
+/// cut requests and drop or delay replies. Every history is clean: no overlap, fences
+/// strictly increasing, no use outside a hold; and the lock is taken despite the faults.
+#[test]
+fn random_fault_schedules() {
+    let seeds: Vec<u64> = match std::env::var("REDMUTEX_TORTURE_SEED") {
+        Ok(s) => vec![s.parse().expect("REDMUTEX_TORTURE_SEED is a number")],
+        Err(_) if long() => (1..=LONG_SCHEDULES).collect(),
+        Err(_) => QUICK_SCHEDULES.to_vec(),
+    };
+    let started = Instant::now();
+    let (mut failed, mut holds, mut lost, mut errors) = (Vec::new(), 0, 0, 0);
+    for &seed in &seeds {
+        let plan = Schedule::draw(seed, SCHEDULE_LENGTH);
+        let out = schedule::run(TORTURE, &plan);
+        let t = total(&out.summaries);
+        let killed = out.summaries.iter().filter(|(_, s)| s.is_none()).count();
+        eprintln!(
+            "{plan}\n  -> {}; {} sections, {} lost, {} lock errors, {killed} killed; proxies \
+             duplicated {} requests and cut {} connections; {} connections killed",
+            out.report,
+            t.sections,
+            t.lost,
+            t.errors,
+            out.duplicated,
+            out.cut,
+            out.killed_connections
+        );
+        holds += out.report.holds.len();
+        lost += t.lost;
+        errors += t.errors;
+        if !out.report.is_clean() {
+            eprintln!("{}", out.excerpt());
+            failed.push(format!("seed {seed}: {}", out.report));
+        } else if out.report.holds.len() < 3 {
+            failed.push(format!(
+                "seed {seed}: only {} holds",
+                out.report.holds.len()
+            ));
+        }
+    }
+    eprintln!(
+        "{} schedules in {:.0} s: {holds} holds, {lost} lost, {errors} lock errors, {} failed",
+        seeds.len(),
+        started.elapsed().as_secs_f64(),
+        failed.len()
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

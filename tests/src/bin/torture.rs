@@ -7,6 +7,7 @@
 //!         --history FILE --seed S --data-url URL
 //!         [--fenced] [--mode normal|plain-del|ignore-validity] [--pause-after-acquire-ms X]
 //!         [--no-renew] [--node-timeout-ms X] [--connect-timeout-ms X] [--wait-ms X]
+//!         [--extend-ms MIN:MAX] [--release unlock|drop|mix] [--keep-going] [--for-ms X]
 //! ```
 //!
 //! - The counter `K:counter` lives on `--data-url` (a separate server). A section reads it,
@@ -22,19 +23,33 @@
 //! - `--pause-after-acquire-ms X` sleeps X ms right after each acquire.
 //! - `--connect-timeout-ms X` is the client's connect timeout, which also bounds how long a
 //!   lock call rides over an outage (no quorum reachable) before it reports it.
+//! - `--extend-ms MIN:MAX` extends the lease once in the middle of each hold, to a TTL drawn
+//!   from MIN..=MAX (a `renew` event with the new validity when it succeeds).
+//! - `--release drop` ends each section by dropping the guard instead of `unlock()`; `mix`
+//!   draws one of the two per section.
+//! - `--for-ms X` starts no section after X ms (with a large `--n`: a client for a duration).
+//! - `--keep-going`: a lock call that fails or times out (no quorum, a node down) is counted
+//!   (`errors=`) and the next section begins 20 ms later, instead of exiting with code 2.
+//!
+//! Renewals are learnt from `MutexGuard::renewals` (polled every 10 ms while holding, and
+//! read again when the loss is learnt): a `renew` event carries the guard's `valid_until`
+//! at the moment it was seen, and a `lost` event the validity the guard had when the loss was
+//! learnt, written after any renewal not yet reported. The core has no hook that reports a
+//! renewal as it happens, so a `renew` event may be stamped up to 10 ms late; a process
+//! killed in that window never writes it.
 //!
 //! Ends with one line on stdout:
-//! `done client=NAME sections=S waits=W lost=L rejected=R wall=UNIX_SECONDS`.
+//! `done client=NAME sections=S waits=W lost=L rejected=R errors=E wall=UNIX_SECONDS`.
 //! Exit code 2 on a usage or lock error.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redmutex::{Client, MutexGuard, TryLockError};
 use redmutex_tests::history::{Event, Kind, mono_ns};
+use redmutex_tests::schedule::Rng;
 
 const READ: &str = "local h = tonumber(redis.call('GET', KEYS[2]) or '0') \
     local f = tonumber(ARGV[1]) \
@@ -74,6 +89,18 @@ struct Args {
     node_timeout_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
     wait_ms: u64,
+    extend_ms: Option<(u64, u64)>,
+    release: Release,
+    keep_going: bool,
+    for_ms: Option<u64>,
+}
+
+/// How a section ends.
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum Release {
+    Unlock,
+    Drop,
+    Mix,
 }
 
 fn usage(msg: &str) -> ! {
@@ -100,6 +127,10 @@ fn parse_args() -> Args {
         node_timeout_ms: None,
         connect_timeout_ms: None,
         wait_ms: 30_000,
+        extend_ms: None,
+        release: Release::Unlock,
+        keep_going: false,
+        for_ms: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -116,14 +147,18 @@ fn parse_args() -> Args {
             "--key" => a.key = val(),
             "--client" => a.client = val(),
             "--n" => a.n = num(val()),
-            "--hold-ms" => {
-                let v = val();
-                let (lo, hi) = v.split_once(':').unwrap_or((&v, &v));
-                a.hold_ms = (num(lo.into()), num(hi.into()));
-                if a.hold_ms.0 > a.hold_ms.1 {
-                    usage("--hold-ms MIN:MAX with MIN <= MAX");
+            "--hold-ms" => a.hold_ms = range(&flag, &val()),
+            "--extend-ms" => a.extend_ms = Some(range(&flag, &val())),
+            "--release" => {
+                a.release = match val().as_str() {
+                    "unlock" => Release::Unlock,
+                    "drop" => Release::Drop,
+                    "mix" => Release::Mix,
+                    r => usage(&format!("unknown release {r:?}")),
                 }
             }
+            "--keep-going" => a.keep_going = true,
+            "--for-ms" => a.for_ms = Some(num(val())),
             "--first-hold-ms" => a.first_hold_ms = Some(num(val())),
             "--ttl-ms" => a.ttl_ms = num(val()),
             "--history" => a.history = val(),
@@ -156,20 +191,18 @@ fn parse_args() -> Args {
     a
 }
 
-/// splitmix64: a small deterministic generator for the hold times.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+/// `MIN:MAX` (or one number for both), MIN <= MAX.
+fn range(flag: &str, v: &str) -> (u64, u64) {
+    let (lo, hi) = v.split_once(':').unwrap_or((v, v));
+    let num = |v: &str| -> u64 {
+        v.parse()
+            .unwrap_or_else(|_| usage(&format!("bad number {v:?}")))
+    };
+    let r = (num(lo), num(hi));
+    if r.0 > r.1 {
+        usage(&format!("{flag} MIN:MAX with MIN <= MAX"));
     }
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
+    r
 }
 
 /// Converts `Instant`s to `CLOCK_MONOTONIC` nanoseconds (offset measured once at start).
@@ -207,47 +240,114 @@ impl History {
     }
 }
 
-/// What the driver knows about the current grant.
+/// What the driver reported about the current grant; shared with its on-lost callback.
 struct Grant {
+    history: History,
+    clock: Clock,
+    /// The acquire event: the template of every later event of this grant.
     event: Event,
-    lost_reported: Arc<AtomicBool>,
-    validity: Arc<AtomicI64>,
+    seen: Mutex<Seen>,
+}
+
+struct Seen {
+    /// `renewals()` when last reported.
     renewals: u64,
+    /// The validity last reported.
+    validity_ns: i64,
+    lost: bool,
 }
 
 impl Grant {
-    fn emit(&self, h: &History, kind: Kind, t_ns: i64) {
+    fn new(history: &History, clock: Clock, client: &str, key: &str, guard: &MutexGuard) -> Grant {
+        let validity_ns = clock.ns(guard.valid_until());
+        Grant {
+            history: history.clone(),
+            clock,
+            event: Event {
+                client: client.to_owned(),
+                event: Kind::Acquire,
+                t_ns: mono_ns(),
+                key: key.to_owned(),
+                token: String::from_utf8_lossy(guard.token()).into_owned(),
+                fence: guard.fence(),
+                validity_ns,
+            },
+            seen: Mutex::new(Seen {
+                renewals: guard.renewals(),
+                validity_ns,
+                lost: false,
+            }),
+        }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn emit(&self, kind: Kind, t_ns: i64, validity_ns: i64) {
         let mut e = self.event.clone();
         e.event = kind;
         e.t_ns = t_ns;
-        e.validity_ns = self.validity.load(Ordering::SeqCst);
-        h.emit(&e);
+        e.validity_ns = validity_ns;
+        self.history.emit(&e);
     }
 
-    /// Emits `renew` if the library renewed since we last looked.
-    fn poll(&mut self, h: &History, guard: &MutexGuard, clock: Clock) {
+    /// Emits `renew` if the library renewed since we last looked (not after the loss).
+    fn poll(&self, guard: &MutexGuard) {
+        let mut seen = self.seen();
+        self.report_renewal(&mut seen, guard);
+    }
+
+    fn report_renewal(&self, seen: &mut Seen, guard: &MutexGuard) {
         let r = guard.renewals();
-        if r != self.renewals {
-            self.renewals = r;
-            self.validity
-                .store(clock.ns(guard.valid_until()), Ordering::SeqCst);
-            self.emit(h, Kind::Renew, mono_ns());
+        if r != seen.renewals && !seen.lost {
+            seen.renewals = r;
+            seen.validity_ns = self.clock.ns(guard.valid_until());
+            self.emit(Kind::Renew, mono_ns(), seen.validity_ns);
         }
     }
 
-    /// A `use`: timestamp first, then the check, so a passing check proves t < validity.
-    /// Returns false (after reporting the loss) when the guard is no longer held.
-    fn use_(&mut self, h: &History, guard: &MutexGuard, clock: Clock, checked: bool) -> bool {
-        self.poll(h, guard, clock);
+    /// Emits `lost` once, with the validity the guard had when the loss was learnt, after a
+    /// `renew` for any renewal not reported yet. Without the guard (it is being dropped), the
+    /// validity last reported.
+    fn lost(&self, guard: Option<&MutexGuard>) {
+        let mut seen = self.seen();
+        if seen.lost {
+            return;
+        }
+        if let Some(g) = guard {
+            self.report_renewal(&mut seen, g);
+            seen.validity_ns = self.clock.ns(g.valid_until());
+        }
+        seen.lost = true;
+        self.emit(Kind::Lost, mono_ns(), seen.validity_ns);
+    }
+
+    fn is_lost(&self) -> bool {
+        self.seen().lost
+    }
+
+    /// A `use`: timestamp first, then the check, so a passing check proves t < validity;
+    /// then any renewal the check relied on is reported (after t: the checker counts every
+    /// validity promised before the hold ended). Returns false (after reporting the loss)
+    /// when the guard is no longer held.
+    fn use_(&self, guard: &MutexGuard, checked: bool) -> bool {
         let t = mono_ns();
         if checked && guard.check().is_err() {
-            if !self.lost_reported.swap(true, Ordering::SeqCst) {
-                self.emit(h, Kind::Lost, mono_ns());
-            }
+            self.lost(Some(guard));
             return false;
         }
-        self.emit(h, Kind::Use, t);
+        self.poll(guard);
+        let validity = self.seen().validity_ns;
+        self.emit(Kind::Use, t, validity);
         true
+    }
+
+    /// Extends the lease to `ttl`; a success is reported as a renewal.
+    fn extend(&self, guard: &MutexGuard, ttl: Duration) {
+        if guard.extend(ttl).is_ok() {
+            self.poll(guard);
+        }
     }
 }
 
@@ -283,48 +383,40 @@ fn main() {
     let fence_key = format!("{}:fence", a.key);
     let read = redis::Script::new(READ);
     let write = redis::Script::new(WRITE);
-    let mut rng = Rng(a.seed);
-    let (mut sections, mut waits, mut lost, mut rejected) = (0u64, 0u64, 0u64, 0u64);
+    let mut rng = Rng::new(a.seed);
+    let (mut sections, mut waits, mut lost, mut rejected, mut errors) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
 
+    let started = Instant::now();
     for section in 0..a.n {
-        let guard = match mutex.try_lock() {
-            Ok(g) => g,
+        if a.for_ms
+            .is_some_and(|ms| started.elapsed() >= Duration::from_millis(ms))
+        {
+            break;
+        }
+        let locked = match mutex.try_lock() {
             Err(TryLockError::WouldBlock) => {
                 waits += 1;
-                match mutex.try_lock_for(Duration::from_millis(a.wait_ms)) {
-                    Ok(g) => g,
-                    Err(e) => usage(&format!("lock: {e}")),
-                }
+                mutex.try_lock_for(Duration::from_millis(a.wait_ms))
+            }
+            other => other,
+        };
+        let guard = match locked {
+            Ok(g) => Arc::new(g),
+            Err(_) if a.keep_going => {
+                errors += 1;
+                // A node that refuses at once (restarting) would otherwise spin this loop.
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
             }
             Err(e) => usage(&format!("lock: {e}")),
         };
-        let validity = Arc::new(AtomicI64::new(clock.ns(guard.valid_until())));
-        let mut grant = Grant {
-            event: Event {
-                client: a.client.clone(),
-                event: Kind::Acquire,
-                t_ns: mono_ns(),
-                key: a.key.clone(),
-                token: String::from_utf8_lossy(guard.token()).into_owned(),
-                fence: guard.fence(),
-                validity_ns: validity.load(Ordering::SeqCst),
-            },
-            lost_reported: Arc::new(AtomicBool::new(false)),
-            validity,
-            renewals: guard.renewals(),
-        };
+        let grant = Arc::new(Grant::new(&history, clock, &a.client, &a.key, &guard));
         history.emit(&grant.event);
         {
-            let (h, mut e) = (history.clone(), grant.event.clone());
-            let (reported, validity) = (grant.lost_reported.clone(), grant.validity.clone());
-            guard.on_lost(move || {
-                if !reported.swap(true, Ordering::SeqCst) {
-                    e.event = Kind::Lost;
-                    e.t_ns = mono_ns();
-                    e.validity_ns = validity.load(Ordering::SeqCst);
-                    h.emit(&e);
-                }
-            });
+            // Weak: the callback lives in the guard, and must not keep it alive.
+            let (g, weak) = (Arc::clone(&grant), Arc::downgrade(&guard));
+            guard.on_lost(move || g.lost(weak.upgrade().as_deref()));
         }
         if a.pause_ms > 0 {
             std::thread::sleep(Duration::from_millis(a.pause_ms));
@@ -332,7 +424,7 @@ fn main() {
         let checked = a.mode != Mode::IgnoreValidity;
         let fence = guard.fence();
         let mut done = false;
-        if grant.use_(&history, &guard, clock, checked) {
+        if grant.use_(&guard, checked) {
             if a.mode == Mode::ExitHolding {
                 // No destructor runs: the guard is neither released nor forgotten.
                 std::process::exit(0);
@@ -359,12 +451,24 @@ fn main() {
                     Some(first) if section == 0 => first,
                     _ => drawn,
                 };
+                let mut extend = a.extend_ms.map(|(lo, hi)| {
+                    (
+                        Instant::now() + Duration::from_millis(hold / 2),
+                        rng.between(lo, hi),
+                    )
+                });
                 let end = Instant::now() + Duration::from_millis(hold);
                 while let Some(left) = end.checked_duration_since(Instant::now()) {
                     std::thread::sleep(left.min(Duration::from_millis(10)));
-                    grant.poll(&history, &guard, clock);
+                    grant.poll(&guard);
+                    if let Some((at, ttl)) = extend
+                        && Instant::now() >= at
+                    {
+                        grant.extend(&guard, Duration::from_millis(ttl));
+                        extend = None;
+                    }
                 }
-                if grant.use_(&history, &guard, clock, checked) {
+                if grant.use_(&guard, checked) {
                     if a.fenced {
                         let ok: i64 = write
                             .key(&counter)
@@ -390,9 +494,14 @@ fn main() {
             }
         }
         sections += u64::from(done);
-        grant.poll(&history, &guard, clock);
+        grant.poll(&guard);
         // The hold ends when we stop using: timestamp before the release is sent.
-        grant.emit(&history, Kind::Release, mono_ns());
+        grant.emit(Kind::Release, mono_ns(), grant.seen().validity_ns);
+        let drop_it = match a.release {
+            Release::Unlock => false,
+            Release::Drop => true,
+            Release::Mix => rng.chance(50),
+        };
         if a.mode == Mode::PlainDel {
             for url in &a.urls {
                 if let Ok(mut c) = redis::Client::open(url.as_str())
@@ -403,10 +512,13 @@ fn main() {
             }
             // The guard's own compare-and-delete is harmless now: the key is gone or not ours.
             drop(guard);
-            lost += u64::from(grant.lost_reported.load(Ordering::SeqCst));
+            lost += u64::from(grant.is_lost());
+        } else if drop_it {
+            drop(guard);
+            lost += u64::from(grant.is_lost());
         } else {
-            let failed = guard.unlock().is_err();
-            lost += u64::from(failed || grant.lost_reported.load(Ordering::SeqCst));
+            let failed = guard.release().is_err();
+            lost += u64::from(failed || grant.is_lost());
         }
     }
     // The wall clock at the end (seconds since the epoch): shows a faked clock took effect.
@@ -415,7 +527,7 @@ fn main() {
         .map_or(0, |d| d.as_secs());
     println!(
         "done client={} sections={sections} waits={waits} lost={lost} rejected={rejected} \
-         wall={wall}",
+         errors={errors} wall={wall}",
         a.client
     );
 }

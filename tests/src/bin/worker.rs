@@ -4,10 +4,12 @@
 //! worker rmw   URLS KEY COUNTER N [TTL_MS]   N critical sections of GET/SET on COUNTER
 //! worker hold  URLS KEY TTL_MS               take the lock, print "locked FENCE", sleep
 //! worker loop  URLS KEY COUNTER SECS         critical sections until SECS have passed
+//! worker sections key=value…                  sections on several names, writing a history
 //! ```
 //! URLS is comma-separated; the counter lives on the first of them, or on `DATA_URL` when that
 //! environment variable is set (for tests that restart lock nodes). Each mode ends with one
-//! summary line on stdout.
+//! summary line on stdout. `sections` (the cluster suite's clients) is described, and started,
+//! by `redmutex_tests::workers`; it writes its history and summary to files instead.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -17,6 +19,10 @@ use redmutex::{Client, TryLockError};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("sections") {
+        redmutex_tests::workers::run_sections(&args[2..]);
+        return;
+    }
     let urls: Vec<&str> = args[2].split(',').collect();
     let key = args[3].as_str();
     let mut builder = Client::builder().nodes(urls.iter().copied());

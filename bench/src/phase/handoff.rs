@@ -1,0 +1,129 @@
+//! Hand-off: how soon a waiting process holds the lock after the holder released it; first
+//! the floor (an `RPUSH` waking a `BLPOP` in another process), then redmutex, then the peers.
+
+use std::time::Duration;
+
+use crate::child::LOCK_CHILD;
+use crate::external::External;
+use crate::handoff::{self, Handoff};
+use crate::phase::peers::Peers;
+use crate::phase::{Ctx, Notes, Phase, progress};
+use crate::proc::Proc;
+use crate::report::{Mark, Row, blocked_at_release, handoff_row};
+
+pub struct Handoffs {
+    /// The wake-up floor: RPUSH → BLPOP across processes.
+    pub blpop: Handoff,
+    pub redmutex: Handoff,
+    /// (label, hand-off) of every comparison that ran.
+    pub compare: Vec<(String, Handoff)>,
+}
+
+/// Runs the hand-off rows; `python` are the Python rows of the latency phase (a lock whose
+/// uncontended row failed is not tried again here). Probes the baseline between runs.
+pub fn run(
+    ctx: &Ctx,
+    peers: &Peers,
+    python: &[External],
+    drift: &mut Vec<u64>,
+    notes: &mut Notes,
+) -> Result<Phase<Handoffs>, String> {
+    let counts = ctx.counts;
+    let url = ctx.url.as_str();
+    let plan = |n: usize| handoff::Plan {
+        samples: n,
+        warmup: (n / 20).clamp(3, 20),
+        settle_min: counts.settle.0,
+        settle_max: counts.settle.1,
+    };
+    let rust_child = |imp: &'static str, key: &'static str| {
+        let url = url.to_owned();
+        move |_: usize| Proc::this_exe(&[LOCK_CHILD.into(), imp.into(), url.clone(), key.into()])
+    };
+    progress("handoff: RPUSH → BLPOP wake-up floor");
+    seed_blpop(url)?;
+    let blpop = handoff::run(
+        "blpop",
+        url,
+        &plan(counts.handoff),
+        &rust_child("blpop", "bench:handoff:blpop"),
+    )?;
+    ctx.probe(drift)?;
+    progress("handoff: redmutex");
+    let redmutex = handoff::run(
+        "redmutex",
+        url,
+        &plan(counts.handoff),
+        &rust_child("redmutex", "bench:handoff:redmutex"),
+    )?;
+    let mut compare: Vec<(String, Handoff)> = Vec::new();
+    if ctx.compare {
+        progress("handoff: redlock");
+        match handoff::run(
+            "redlock",
+            url,
+            &plan(counts.handoff_compare),
+            &rust_child("redlock", "bench:handoff:redlock"),
+        ) {
+            Ok(h) => compare.push(("redlock 2.0.0".into(), h)),
+            Err(e) => notes.skip("redlock handoff", &e),
+        }
+        if let Some(py) = &peers.python {
+            for e in python {
+                if e.name == "ping" {
+                    continue;
+                }
+                if let Err(why) = &e.result {
+                    notes.skip(&format!("{} handoff", e.label), why);
+                    continue;
+                }
+                ctx.probe(drift)?;
+                progress(&format!("handoff: {}", e.label));
+                let key = format!("bench:handoff:{}", e.name);
+                let n = if e.name == "redmutex-py" {
+                    counts.handoff_compare.max(counts.handoff / 4)
+                } else {
+                    counts.handoff_compare
+                };
+                match handoff::run(&e.label, url, &plan(n), &|_| {
+                    Ok(py.child(&e.name, url, &key))
+                }) {
+                    Ok(h) => compare.push((e.label.clone(), h)),
+                    Err(why) => notes.skip(&format!("{} handoff", e.label), &why),
+                }
+            }
+        }
+    }
+    let base = ctx.base;
+    let hm = redmutex.samples.median() as f64 / base.max(1) as f64;
+    let hp = redmutex.samples.p99() as f64 / base.max(1) as f64;
+    let rows = vec![
+        handoff_row("context: RPUSH → BLPOP wake-up (2 processes)", &blpop),
+        Row::latency("handoff, 1 node (2 processes)", redmutex.samples.clone())
+            .result(blocked_at_release(&redmutex))
+            .target("median ≤ 3×, p99 ≤ 10×", Mark::of(hm <= 3.0 && hp <= 10.0)),
+    ];
+    Ok(Phase {
+        rows,
+        data: Handoffs {
+            blpop,
+            redmutex,
+            compare,
+        },
+    })
+}
+
+/// One element on the floor's list, so that the first BLPOP does not wait.
+fn seed_blpop(url: &str) -> Result<(), String> {
+    let mut c = redis::Client::open(url)
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    redis::pipe()
+        .cmd("DEL")
+        .arg("bench:handoff:blpop")
+        .cmd("RPUSH")
+        .arg("bench:handoff:blpop")
+        .arg(1)
+        .query::<()>(&mut c)
+        .map_err(|e| e.to_string())
+}

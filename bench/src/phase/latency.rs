@@ -1,0 +1,113 @@
+//! The PING baseline and the uncontended rows, with the peers' uncontended rows measured in
+//! chunks between the rounds (see `crate::uncontended` for why they take turns).
+
+use crate::external::{Chunks, External};
+use crate::phase::peers::{C_LABEL, C_NAME, Peers};
+use crate::phase::{Ctx, Phase, progress};
+use crate::report::{Mark, Row};
+use crate::stats::fmt_ratio;
+use crate::uncontended::{self, ServerTime, Uncontended};
+
+pub struct Latency {
+    pub unc: Uncontended,
+    /// The baseline: the median PING round trip, the unit of every ratio.
+    pub base: u64,
+    pub server_time: ServerTime,
+    /// The Python rows (PING and each lock), measured between the rounds.
+    pub python: Vec<External>,
+    /// The C binding's row, when compared.
+    pub c: Option<External>,
+}
+
+/// Runs the interleaved rounds; the rows are the baseline's and the uncontended ones.
+pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
+    let counts = ctx.counts;
+    let url = ctx.url.as_str();
+    let mut py_chunks = Chunks::default();
+    let mut c_chunks = Chunks::default();
+    progress("uncontended rows and the PING baseline (interleaved, with the Python and C rows)");
+    let unc = uncontended::run(
+        url,
+        &ctx.urls5,
+        &uncontended::Plan {
+            rounds: counts.rounds,
+            per_round: counts.per_round,
+            per_round_redlock: counts.per_round_redlock,
+            with_redlock: ctx.compare,
+            between_every: counts.rounds / counts.chunks,
+        },
+        &mut || {
+            if let Some(py) = peers.python.as_mut() {
+                py_chunks.add_all(py.uncontended(url, counts.python_n / counts.chunks, 1));
+            }
+            if let Some(Ok(c)) = &peers.c {
+                c_chunks.add(C_NAME, C_LABEL, c.run(url, counts.c_n / counts.chunks));
+            }
+            Ok(())
+        },
+    )?;
+    let base = unc.ping.median();
+    let server_time = uncontended::server_time(url, counts.chunks * 100)?;
+    let c = match peers.c.take() {
+        None => None,
+        Some(Err(e)) => Some(External {
+            name: C_NAME.into(),
+            label: C_LABEL.into(),
+            result: Err(e),
+        }),
+        Some(Ok(_)) => c_chunks.finish().pop(),
+    };
+    let mut rows = baseline_rows(&unc);
+    rows.extend(uncontended_rows(&unc, base));
+    Ok(Phase {
+        rows,
+        data: Latency {
+            unc,
+            base,
+            server_time,
+            python: py_chunks.finish(),
+            c,
+        },
+    })
+}
+
+/// The baseline and the floors the lock rows compare with.
+fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
+    vec![
+        Row::latency("baseline: PING, 1 node (redis-rs)", unc.ping.clone()),
+        Row::latency("context: PING to 5 nodes at once", unc.ping5.clone())
+            .result("floor of a 5-node round"),
+        Row::latency(
+            "context: SET NX PX + compare-and-delete script",
+            unc.floor1.clone(),
+        )
+        .result("floor of a lock with a safe release (redis-rs alone)"),
+    ]
+}
+
+/// `try_lock` + `unlock` on 1 and on 5 nodes, against their floors.
+fn uncontended_rows(unc: &Uncontended, base: u64) -> Vec<Row> {
+    let u1 = unc.redmutex1.median() as f64 / base.max(1) as f64;
+    let u5 = unc.redmutex5.median() as f64 / unc.redmutex1.median().max(1) as f64;
+    vec![
+        Row::latency(
+            "uncontended, 1 node: try_lock + unlock",
+            unc.redmutex1.clone(),
+        )
+        .result(format!(
+            "{} that floor",
+            fmt_ratio(unc.redmutex1.median() as f64 / unc.floor1.median().max(1) as f64)
+        ))
+        .target("median ≤ 2.3×", Mark::of(u1 <= 2.3)),
+        Row::latency(
+            "uncontended, 5 nodes: try_lock + unlock",
+            unc.redmutex5.clone(),
+        )
+        .result(format!(
+            "{} the 1-node row; {} the 5-node PING",
+            fmt_ratio(u5),
+            fmt_ratio(unc.redmutex5.median() as f64 / unc.ping5.median().max(1) as f64)
+        ))
+        .target("≤ 1.3× the 1-node row", Mark::of(u5 <= 1.3)),
+    ]
+}

@@ -1,0 +1,99 @@
+//! The peers: the locks users would pick instead (the redlock crate, the Python locks) and
+//! redmutex's own C binding. They are measured inside the other phases (so that they share
+//! the machine's state with the redmutex rows); this phase prepares them and turns what was
+//! measured into their rows, each peer's uncontended row followed by its hand-off row.
+
+use crate::external::{self, CProgram, External, Python};
+use crate::handoff::Handoff;
+use crate::phase::{Ctx, Notes, progress};
+use crate::report::{Row, handoff_row};
+use crate::uncontended::Uncontended;
+
+pub const C_NAME: &str = "redmutex-c";
+pub const C_LABEL: &str = "redmutex C binding";
+
+/// The external programs, when compared.
+pub struct Peers {
+    pub python: Option<Python>,
+    /// The compiled C program, or why it could not be built; taken by the latency phase.
+    pub c: Option<Result<CProgram, String>>,
+}
+
+/// Finds Python and compiles the C program (with `--no-compare`: neither).
+pub fn prepare(ctx: &Ctx, notes: &mut Notes) -> Peers {
+    let mut peers = Peers {
+        python: None,
+        c: None,
+    };
+    if ctx.compare {
+        match external::python(ctx.root) {
+            Ok(py) => peers.python = Some(py),
+            Err(e) => notes.skip("Python rows", &e),
+        }
+        progress("compiling the C binding's program");
+        peers.c = Some(external::c_program(ctx.root));
+    }
+    peers
+}
+
+/// What the other phases measured of the peers.
+pub struct Measured<'a> {
+    /// The uncontended rows, with redlock's.
+    pub unc: &'a Uncontended,
+    /// The Python rows and the C binding's, from the latency phase.
+    pub python: &'a [External],
+    pub c: Option<&'a External>,
+    /// (label, hand-off) of every peer whose hand-off ran.
+    pub handoff: &'a [(String, Handoff)],
+}
+
+/// The peers' rows: redlock's, then each Python lock's, then the C binding's.
+pub fn rows(m: &Measured, notes: &mut Notes) -> Vec<Row> {
+    let compare = m.handoff;
+    let mut rows = Vec::new();
+    for (label, s) in [
+        ("redlock 2.0.0: uncontended, 1 node", &m.unc.redlock1),
+        ("redlock 2.0.0: uncontended, 5 nodes", &m.unc.redlock5),
+    ] {
+        if let Some(s) = s {
+            rows.push(Row::latency(label, s.clone()));
+        }
+    }
+    for (label, h) in compare.iter().filter(|(l, _)| l.starts_with("redlock")) {
+        rows.push(handoff_row(label, h));
+    }
+    for e in m.python {
+        match &e.result {
+            Ok(s) if e.name == "ping" => rows.push(
+                Row::latency(format!("{}: PING (Python context)", e.label), s.clone())
+                    .result("Python client's own round trip"),
+            ),
+            Ok(s) => rows.push(Row::latency(
+                format!("{}: uncontended, 1 node", e.label),
+                s.clone(),
+            )),
+            Err(why) => skipped(&mut rows, notes, e, why),
+        }
+        if let Some((label, h)) = compare.iter().find(|(l, _)| *l == e.label) {
+            rows.push(handoff_row(label, h));
+        }
+    }
+    if let Some(c) = m.c {
+        match &c.result {
+            Ok(s) => rows.push(Row::latency(
+                format!("{}: uncontended, 1 node", c.label),
+                s.clone(),
+            )),
+            Err(why) => skipped(&mut rows, notes, c, why),
+        }
+    }
+    rows
+}
+
+fn skipped(rows: &mut Vec<Row>, notes: &mut Notes, e: &External, why: &str) {
+    rows.push(Row::value(
+        format!("{}: uncontended", e.label),
+        "skipped (see notes)",
+    ));
+    notes.skip(&format!("{} uncontended", e.label), why);
+}
