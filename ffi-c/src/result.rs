@@ -7,8 +7,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use redmutex::{Error, ErrorKind, TryLockError};
 
-use crate::ptr::Out;
-
 /// What a call did: `REDMUTEX_RESULT_OK` (0) or why it failed.
 ///
 /// The numbers are stable and never reused. Values 1 to 99 mirror the library's error kinds
@@ -113,13 +111,12 @@ pub extern "C" fn redmutex_last_error_message(
 ) -> redmutex_result {
     // Not through `boundary`: a failure here must not replace the message being read.
     let copied = catch_unwind(AssertUnwindSafe(|| {
-        let Ok(out) = Out::new(out_n, "out_n") else {
-            return redmutex_result::NullParameter;
-        };
-        if buf.is_null() && len != 0 {
+        if out_n.is_null() || (buf.is_null() && len != 0) {
             return redmutex_result::NullParameter;
         }
-        out.write(LAST_ERROR.with(|last| copy_str(&last.borrow(), buf, len)));
+        let n = LAST_ERROR.with(|last| copy_str(&last.borrow(), buf, len));
+        // SAFETY: non-NULL (checked above), and the caller passes a writable `size_t`.
+        unsafe { out_n.write(n) };
         redmutex_result::Ok
     }));
     copied.unwrap_or(redmutex_result::Panic)

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 
-use crate::lock::lock;
+use crate::sync::lock;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 

@@ -11,6 +11,7 @@ mod client;
 mod errors;
 mod lock;
 mod status;
+mod sync;
 
 use pyo3::prelude::*;
 

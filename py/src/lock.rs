@@ -18,6 +18,7 @@ use crate::args::{self, Wait};
 use crate::callbacks;
 use crate::errors::{self, not_held};
 use crate::status::LockStatus;
+use crate::sync::lock;
 
 /// The longest a blocking call waits without running Python's signal handlers, so that
 /// Ctrl-C interrupts it well within 100 ms. It is also the lock's `wait_cap`: a waiter blocks
@@ -35,11 +36,6 @@ struct Held {
 struct Flag {
     set: Mutex<bool>,
     cv: Condvar,
-}
-
-/// Locks `m`; a panic elsewhere while it was held leaves nothing half-done here.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Flag {
