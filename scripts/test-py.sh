@@ -14,4 +14,10 @@ export VIRTUAL_ENV="$PWD/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 
 maturin develop --manifest-path py/Cargo.toml
+# The stubs must agree with the built module (names, signatures, defaults, positional-only
+# parameters), and accept what users write (only when no pytest arguments narrow the run).
+if (($# == 0)); then
+  python -m mypy.stubtest redmutex --allowlist py/tests/stubtest-allowlist.txt
+  python -m mypy --strict py/tests/typing_usage.py
+fi
 python -m pytest py/tests "$@"

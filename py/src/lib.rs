@@ -9,6 +9,8 @@ mod args;
 mod callbacks;
 mod client;
 mod errors;
+mod gate;
+mod interrupt;
 mod lock;
 mod status;
 mod sync;
