@@ -96,11 +96,15 @@ static void first_callback(void *user_data) {
   c->registered = redmutex_guard_on_lost(c->guard, second_callback, c);
 }
 
-static void test_lost_callback_may_register_another_on_the_renew_thread(void) {
+/* A lost callback registers another on its own guard. `lost_first`: the guard is already
+ * lost when the first is registered, so both run at once on this thread; else the renew
+ * thread finds the loss and runs them. */
+static void check_callback_chain(bool lost_first) {
   char name[128];
   redmutex_client *client = test_client();
   redmutex_guard *guard = NULL;
   struct chain c;
+  bool lost = false;
   int waited;
   CHECK(client != NULL);
   unique_name(name, sizeof name, "callback-chain");
@@ -109,7 +113,12 @@ static void test_lost_callback_may_register_another_on_the_renew_thread(void) {
 
   CHECK_OK(lock_unrenewed(client, name, 200, &guard));
   c.guard = guard;
+  if (lost_first) {
+    CHECK_OK(redmutex_guard_wait_lost(guard, 5000, &lost));
+    CHECK(lost);
+  }
   CHECK_OK(redmutex_guard_on_lost(guard, first_callback, &c));
+  if (lost_first) CHECK(atomic_load(&c.second) == 1); /* before on_lost returned */
   for (waited = 0; atomic_load(&c.second) == 0 && waited < 5000; waited += 10) sleep_ms(10);
   CHECK(atomic_load(&c.first) == 1);
   CHECK(atomic_load(&c.second) == 1);
@@ -119,29 +128,12 @@ static void test_lost_callback_may_register_another_on_the_renew_thread(void) {
   redmutex_client_free(client);
 }
 
+static void test_lost_callback_may_register_another_on_the_renew_thread(void) {
+  check_callback_chain(false);
+}
+
 static void test_lost_callback_may_register_another_on_the_callers_thread(void) {
-  char name[128];
-  redmutex_client *client = test_client();
-  redmutex_guard *guard = NULL;
-  struct chain c;
-  bool lost = false;
-  CHECK(client != NULL);
-  unique_name(name, sizeof name, "callback-chain-now");
-  memset(&c, 0, sizeof c);
-  c.registered = REDMUTEX_RESULT_OTHER;
-
-  CHECK_OK(lock_unrenewed(client, name, 200, &guard));
-  c.guard = guard;
-  CHECK_OK(redmutex_guard_wait_lost(guard, 5000, &lost));
-  CHECK(lost);
-  /* Already lost: both run at once, on this thread, before on_lost returns. */
-  CHECK_OK(redmutex_guard_on_lost(guard, first_callback, &c));
-  CHECK(atomic_load(&c.first) == 1);
-  CHECK(atomic_load(&c.second) == 1);
-  CHECK_OK(c.registered);
-
-  redmutex_guard_free(guard);
-  redmutex_client_free(client);
+  check_callback_chain(true);
 }
 
 int main(void) {
