@@ -14,7 +14,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 # Root needs no sudo; anyone else gets it where it exists, else apt-get says why it failed.
 SUDO := $(if $(filter 0,$(shell id -u)),,$(shell command -v sudo 2>/dev/null))
 
-.PHONY: deps deps-redis test demo bench install-c
+.PHONY: deps deps-redis test demo bench install-c dist
 
 # The demo needs only a redis-server binary (it starts its own server on loopback).
 deps-redis:
@@ -30,6 +30,7 @@ deps:
 	command -v pkg-config >/dev/null || missing+=(pkg-config); \
 	command -v faketime >/dev/null || missing+=(faketime); \
 	command -v c++ >/dev/null || missing+=(g++); \
+	command -v objdump >/dev/null || missing+=(binutils); \
 	python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv); \
 	if (( $${#missing[@]} )); then \
 	  echo "deps: installing $${missing[*]}"; \
@@ -51,6 +52,8 @@ test: deps
 	scripts/test-c.sh
 	scripts/test-py.sh
 	scripts/run-examples.sh
+	$(MAKE) --no-print-directory dist
+	scripts/test-dist.sh
 
 demo: deps-redis
 	cargo run --release -q -p redmutex-examples --bin nightly_invoice
@@ -65,14 +68,14 @@ bench: deps
 	cargo build --release -p redmutex-ffi -p redmutex-bench
 	"$(TARGET_DIR)/release/redmutex-bench" --write $(BENCH_ARGS)
 
-# Installs libredmutex (.so and .a), the headers and redmutex.pc, so that
-# `cc app.c $$(pkg-config --cflags --libs redmutex)` works. DESTDIR is for packagers.
+# Installs libredmutex (libredmutex.so.X.Y.Z with its SONAME links, and .a), the headers,
+# redmutex.pc, the CMake package and the licenses, so that
+# `cc app.c $$(pkg-config --cflags --libs redmutex)` and `find_package(redmutex)` work.
+# DESTDIR is for packagers.
 install-c:
-	cargo build --release -p redmutex-ffi
-	install -d "$(DESTDIR)$(LIBDIR)/pkgconfig" "$(DESTDIR)$(INCLUDEDIR)"
-	install -m 644 "$(TARGET_DIR)/release/libredmutex.a" "$(DESTDIR)$(LIBDIR)/"
-	install -m 755 "$(TARGET_DIR)/release/libredmutex.so" "$(DESTDIR)$(LIBDIR)/"
-	install -m 644 include/redmutex.h include/redmutex.hpp "$(DESTDIR)$(INCLUDEDIR)/"
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e "s|@VERSION@|$$(scripts/version.sh)|g" \
-	  ffi-c/redmutex.pc.in >"$(DESTDIR)$(LIBDIR)/pkgconfig/redmutex.pc"
+	DESTDIR="$(DESTDIR)" scripts/install-c.sh "$(PREFIX)" "$(LIBDIR)" "$(INCLUDEDIR)"
+
+# The release artifacts in dist/: the abi3 manylinux2014 wheel and the sdist, and a tarball
+# of the C library, headers, pkg-config and CMake files, licenses and the redmutex command.
+dist: deps
+	scripts/dist.sh

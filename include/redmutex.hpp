@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -93,6 +94,17 @@ struct ClientOptions {
   std::optional<std::chrono::milliseconds> node_timeout;
   /** Label at the start of every lock value (default "hostname:pid"). */
   std::optional<std::string> owner;
+  /** PEM of the CA that `rediss://` servers' certificates must chain to (default: the
+   * system's roots). */
+  std::optional<std::string> tls_ca_cert;
+};
+
+/** WAIT-based replication safety (see redmutex_lock_options_set_min_replicas). */
+struct MinReplicas {
+  /** Replicas of each node that must acknowledge each grant and renewal. */
+  std::uint32_t n = 0;
+  /** How long to wait for them (1 ms to half the TTL). */
+  std::chrono::milliseconds timeout{0};
 };
 
 /** Settings of one lock. */
@@ -107,17 +119,35 @@ struct LockOptions {
   bool fencing = true;
   /** Per-node, per-request timeout (default: the client's, else derived from the TTL). */
   std::optional<std::chrono::milliseconds> node_timeout;
+  /** Each grant and renewal counts on a node only once this many replicas have it. */
+  std::optional<MinReplicas> min_replicas;
+  /** Base of the randomized retry delay (default 50 ms). */
+  std::optional<std::chrono::milliseconds> retry_delay;
+  /** The longest a waiter blocks before it tries again, and so how often `interrupt` is
+   * asked (default 250 ms). */
+  std::optional<std::chrono::milliseconds> wait_cap;
+  /** How long newcomers leave a released lock to a waiter (default 20 ms; zero: off). */
+  std::optional<std::chrono::milliseconds> handoff_window;
+  /**
+   * Asked on the waiting thread after every wake-up of a blocking lock call; returning true
+   * stops the wait, which then throws Error with REDMUTEX_RESULT_INTERRUPTED. An exception
+   * it throws also stops the wait, and is rethrown by the lock call.
+   */
+  std::function<bool()> interrupt;
 };
 
 /**
  * A held lock. Move-only; releases the lock (best effort) when destroyed, unless it was
- * released with unlock() or moved from. A moved-from or released Guard is empty
- * (`!guard`). The const member functions may be called from several threads at once; the
+ * released with unlock() or moved from. A moved-from or unlocked Guard is empty (`!guard`).
+ * The const member functions may be called from several threads at once, release() too:
+ * a watchdog thread waits in wait_lost() and the owner ends that wait with release(). The
  * destructor, unlock() and assignment must not overlap any other call.
  */
 class Guard {
  public:
   Guard() noexcept = default;
+  /** Adopts a handle from the C API (from redmutex_lock*): this Guard now ends it. */
+  explicit Guard(redmutex_guard* guard) noexcept : guard_(guard) {}
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
   Guard(Guard&& other) noexcept
@@ -169,9 +199,19 @@ class Guard {
    */
   void on_lost(std::function<void()> callback) {
     auto stored = std::make_unique<std::function<void()>>(std::move(callback));
+    // Room first: once registered, keeping `stored` alive must not be able to throw.
+    callbacks_.reserve(callbacks_.size() + 1);
     detail::check(redmutex_guard_on_lost(guard_, &Guard::call_lost, stored.get()));
     callbacks_.push_back(std::move(stored));
   }
+
+  /**
+   * Releases the lock and keeps the handle: every wait_lost() returns false at once, now and
+   * later, and no on_lost callback runs any more. Safe while other threads are in the const
+   * member functions; join them before destroying the Guard. Throws Error as unlock() does,
+   * and REDMUTEX_RESULT_NOT_HELD when already released.
+   */
+  void release() const { detail::check(redmutex_guard_release(guard_)); }
 
   /** The value of the lock key ("owner-label:random-hex"). */
   std::string token() const {
@@ -198,9 +238,6 @@ class Guard {
   redmutex_guard* native_handle() const noexcept { return guard_; }
 
  private:
-  friend class Client;
-  explicit Guard(redmutex_guard* guard) noexcept : guard_(guard) {}
-
   static void call_lost(void* user_data) noexcept {
     try {
       (*static_cast<std::function<void()>*>(user_data))();
@@ -267,6 +304,10 @@ class Client {
     if (options.owner) {
       detail::check(redmutex_client_options_set_owner(opts.get(), options.owner->c_str()));
     }
+    if (options.tls_ca_cert) {
+      detail::check(redmutex_client_options_set_tls_ca_cert(
+          opts.get(), bytes(*options.tls_ca_cert), options.tls_ca_cert->size()));
+    }
     detail::check(redmutex_client_new_with_options(array, pointers.size(), opts.get(), &client_));
   }
 
@@ -283,34 +324,36 @@ class Client {
   ~Client() { redmutex_client_free(client_); }
 
   /** Waits as long as it takes for the lock (throws Error when Redis stays unreachable). */
-  Guard lock(std::string_view name,
-             std::chrono::milliseconds ttl = std::chrono::milliseconds(30000)) const {
+  [[nodiscard]] Guard lock(std::string_view name,
+                           std::chrono::milliseconds ttl = std::chrono::milliseconds(30000)) const {
     return lock(name, with_ttl(ttl));
   }
-  Guard lock(std::string_view name, const LockOptions& options) const {
+  [[nodiscard]] Guard lock(std::string_view name, const LockOptions& options) const {
     std::optional<Guard> guard = acquire(name, options, -1);
     if (!guard) detail::throw_error(REDMUTEX_RESULT_WOULD_BLOCK);
     return std::move(*guard);
   }
 
   /** One attempt: the Guard, or nullopt when someone else holds the lock. */
-  std::optional<Guard> try_lock(std::string_view name,
-                                std::chrono::milliseconds ttl = std::chrono::milliseconds(30000))
+  [[nodiscard]] std::optional<Guard> try_lock(
+      std::string_view name, std::chrono::milliseconds ttl = std::chrono::milliseconds(30000))
       const {
     return acquire(name, with_ttl(ttl), 0);
   }
-  std::optional<Guard> try_lock(std::string_view name, const LockOptions& options) const {
+  [[nodiscard]] std::optional<Guard> try_lock(std::string_view name,
+                                              const LockOptions& options) const {
     return acquire(name, options, 0);
   }
 
   /** Waits at most `wait`: the Guard, or nullopt when someone else held it all along. */
-  std::optional<Guard> try_lock_for(
+  [[nodiscard]] std::optional<Guard> try_lock_for(
       std::string_view name, std::chrono::milliseconds wait,
       std::chrono::milliseconds ttl = std::chrono::milliseconds(30000)) const {
     return acquire(name, with_ttl(ttl), wait.count() < 0 ? 0 : wait.count());
   }
-  std::optional<Guard> try_lock_for(std::string_view name, std::chrono::milliseconds wait,
-                                    const LockOptions& options) const {
+  [[nodiscard]] std::optional<Guard> try_lock_for(std::string_view name,
+                                                  std::chrono::milliseconds wait,
+                                                  const LockOptions& options) const {
     return acquire(name, options, wait.count() < 0 ? 0 : wait.count());
   }
 
@@ -380,12 +423,54 @@ class Client {
       detail::check(
           redmutex_lock_options_set_node_timeout(opts.get(), detail::to_ms(*options.node_timeout)));
     }
+    if (options.min_replicas) {
+      detail::check(redmutex_lock_options_set_min_replicas(
+          opts.get(), options.min_replicas->n, detail::to_ms(options.min_replicas->timeout)));
+    }
+    if (options.retry_delay) {
+      detail::check(
+          redmutex_lock_options_set_retry_delay(opts.get(), detail::to_ms(*options.retry_delay)));
+    }
+    if (options.wait_cap) {
+      detail::check(
+          redmutex_lock_options_set_wait_cap(opts.get(), detail::to_ms(*options.wait_cap)));
+    }
+    if (options.handoff_window) {
+      detail::check(redmutex_lock_options_set_handoff_window(
+          opts.get(), detail::to_ms(*options.handoff_window)));
+    }
+    Interrupt interrupt{&options.interrupt, nullptr};
+    if (options.interrupt) {
+      detail::check(redmutex_lock_options_set_interrupt(opts.get(), &Client::call_interrupt,
+                                                        &interrupt));
+    }
     redmutex_guard* guard = nullptr;
     redmutex_result r = redmutex_lock_with_options(client_, bytes(name), name.size(), opts.get(),
                                                    wait_ms, &guard);
+    if (interrupt.error) {
+      redmutex_guard_free(guard);  // NULL unless the lock was taken all the same
+      std::rethrow_exception(interrupt.error);
+    }
     if (r == REDMUTEX_RESULT_WOULD_BLOCK) return std::nullopt;
     detail::check(r);
     return Guard(guard);
+  }
+
+  /** The interrupt check of one lock call, and an exception it threw. */
+  struct Interrupt {
+    const std::function<bool()>* check;
+    std::exception_ptr error;
+  };
+
+  static bool call_interrupt(void* user_data) noexcept {
+    auto* interrupt = static_cast<Interrupt*>(user_data);
+    try {
+      return (*interrupt->check)();
+    } catch (...) {
+      // Nothing may unwind into the library: stop the wait and rethrow after it.
+      interrupt->error = std::current_exception();
+      return true;
+    }
   }
 
   redmutex_client* client_ = nullptr;

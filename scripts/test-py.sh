@@ -16,4 +16,10 @@ export PATH="$VIRTUAL_ENV/bin:$PATH"
 maturin develop --manifest-path py/Cargo.toml
 # The TLS cluster and Sentinel group of test_tls_topologies.py.
 cargo build -p redmutex-tests --bin tls_fixture
+# The stubs must agree with the built module (names, signatures, defaults, positional-only
+# parameters), and accept what users write (only when no pytest arguments narrow the run).
+if (($# == 0)); then
+  python -m mypy.stubtest redmutex --allowlist py/tests/stubtest-allowlist.txt
+  python -m mypy --strict py/tests/typing_usage.py
+fi
 python -m pytest py/tests "$@"

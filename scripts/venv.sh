@@ -5,6 +5,12 @@ set -euo pipefail
 
 MATURIN_VERSION=1.16.0
 PYTEST_VERSION=9.2.0
+# mypy for `mypy.stubtest` (the stubs against the built module); ziglang is the linker with
+# which maturin builds a manylinux2014 wheel without a container (make dist); cmake builds
+# the C example against the dist tarball's CMake package (scripts/test-dist.sh).
+MYPY_VERSION=1.19.1
+ZIGLANG_VERSION=0.15.2
+CMAKE_VERSION=3.31.10
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -17,7 +23,8 @@ if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
 
-want=("maturin==$MATURIN_VERSION" "pytest==$PYTEST_VERSION")
+want=("maturin==$MATURIN_VERSION" "pytest==$PYTEST_VERSION" "mypy==$MYPY_VERSION"
+  "ziglang==$ZIGLANG_VERSION" "cmake==$CMAKE_VERSION")
 # pip is slow even when it has nothing to do; ask it only when a pin is missing.
 have=$(.venv/bin/python -m pip freeze --disable-pip-version-check 2>/dev/null || true)
 missing=()

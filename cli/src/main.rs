@@ -54,10 +54,22 @@ Examples:
   redmutex run --key db:migrate --wait 5m --max-hold 1h -- ./migrate.sh
   redmutex run --key sync --on-lost=kill --kill-after 30s -- rsync -a src/ dst/";
 
+/// What `redmutex --version` prints after the name: the version and the TLS support built in.
+#[cfg(feature = "tls-rustls")]
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (TLS: rustls with the ring provider; rediss:// URLs supported)"
+);
+#[cfg(not(feature = "tls-rustls"))]
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (TLS: none; built without the tls-rustls feature)"
+);
+
 #[derive(Parser)]
 #[command(
     name = "redmutex",
-    version,
+    version = VERSION,
     about = "A distributed lock on Redis for the command line: flock for a fleet.",
     after_help = EXAMPLES
 )]

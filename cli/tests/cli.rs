@@ -943,3 +943,17 @@ fn a_redis_cluster_url_works_like_one_server() {
     );
     guard.unlock().unwrap();
 }
+
+#[test]
+fn version_names_the_version_and_the_tls_support() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        line.trim_end(),
+        format!(
+            "redmutex {} (TLS: rustls with the ring provider; rediss:// URLs supported)",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}

@@ -1,6 +1,8 @@
 //! `redmutex_guard`: a held lock, and everything one can ask or do with it.
 
+use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -16,7 +18,10 @@ use crate::result::{Failure, boundary, boundary_value, copy_str, redmutex_result
 /// safe to use from there. It may also run on the caller's thread inside
 /// `redmutex_guard_on_lost` (when the lock is already lost), `redmutex_guard_extend` or
 /// `redmutex_guard_wait_lost`. Keep it short; it must not block, must not unwind (no C++
-/// exception, no `longjmp`) and must not unlock or free its own guard.
+/// exception, no `longjmp`) and must not unlock or free its own guard. It may call the
+/// functions that answer locally (`redmutex_guard_is_held`, `redmutex_guard_check`, ...) and
+/// `redmutex_guard_on_lost`, also on its own guard: a callback registered on a lost guard
+/// runs at once, on the same thread, before `redmutex_guard_on_lost` returns.
 pub type redmutex_lost_callback = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 
 /// A held lock: proof that this process holds it, until it is released or lost.
@@ -27,12 +32,14 @@ pub type redmutex_lost_callback = Option<unsafe extern "C" fn(user_data: *mut c_
 /// allowance, on the monotonic clock.
 ///
 /// Thread-safety: a guard belongs to one caller at a time. The functions that take a
-/// `const redmutex_guard *` may be called from several threads at once (a watchdog thread
-/// may call `redmutex_guard_is_held` or `redmutex_guard_wait_lost`), but `redmutex_unlock` and
-/// `redmutex_guard_free` must not overlap any other call on the same guard.
+/// `const redmutex_guard *` may be called from several threads at once: a watchdog thread
+/// may wait in `redmutex_guard_wait_lost` while the owner works, and the owner ends that wait
+/// with `redmutex_guard_release`. `redmutex_unlock` and `redmutex_guard_free` must not overlap
+/// any other call on the same guard: release first, join the watchdog, then free.
 ///
 /// Ownership: made by the `redmutex_lock*` functions; ended exactly once by `redmutex_unlock`
-/// (release, report the outcome, free) or `redmutex_guard_free` (release best effort, free).
+/// (release, report the outcome, free) or `redmutex_guard_free` (release best effort, free;
+/// also after `redmutex_guard_release`).
 /// A guard inherited by a child through `fork()` is a copy the child can only free: it never
 /// renews and never releases the parent's lock, and `redmutex_guard_is_held` is false there.
 pub struct redmutex_guard {
@@ -42,12 +49,56 @@ pub struct redmutex_guard {
     pid: u32,
 }
 
-/// Lets `redmutex_unlock` and `redmutex_guard_free` promise that once they return, no on-lost
-/// callback is running or will ever run, so the caller may free its `user_data`. The core
-/// stops calling back after a release, but a loss found just before the release may still be
-/// calling back while the release runs; the gate waits for that call to finish.
+/// Lets `redmutex_unlock`, `redmutex_guard_free` and `redmutex_guard_release` promise that
+/// once they return, no on-lost callback is running or will ever run, so the caller may free
+/// its `user_data`. The core stops calling back after a release, but a loss found just before
+/// the release may still be calling back while the release runs; closing the gate waits for
+/// that call to finish.
+///
+/// A callback may re-enter its own gate (it registers another callback on its lost guard,
+/// which the core runs at once on the same thread): the thread that is inside a gate's call
+/// never waits for that gate, so this cannot deadlock.
 struct CallbackGate {
-    armed: Mutex<bool>,
+    armed: AtomicBool,
+    /// Held while a callback runs.
+    running: Mutex<()>,
+}
+
+thread_local! {
+    /// The gates whose callbacks this thread is running now, innermost last.
+    static INSIDE: RefCell<Vec<*const CallbackGate>> = const { RefCell::new(Vec::new()) };
+}
+
+impl CallbackGate {
+    fn is_inside(&self) -> bool {
+        INSIDE.with(|inside| inside.borrow().contains(&std::ptr::from_ref(self)))
+    }
+
+    /// Runs `call` unless the gate was closed; `close` waits for it.
+    fn run(&self, call: impl FnOnce()) {
+        if self.is_inside() {
+            // This thread already holds `running`, in the call that led here.
+            if self.armed.load(Ordering::SeqCst) {
+                call();
+            }
+            return;
+        }
+        let _running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.armed.load(Ordering::SeqCst) {
+            INSIDE.with(|inside| inside.borrow_mut().push(std::ptr::from_ref(self)));
+            call();
+            INSIDE.with(|inside| inside.borrow_mut().pop());
+        }
+    }
+
+    /// No callback starts after this, and none is running when it returns (except the one
+    /// this thread is inside of, if any).
+    fn close(&self) {
+        self.armed.store(false, Ordering::SeqCst);
+        if !self.is_inside() {
+            drop(self.running.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+    }
 }
 
 /// A C callback and its argument, sent to the renew thread.
@@ -63,16 +114,9 @@ unsafe impl Send for LostCallback {}
 
 impl LostCallback {
     fn call(self) {
-        let armed = self
-            .gate
-            .armed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if *armed {
-            // SAFETY: registered by the caller for exactly this call; the gate keeps the
-            // guard from being closed while it runs.
-            unsafe { (self.callback)(self.user_data) };
-        }
+        // SAFETY: registered by the caller for exactly this call; the gate keeps the guard
+        // from being closed while it runs.
+        self.gate.run(|| unsafe { (self.callback)(self.user_data) });
     }
 }
 
@@ -81,32 +125,33 @@ impl redmutex_guard {
         Box::into_raw(Box::new(redmutex_guard {
             guard,
             callbacks: Arc::new(CallbackGate {
-                armed: Mutex::new(true),
+                armed: AtomicBool::new(true),
+                running: Mutex::new(()),
             }),
             pid: std::process::id(),
         }))
     }
 
-    /// Takes ownership back from C and disarms the on-lost callbacks, waiting for one that
-    /// is running to finish.
-    ///
-    /// In a forked child the gate is skipped: it may have been copied locked (the parent's
-    /// renew thread was in a callback), and the child's copy of the guard never calls back
-    /// on its own anyway.
+    /// Takes ownership back from C and disarms the on-lost callbacks.
     fn close(guard: *mut redmutex_guard) -> Option<MutexGuard> {
         if guard.is_null() {
             return None;
         }
         // SAFETY: a non-NULL guard came from Box::into_raw in new_raw and is closed once.
         let guard = unsafe { Box::from_raw(guard) };
-        if guard.pid == std::process::id() {
-            *guard
-                .callbacks
-                .armed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = false;
-        }
+        guard.disarm();
         Some(guard.guard)
+    }
+
+    /// Stops the on-lost callbacks, waiting for one that is running to finish.
+    ///
+    /// In a forked child the gate is skipped: it may have been copied locked (the parent's
+    /// renew thread was in a callback), and the child's copy of the guard never calls back
+    /// on its own anyway.
+    fn disarm(&self) {
+        if self.pid == std::process::id() {
+            self.callbacks.close();
+        }
     }
 }
 
@@ -125,6 +170,32 @@ pub extern "C" fn redmutex_unlock(guard: *mut redmutex_guard) -> redmutex_result
     boundary(|| {
         let guard = redmutex_guard::close(guard).ok_or_else(|| Failure::null("guard"))?;
         guard.unlock()?;
+        Ok(())
+    })
+}
+
+/// Releases the lock like `redmutex_unlock` but keeps the guard: for a guard that a watchdog
+/// thread waits on. Every `redmutex_guard_wait_lost` on it returns at once with `*out_lost`
+/// false, now and later; `redmutex_guard_is_held` is false; no on-lost callback is running or
+/// will run once it returns. It may be called while other threads are inside the functions
+/// that take a `const redmutex_guard *` (not while one is in `redmutex_unlock` or
+/// `redmutex_guard_free`). Afterwards join those threads and end the guard with
+/// `redmutex_guard_free` (`redmutex_unlock` would report `REDMUTEX_RESULT_NOT_HELD`).
+///
+///     pthread_create(&watchdog, NULL, watch, guard);   // redmutex_guard_wait_lost(guard, ...)
+///     ... work ...
+///     redmutex_result r = redmutex_guard_release(guard);
+///     pthread_join(watchdog, NULL);
+///     redmutex_guard_free(guard);
+///
+/// Returns what `redmutex_unlock` returns, and `REDMUTEX_RESULT_NOT_HELD` when the guard
+/// was already released (or is a copy inherited through `fork()`).
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_guard_release(guard: *const redmutex_guard) -> redmutex_result {
+    boundary(|| {
+        let guard = arg(guard, "guard")?;
+        guard.disarm();
+        guard.guard.release()?;
         Ok(())
     })
 }
@@ -223,9 +294,10 @@ pub extern "C" fn redmutex_guard_extend(
 
 /// Registers `callback` to be called once, with `user_data`, when the lock is lost (see
 /// `redmutex_lost_callback` for where it runs and what it may do). If the lock is already
-/// lost, it runs at once on this thread. It never runs once `redmutex_unlock` or
-/// `redmutex_guard_free` has returned, so `user_data` may be freed then. Several callbacks may
-/// be registered; each runs once.
+/// lost, it runs at once on this thread, also when this thread is inside an on-lost callback
+/// of the same guard. It never runs once `redmutex_unlock`, `redmutex_guard_release` or
+/// `redmutex_guard_free` has returned, so `user_data` may be freed then (registering after
+/// that is accepted and does nothing). Several callbacks may be registered; each runs once.
 ///
 /// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `guard` or
 /// `callback` is NULL. `user_data` may be NULL.
@@ -248,9 +320,10 @@ pub extern "C" fn redmutex_guard_on_lost(
     })
 }
 
-/// Blocks until the lock is lost or `timeout_ms` milliseconds pass, for watchdog threads;
-/// no network. On success writes to `*out_lost` whether the lock was lost (true) or the time
-/// ran out while it was still held (false).
+/// Blocks until the lock is lost or released, or `timeout_ms` milliseconds pass, for
+/// watchdog threads; no network. On success writes to `*out_lost` whether the lock was lost
+/// (true) or not (false: the time ran out while it was held, or `redmutex_guard_release` was
+/// called, which ends every wait at once).
 ///
 /// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `guard` or
 /// `out_lost` is NULL.

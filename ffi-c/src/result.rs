@@ -7,73 +7,74 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use redmutex::{Error, ErrorKind, TryLockError};
 
-use crate::ptr::Out;
+/// Declares `redmutex_result` and its name table from one list. The header has the same
+/// list as its `REDMUTEX_RESULTS(X)` macro (in `ffi-c/cbindgen.toml`, which makes the C enum
+/// from it); `the_header_lists_every_result` keeps the two identical.
+macro_rules! results {
+    ($( $(#[doc = $doc:literal])* $variant:ident = $value:literal, $c_name:literal; )*) => {
+        /// What a call did: `REDMUTEX_RESULT_OK` (0) or why it failed.
+        ///
+        /// The numbers are stable and never reused. Values 1 to 99 mirror the library's error
+        /// kinds one to one; values from 100 on are about the call itself (a NULL pointer, bad
+        /// UTF-8, a bug). Functions that take a result (such as `redmutex_result_name`) take a
+        /// `uint32_t` and accept any value, so a result from a newer library is never
+        /// undefined behaviour.
+        ///
+        /// After a failure, `redmutex_last_error_message` gives the details on the same thread.
+        #[repr(u32)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum redmutex_result {
+            $( $(#[doc = $doc])* $variant = $value, )*
+        }
 
-/// What a call did: `REDMUTEX_RESULT_OK` (0) or why it failed.
-///
-/// The numbers are stable and never reused. Values 1 to 99 mirror the library's error kinds
-/// one to one; values from 100 on are about the call itself (a NULL pointer, bad UTF-8, a bug).
-/// Functions that take a result (such as `redmutex_result_name`) take a `uint32_t` and accept
-/// any value, so a result from a newer library is never undefined behaviour.
-///
-/// After a failure, `redmutex_last_error_message` gives the details on the same thread.
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum redmutex_result {
+        impl redmutex_result {
+            /// Every result, with its C name (`REDMUTEX_RESULT_` and this).
+            const ALL: &[(redmutex_result, &'static CStr)] = &[
+                $( (redmutex_result::$variant, $c_name), )*
+            ];
+        }
+    };
+}
+
+results! {
     /// Success.
-    Ok = 0,
+    Ok = 0, c"REDMUTEX_RESULT_OK";
     /// The lock is held by someone else and the wait (if any) ran out.
-    WouldBlock = 1,
+    WouldBlock = 1, c"REDMUTEX_RESULT_WOULD_BLOCK";
     /// Fewer than a majority of the nodes agreed; the message has each node's answer.
-    NoQuorum = 2,
+    NoQuorum = 2, c"REDMUTEX_RESULT_NO_QUORUM";
     /// The lock was lost: it expired, or another owner's value replaced ours.
-    Lost = 3,
+    Lost = 3, c"REDMUTEX_RESULT_LOST";
     /// The guard no longer holds the lock: it was released, or it was inherited through
     /// `fork()` (only the process that took a lock releases it).
-    NotHeld = 4,
+    NotHeld = 4, c"REDMUTEX_RESULT_NOT_HELD";
     /// The Redis server could not be reached, or the connection broke or timed out.
-    Connection = 5,
+    Connection = 5, c"REDMUTEX_RESULT_CONNECTION";
     /// A Redis server refused the credentials (`WRONGPASS`, `NOAUTH`, `NOPERM`).
-    Auth = 6,
+    Auth = 6, c"REDMUTEX_RESULT_AUTH";
     /// A Redis server answered with an error (for example `OOM`, `READONLY`).
-    Server = 7,
-    /// An argument was out of range or malformed (an empty lock name, a TTL of 0, a bad URL);
-    /// nothing was sent to Redis.
-    InvalidArgument = 8,
+    Server = 7, c"REDMUTEX_RESULT_SERVER";
+    /// An argument was out of range or malformed (an empty lock name, a TTL of 0, a bad
+    /// URL); nothing was sent to Redis.
+    InvalidArgument = 8, c"REDMUTEX_RESULT_INVALID_ARGUMENT";
     /// The interrupt check set with `redmutex_lock_options_set_interrupt` stopped the wait.
-    Interrupted = 9,
+    Interrupted = 9, c"REDMUTEX_RESULT_INTERRUPTED";
     /// A required pointer argument was NULL.
-    NullParameter = 100,
+    NullParameter = 100, c"REDMUTEX_RESULT_NULL_PARAMETER";
     /// A string argument was not valid UTF-8.
-    InvalidUtf8 = 101,
+    InvalidUtf8 = 101, c"REDMUTEX_RESULT_INVALID_UTF8";
     /// The library hit an internal error (a Rust panic) and stopped it at the API boundary.
     /// Please report it, with the message from `redmutex_last_error_message`.
-    Panic = 102,
+    Panic = 102, c"REDMUTEX_RESULT_PANIC";
     /// A failure this version of the C API has no dedicated code for.
-    Other = 103,
+    Other = 103, c"REDMUTEX_RESULT_OTHER";
 }
 
 impl redmutex_result {
     /// The stable name of a result value (its C constant's name).
     fn name(value: u32) -> &'static CStr {
-        use redmutex_result as R;
-        const ALL: [(redmutex_result, &CStr); 14] = [
-            (R::Ok, c"REDMUTEX_RESULT_OK"),
-            (R::WouldBlock, c"REDMUTEX_RESULT_WOULD_BLOCK"),
-            (R::NoQuorum, c"REDMUTEX_RESULT_NO_QUORUM"),
-            (R::Lost, c"REDMUTEX_RESULT_LOST"),
-            (R::NotHeld, c"REDMUTEX_RESULT_NOT_HELD"),
-            (R::Connection, c"REDMUTEX_RESULT_CONNECTION"),
-            (R::Auth, c"REDMUTEX_RESULT_AUTH"),
-            (R::Server, c"REDMUTEX_RESULT_SERVER"),
-            (R::InvalidArgument, c"REDMUTEX_RESULT_INVALID_ARGUMENT"),
-            (R::Interrupted, c"REDMUTEX_RESULT_INTERRUPTED"),
-            (R::NullParameter, c"REDMUTEX_RESULT_NULL_PARAMETER"),
-            (R::InvalidUtf8, c"REDMUTEX_RESULT_INVALID_UTF8"),
-            (R::Panic, c"REDMUTEX_RESULT_PANIC"),
-            (R::Other, c"REDMUTEX_RESULT_OTHER"),
-        ];
-        ALL.iter()
+        Self::ALL
+            .iter()
             .find(|(r, _)| *r as u32 == value)
             .map_or(c"REDMUTEX_RESULT_UNKNOWN", |(_, name)| name)
     }
@@ -113,16 +114,22 @@ pub extern "C" fn redmutex_last_error_message(
 ) -> redmutex_result {
     // Not through `boundary`: a failure here must not replace the message being read.
     let copied = catch_unwind(AssertUnwindSafe(|| {
-        let Ok(out) = Out::new(out_n, "out_n") else {
-            return redmutex_result::NullParameter;
-        };
-        if buf.is_null() && len != 0 {
+        if out_n.is_null() || (buf.is_null() && len != 0) {
             return redmutex_result::NullParameter;
         }
-        out.write(LAST_ERROR.with(|last| copy_str(&last.borrow(), buf, len)));
+        write_len(
+            out_n,
+            LAST_ERROR.with(|last| copy_str(&last.borrow(), buf, len)),
+        );
         redmutex_result::Ok
     }));
     copied.unwrap_or(redmutex_result::Panic)
+}
+
+/// Writes `n` to a non-NULL `*out_n`.
+fn write_len(out_n: *mut usize, n: usize) {
+    // SAFETY: the caller checked `out_n` for NULL, and C passes a writable `size_t`.
+    unsafe { out_n.write(n) }
 }
 
 thread_local! {
@@ -275,6 +282,34 @@ mod tests {
                 "{value}"
             );
         }
+    }
+
+    #[test]
+    fn the_header_lists_every_result() {
+        // The header's `X(NAME, value)` rows, in order, must be this crate's list.
+        let header = include_str!("../../include/redmutex.h");
+        let start = header
+            .find("#define REDMUTEX_RESULTS(X)")
+            .expect("the header defines REDMUTEX_RESULTS");
+        let end = start + header[start..].find("\n\n").unwrap();
+        let rows: Vec<(String, u32)> = header[start..end]
+            .lines()
+            .skip(1)
+            .map(|line| {
+                let row = line.trim().strip_prefix("X(").expect(line);
+                let (name, rest) = row.split_once(", ").expect(line);
+                let value = rest.split_once(')').expect(line).0;
+                (
+                    format!("REDMUTEX_RESULT_{name}"),
+                    value.parse().expect(line),
+                )
+            })
+            .collect();
+        let ours: Vec<(String, u32)> = redmutex_result::ALL
+            .iter()
+            .map(|(r, name)| (name.to_str().unwrap().to_owned(), *r as u32))
+            .collect();
+        assert_eq!(rows, ours);
     }
 
     #[test]

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 
-use crate::lock::lock;
+use crate::gate::Gate;
+use crate::sync::lock;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -18,25 +19,28 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 /// queue but not the thread, and starts its own.
 static QUEUE: Mutex<Option<(u32, Sender<Job>)>> = Mutex::new(None);
 
-/// Calls the callable in `cell` (if any) soon, with no arguments, on the callback thread. An
-/// exception it raises goes to `sys.unraisablehook` (printed by default); nothing is called
-/// once the interpreter is shutting down.
-pub(crate) fn call_soon(cell: Arc<Mutex<Option<Py<PyAny>>>>) {
+/// Calls the callable in `cell` (if any) soon, with no arguments, on the callback thread,
+/// unless `gate` is closed first (the acquisition it is about was released). An exception it
+/// raises goes to `sys.unraisablehook` (printed by default); nothing is called once the
+/// interpreter is shutting down.
+pub(crate) fn call_soon(cell: Arc<Mutex<Option<Py<PyAny>>>>, gate: Arc<Gate>) {
     if lock(&cell).is_none() {
         return;
     }
-    post(Box::new(move || {
-        Python::try_attach(|py| {
-            // Not called under the cell's lock: the call may run the garbage collector, whose
-            // `__clear__` takes it.
-            let callable = lock(&cell).as_ref().map(|c| c.clone_ref(py));
-            if let Some(callable) = callable
-                && let Err(e) = callable.call0(py)
-            {
-                e.write_unraisable(py, Some(callable.bind(py)));
-            }
-        });
-    }));
+    post(Box::new(move || gate.run(|| call(&cell))));
+}
+
+fn call(cell: &Mutex<Option<Py<PyAny>>>) {
+    Python::try_attach(|py| {
+        // Not called under the cell's lock: the call may run the garbage collector, whose
+        // `__clear__` takes it.
+        let callable = lock(cell).as_ref().map(|c| c.clone_ref(py));
+        if let Some(callable) = callable
+            && let Err(e) = callable.call0(py)
+        {
+            e.write_unraisable(py, Some(callable.bind(py)));
+        }
+    });
 }
 
 fn post(job: Job) {

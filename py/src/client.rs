@@ -10,7 +10,8 @@ use redmutex::MutexOptions;
 
 use crate::args;
 use crate::errors;
-use crate::lock::{Lock, SIGNAL_CHECK};
+use crate::interrupt::SIGNAL_CHECK;
+use crate::lock::Lock;
 
 /// The range the core accepts for connect and node timeouts.
 const MIN_TIMEOUT: Duration = Duration::from_millis(1);

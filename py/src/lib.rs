@@ -9,8 +9,11 @@ mod args;
 mod callbacks;
 mod client;
 mod errors;
+mod gate;
+mod interrupt;
 mod lock;
 mod status;
+mod sync;
 
 use pyo3::prelude::*;
 

@@ -1,11 +1,14 @@
-//! `Lock`: one lock name with its options, and the guard of the current acquisition.
+//! `Lock`: one lock name with its options, and the guards of its acquisitions, one per thread
+//! that acquired it.
 //!
-//! The guard sits in a slot that is locked only for moments, never across a network call or a
-//! call into Python: network calls work on a clone of the guard's `Arc`, with the GIL released.
+//! The guards sit in a slot that is locked only for moments, never across a network call or a
+//! call into Python: network calls work on a clone of a guard's `Arc`, with the GIL released.
 //! So no thread ever waits for the slot while holding the GIL, and a forked child never
 //! inherits the slot locked by a parent's network call.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use pyo3::gc::PyVisit;
@@ -17,29 +20,43 @@ use redmutex::{ErrorKind, MutexGuard, TryLockError};
 use crate::args::{self, Wait};
 use crate::callbacks;
 use crate::errors::{self, not_held};
+use crate::gate::Gate;
+use crate::interrupt::{self, SIGNAL_CHECK};
 use crate::status::LockStatus;
+use crate::sync::lock;
 
-/// The longest a blocking call waits without running Python's signal handlers, so that
-/// Ctrl-C interrupts it well within 100 ms. It is also the lock's `wait_cap`: a waiter blocks
-/// on Redis at most this long before it tries again.
-pub(crate) const SIGNAL_CHECK: Duration = Duration::from_millis(50);
-
-/// The current acquisition.
+/// One acquisition, and the thread that made it.
 struct Held {
+    thread: ThreadId,
     guard: Arc<MutexGuard>,
     /// Set when the lock is lost or released; wakes `wait_lost`.
     ended: Arc<Flag>,
+    /// Closed on release: this acquisition's `on_lost` call never runs after that.
+    gate: Arc<Gate>,
+}
+
+impl Held {
+    /// Ends the acquisition's callbacks and releases it (best effort when dropped); call
+    /// without the GIL.
+    fn close(&self) {
+        self.ended.set();
+        self.gate.close();
+    }
+}
+
+/// The acquisition the calling thread acts on: its own, or, for a thread that made none
+/// (a watchdog, a timer), the most recent one.
+fn pick(held: &[Held]) -> Option<usize> {
+    let me = thread::current().id();
+    held.iter()
+        .rposition(|h| h.thread == me)
+        .or_else(|| held.len().checked_sub(1))
 }
 
 #[derive(Default)]
 struct Flag {
     set: Mutex<bool>,
     cv: Condvar,
-}
-
-/// Locks `m`; a panic elsewhere while it was held leaves nothing half-done here.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Flag {
@@ -59,17 +76,26 @@ impl Flag {
 /// A distributed lock on one name, made by Client.lock().
 ///
 /// Mirrors threading.Lock: acquire(blocking=True, timeout=None), release(), `with lock:`; not
-/// re-entrant, and any thread may release it. Also locked() (anyone holds it: asks Redis),
-/// owned() (this Lock holds it: local), extend(ttl), check(), wait_lost(timeout), and the
-/// fence and valid_for properties. While held, the lease is renewed on a background thread.
-/// Thread-safe. A Lock inherited by a forked child neither renews nor releases the parent's
-/// lock.
+/// re-entrant. Also locked() (anyone holds it: asks Redis), owned() (this Lock holds it:
+/// local), extend(ttl), check(), wait_lost(timeout), and the fence and valid_for properties.
+/// While held, the lease is renewed on a background thread. Thread-safe. An acquisition
+/// belongs to the thread that made it (as redis-py's thread_local=True): release(),
+/// extend(), check(), owned(), fence and wait_lost() act on the calling thread's own, so a
+/// thread whose lock was lost gets LockLostError and never releases the acquisition another
+/// thread made since. A thread that made none acts on the most recent one (a watchdog thread,
+/// a release from a threading.Timer). A Lock inherited by a forked child neither renews nor
+/// releases the parent's lock.
+///
+/// On the main thread, Ctrl-C interrupts every call that can wait for Redis within 100 ms
+/// (KeyboardInterrupt): acquire() (also while it opens the first connection), release(), the
+/// end of a `with` block, extend(), locked(), status() and wait_lost(). An interrupted
+/// release goes on in the background (or the lease runs out).
 #[pyclass(module = "redmutex", name = "Lock", frozen)]
 pub struct Lock {
     mutex: redmutex::Mutex,
     name_is_str: bool,
     ttl: Duration,
-    slot: Mutex<Option<Held>>,
+    slot: Mutex<Vec<Held>>,
     /// The user's `on_lost` callable; shared so that `__clear__` can break cycles through it.
     on_lost: Arc<Mutex<Option<Py<PyAny>>>>,
 }
@@ -84,13 +110,14 @@ impl Lock {
             ttl: mutex.current_options().ttl,
             mutex,
             name_is_str,
-            slot: Mutex::new(None),
+            slot: Mutex::new(Vec::new()),
             on_lost: Arc::new(Mutex::new(on_lost)),
         }
     }
 
     fn current(&self) -> Option<Arc<MutexGuard>> {
-        lock(&self.slot).as_ref().map(|h| Arc::clone(&h.guard))
+        let held = lock(&self.slot);
+        pick(&held).map(|i| Arc::clone(&held[i].guard))
     }
 
     /// The current guard, or `NotHeldError`.
@@ -100,22 +127,25 @@ impl Lock {
     }
 
     fn take_lock(&self, py: Python<'_>, wait: Wait) -> PyResult<bool> {
-        let mutex = &self.mutex;
-        let mut raised: Option<PyErr> = None;
-        let result = py.detach(|| match wait {
-            Wait::Once => mutex.try_lock(),
-            Wait::Until(deadline) => mutex.lock_interruptible(deadline, &mut || {
-                Python::attach(|py| match py.check_signals() {
-                    Ok(()) => false,
-                    Err(e) => {
-                        raised = Some(e);
-                        true
-                    }
-                })
-            }),
-        });
+        let mutex = self.mutex.clone();
+        let result = interrupt::call(py, move |cancel| {
+            let result = match wait {
+                Wait::Once => mutex.try_lock(),
+                Wait::Until(deadline) => {
+                    mutex.lock_interruptible(deadline, &mut || cancel.load(Ordering::SeqCst))
+                }
+            };
+            // The caller was interrupted and is gone: keep nothing it took meanwhile.
+            if cancel.load(Ordering::SeqCst)
+                && let Ok(guard) = result
+            {
+                drop(guard.unlock());
+                return None;
+            }
+            Some(result)
+        })?;
         match result {
-            Ok(guard) => {
+            Some(Ok(guard)) => {
                 // A signal that arrived during the last attempt is raised now, and the lock is
                 // not kept: an interrupted acquire leaves nothing held.
                 if let Err(e) = py.check_signals() {
@@ -125,38 +155,59 @@ impl Lock {
                 self.install(py, guard);
                 Ok(true)
             }
-            Err(TryLockError::WouldBlock) => Ok(false),
-            Err(e) if e.kind() == ErrorKind::Interrupted => Err(raised
-                .take()
-                .unwrap_or_else(|| PyKeyboardInterrupt::new_err("the wait was interrupted"))),
-            Err(e) => Err(errors::to_py(py, e.into())),
+            Some(Err(TryLockError::WouldBlock)) => Ok(false),
+            Some(Err(e)) if e.kind() != ErrorKind::Interrupted => Err(errors::to_py(py, e.into())),
+            _ => Err(PyKeyboardInterrupt::new_err("the wait was interrupted")),
         }
     }
 
     fn install(&self, py: Python<'_>, guard: MutexGuard) {
         let ended = Arc::new(Flag::default());
+        let gate = Arc::new(Gate::new());
         let guard = Arc::new(guard);
-        let flag = Arc::clone(&ended);
+        let (flag, call_gate) = (Arc::clone(&ended), Arc::clone(&gate));
         let callable = Arc::clone(&self.on_lost);
         // Runs on the core's renew thread, without the GIL.
         guard.on_lost(move || {
             flag.set();
-            callbacks::call_soon(callable);
+            callbacks::call_soon(callable, call_gate);
         });
-        let previous = lock(&self.slot).replace(Held { guard, ended });
+        let me = thread::current().id();
+        let previous = {
+            let mut held = lock(&self.slot);
+            let previous = held
+                .iter()
+                .position(|h| h.thread == me)
+                .map(|i| held.remove(i));
+            held.push(Held {
+                thread: me,
+                guard,
+                ended,
+                gate,
+            });
+            previous
+        };
         if let Some(old) = previous {
-            // A lost acquisition nobody released; dropping it is a (refused) release.
-            old.ended.set();
-            py.detach(|| drop(old));
+            // This thread's lost acquisition that it never released; dropping it is a
+            // (refused) release.
+            py.detach(|| {
+                old.close();
+                drop(old);
+            });
         }
     }
 
     fn release_inner(&self, py: Python<'_>) -> PyResult<()> {
-        let held = lock(&self.slot)
-            .take()
-            .ok_or_else(|| not_held(py, "release unlocked lock"))?;
-        held.ended.set();
-        let result = py.detach(move || held.guard.release());
+        let held = {
+            let mut held = lock(&self.slot);
+            pick(&held).map(|i| held.remove(i))
+        }
+        .ok_or_else(|| not_held(py, "release unlocked lock"))?;
+        // Interrupted, the release goes on in the background (or the lease runs out).
+        let result = interrupt::call(py, move |_| {
+            held.close();
+            held.guard.release()
+        })?;
         result.map(drop).map_err(|e| errors::to_py(py, e))
     }
 }
@@ -209,9 +260,8 @@ impl Lock {
 
     /// Whether anyone holds the lock, this process or another: asks Redis. See owned().
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
-        let mutex = &self.mutex;
-        py.detach(|| mutex.is_locked())
-            .map_err(|e| errors::to_py(py, e))
+        let mutex = self.mutex.clone();
+        interrupt::call(py, move |_| mutex.is_locked())?.map_err(|e| errors::to_py(py, e))
     }
 
     /// Who holds the lock (this process or another), for how long, and its last fence number:
@@ -219,10 +269,9 @@ impl Lock {
     ///
     /// Raises NoQuorumError or LockConnectionError when too few nodes answered.
     fn status(&self, py: Python<'_>) -> PyResult<LockStatus> {
-        let mutex = &self.mutex;
-        let status = py
-            .detach(|| mutex.status())
-            .map_err(|e| errors::to_py(py, e))?;
+        let mutex = self.mutex.clone();
+        let status =
+            interrupt::call(py, move |_| mutex.status())?.map_err(|e| errors::to_py(py, e))?;
         Ok(LockStatus::new(py, status))
     }
 
@@ -248,8 +297,7 @@ impl Lock {
     fn extend(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<()> {
         let ttl = args::duration("ttl", ttl, redmutex::MIN_TTL, redmutex::MAX_TTL)?;
         let guard = self.guard(py)?;
-        py.detach(|| guard.extend(ttl))
-            .map_err(|e| errors::to_py(py, e))
+        interrupt::call(py, move |_| guard.extend(ttl))?.map_err(|e| errors::to_py(py, e))
     }
 
     /// Blocks until the lock is lost (True), or timeout seconds pass or the lock is
@@ -258,16 +306,20 @@ impl Lock {
     #[pyo3(signature = (timeout = None))]
     fn wait_lost(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         let deadline = args::deadline("timeout", timeout)?;
-        let Some(ended) = lock(&self.slot).as_ref().map(|h| Arc::clone(&h.ended)) else {
-            return Ok(false);
+        let ended = {
+            let held = lock(&self.slot);
+            match pick(&held) {
+                Some(i) => Arc::clone(&held[i].ended),
+                None => return Ok(false),
+            }
         };
         loop {
             let guard = {
-                let slot = lock(&self.slot);
-                match slot.as_ref() {
-                    Some(h) if Arc::ptr_eq(&h.ended, &ended) => Arc::clone(&h.guard),
+                let held = lock(&self.slot);
+                match held.iter().find(|h| Arc::ptr_eq(&h.ended, &ended)) {
+                    Some(h) => Arc::clone(&h.guard),
                     // Released (and maybe acquired again): this acquisition was not lost.
-                    _ => return Ok(false),
+                    None => return Ok(false),
                 }
             };
             if !guard.is_held() {
@@ -334,16 +386,16 @@ impl Lock {
         Ok(slf.clone())
     }
 
-    #[pyo3(signature = (_exc_type, _exc_value, _traceback))]
+    #[pyo3(signature = (exc_type, exc_value, traceback, /))]
     fn __exit__(
         &self,
         py: Python<'_>,
-        _exc_type: &Bound<'_, PyAny>,
-        _exc_value: &Bound<'_, PyAny>,
-        _traceback: &Bound<'_, PyAny>,
-    ) -> PyResult<bool> {
-        self.release_inner(py)?;
-        Ok(false)
+        exc_type: &Bound<'_, PyAny>,
+        exc_value: &Bound<'_, PyAny>,
+        traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let _ = (exc_type, exc_value, traceback);
+        self.release_inner(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -371,19 +423,22 @@ impl Lock {
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        let Some(held) = self
-            .slot
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        else {
+        let held = std::mem::take(self.slot.get_mut().unwrap_or_else(PoisonError::into_inner));
+        if held.is_empty() {
             return;
+        }
+        // Dropping the guards releases the locks (best effort, bounded by the node timeout);
+        // let other threads run meanwhile, and the callback thread finish a call.
+        let end = |held: Vec<Held>| {
+            for h in held {
+                h.close();
+                drop(h);
+            }
         };
-        held.ended.set();
-        // Dropping the guard releases the lock (best effort, bounded by the node timeout);
-        // let other threads run meanwhile.
         let mut held = Some(held);
-        Python::try_attach(|py| py.detach(|| drop(held.take())));
-        drop(held);
+        Python::try_attach(|py| py.detach(|| end(held.take().unwrap_or_default())));
+        if let Some(held) = held {
+            end(held);
+        }
     }
 }

@@ -69,6 +69,22 @@ static inline void sleep_ms(long ms) {
   }
 }
 
+/* A lock with a `ttl_ms` lease that nothing renews. */
+static inline redmutex_result lock_unrenewed(redmutex_client *client, const char *name,
+                                             uint64_t ttl_ms, redmutex_guard **out) {
+  redmutex_lock_options *options = NULL;
+  redmutex_result r;
+  bool locked;
+  /* Short leases have short node timeouts: open the connection first. */
+  if ((r = redmutex_is_locked(client, name, &locked)) != REDMUTEX_RESULT_OK) return r;
+  if ((r = redmutex_lock_options_new(&options)) != REDMUTEX_RESULT_OK) return r;
+  redmutex_lock_options_set_ttl(options, ttl_ms);
+  redmutex_lock_options_set_auto_renew(options, false);
+  r = redmutex_lock_with_options(client, (const uint8_t *)name, strlen(name), options, 5000, out);
+  redmutex_lock_options_free(options);
+  return r;
+}
+
 /* A client for one URL, or NULL (with the reason on stderr). */
 static inline redmutex_client *client_for(const char *url) {
   redmutex_client *client = NULL;

@@ -110,17 +110,17 @@ static void test_errors_carry_the_result_code_and_message() {
   CHECK(code_of([] { redmutex::Client client("http://not-redis"); }) ==
         REDMUTEX_RESULT_INVALID_ARGUMENT);
   redmutex::Client client(url());
-  CHECK(code_of([&] { client.lock(unique_name("ttl"), 0ms); }, &message) ==
+  CHECK(code_of([&] { (void)client.lock(unique_name("ttl"), 0ms); }, &message) ==
         REDMUTEX_RESULT_INVALID_ARGUMENT);
   CHECK(message.find("TTL") != std::string::npos);
-  CHECK(code_of([&] { client.lock(""); }) == REDMUTEX_RESULT_INVALID_ARGUMENT);
+  CHECK(code_of([&] { (void)client.lock(""); }) == REDMUTEX_RESULT_INVALID_ARGUMENT);
 
   redmutex::ClientOptions options;
   options.connect_timeout = 200ms;
   redmutex::Client down("redis://127.0.0.1:1", options);
   redmutex::Error error(REDMUTEX_RESULT_OK, "");
   try {
-    down.lock(unique_name("down"));
+    (void)down.lock(unique_name("down"));
   } catch (const redmutex::Error& e) {
     error = e;
   }

@@ -21,22 +21,6 @@ static void on_lost(void *user_data) {
   if (flag->magic == 0x5eed) atomic_fetch_add(&flag->calls, 1);
 }
 
-/* A lock with a `ttl_ms` lease that nothing renews. */
-static redmutex_result lock_unrenewed(redmutex_client *client, const char *name, uint64_t ttl_ms,
-                                      redmutex_guard **out) {
-  redmutex_lock_options *options = NULL;
-  redmutex_result r;
-  bool locked;
-  /* Short leases have short node timeouts: open the connection first. */
-  if ((r = redmutex_is_locked(client, name, &locked)) != REDMUTEX_RESULT_OK) return r;
-  if ((r = redmutex_lock_options_new(&options)) != REDMUTEX_RESULT_OK) return r;
-  redmutex_lock_options_set_ttl(options, ttl_ms);
-  redmutex_lock_options_set_auto_renew(options, false);
-  r = redmutex_lock_with_options(client, (const uint8_t *)name, strlen(name), options, 5000, out);
-  redmutex_lock_options_free(options);
-  return r;
-}
-
 static void test_lost_lock_is_reported_by_callback_and_is_held(void) {
   char name[128];
   redmutex_client *client = test_client();

@@ -1,7 +1,7 @@
 """Type stubs for the native module; keep in step with py/src/*.rs."""
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import TracebackType
 from typing import final
 
@@ -54,7 +54,7 @@ class Client:
 
     def __new__(
         cls,
-        url: str | Sequence[str],
+        url: str | list[str] | tuple[str, ...],
         *,
         connect_timeout: float | None = None,
         node_timeout: float | None = None,
@@ -91,7 +91,7 @@ class Client:
     def lock(
         self,
         name: str | bytes,
-        ttl: float = 30.0,
+        ttl: float | None = 30.0,
         *,
         auto_renew: bool = True,
         max_hold: float | None = None,
@@ -103,8 +103,8 @@ class Client:
 
         Args:
             name: the Redis key of the lock, str (sent as UTF-8) or bytes, 1 to 512 bytes.
-            ttl: the lease in seconds (0.01 to 86400): how long the lock outlives a holder
-                that stopped renewing it (crashed, frozen, partitioned).
+            ttl: the lease in seconds (0.01 to 86400; None means 30.0): how long the lock
+                outlives a holder that stopped renewing it (crashed, frozen, partitioned).
             auto_renew: keep extending the lease every ttl/3 while the Lock is held, on the
                 client's renew thread (which needs no GIL).
             max_hold: seconds after which renewal stops, so the lock expires even if the
@@ -140,11 +140,22 @@ class Lock:
     """A distributed lock on one name, made by Client.lock().
 
     Mirrors threading.Lock: not re-entrant (acquiring a Lock that is held, by this object
-    too, waits for its release), and any thread may release it. Thread-safe. A Lock
-    inherited by a forked child neither renews nor releases the parent's lock.
+    too, waits for its release). Thread-safe. An acquisition belongs to the thread that made
+    it (as with redis-py's thread_local=True): release(), extend(), check(), owned(), fence,
+    valid_for and wait_lost() act on the calling thread's own acquisition, so a thread whose
+    lock was lost gets LockLostError and never releases what another thread acquired since.
+    A thread that made none acts on the most recent acquisition (a watchdog thread waiting in
+    wait_lost(), a threading.Timer that releases). A Lock inherited by a forked child neither
+    renews nor releases the parent's lock.
+
+    On the main thread, Ctrl-C interrupts every call that can wait for Redis within 100 ms
+    with KeyboardInterrupt: acquire() (also while it opens the first connection), release(),
+    the end of a `with` block, extend(), locked(), status() and wait_lost(). An interrupted
+    release goes on in the background (or the lease runs out). Python runs signal handlers
+    on the main thread only, so calls on other threads are not interrupted.
     """
 
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+    def acquire(self, blocking: bool | None = True, timeout: float | None = None) -> bool:
         """Take the lock: True when held, False when the wait ran out.
 
         Args:
@@ -255,7 +266,8 @@ class Lock:
         exc_type: type[BaseException] | None,
         exc_value: BaseException | None,
         traceback: TracebackType | None,
-    ) -> bool:
+        /,
+    ) -> None:
         """release(); never suppresses the exception of the with-block. If the release
         fails (say LockLostError), that error is raised, chained to the block's exception."""
 

@@ -1,0 +1,30 @@
+"""Not a test module: mypy --strict checks this file against the stubs (scripts/test-py.sh).
+
+Each function is a use that type checkers must accept as users write it."""
+
+from __future__ import annotations
+
+import redmutex
+
+
+def with_block_returns(lock: redmutex.Lock) -> int:
+    # `__exit__` returns None: the block cannot swallow an exception, so this function
+    # always returns (with `-> bool`, mypy would report a missing return).
+    with lock:
+        return lock.fence
+
+
+def none_where_the_runtime_takes_none(client: redmutex.Client) -> bool:
+    lock = client.lock("name", ttl=None)
+    return lock.acquire(blocking=None, timeout=None)
+
+
+def urls_as_list_or_tuple() -> list[redmutex.Client]:
+    return [
+        redmutex.Client(["redis://a:6379", "redis://b:6379", "redis://c:6379"]),
+        redmutex.Client(("redis://a:6379", "redis://b:6379", "redis://c:6379")),
+    ]
+
+
+def exit_takes_positional_arguments(lock: redmutex.Lock) -> None:
+    lock.__exit__(None, None, None)
