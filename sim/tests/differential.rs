@@ -5,8 +5,8 @@
 //!
 //! Time: the simulated server's clock is set to the wall clock (ms) before each command is
 //! sent, so expiries are compared on the same time base. TTLs in the pools are either long
-//! (≥ 100 s, whole seconds) or tiny (3 ms); a step that may set a tiny one is followed by a
-//! 5 ms sleep, so no comparison ever falls on an expiry's edge. PTTL-sized integers (> 1000)
+//! (≥ 100 s, and no two steps set the same one) or tiny (3 ms); a step that may set a tiny one
+//! is followed by a 5 ms sleep, so no comparison ever falls on an expiry's edge. PTTL-sized integers (> 1000)
 //! may differ by the few ms the command spends in flight; everything else must be equal.
 //!
 //! `SIM_SEED=<seed>` runs that one sequence (`SIM_SEED=<a>..<b>` a range); `SIM_DIFF_SEQUENCES=<n>` changes the count.
@@ -26,10 +26,27 @@ const BASE_SEED: u64 = 0x5EED_0000;
 const TTL_SLACK_MS: i64 = 250;
 const KEYS: &[&str] = &["lock", "{lock}:fence", "{lock}:wake", "{lock}:waiters", "{lock}:handoff", "x"];
 const VALUES: &[&str] = &["t1", "t2", "5", "abc", "-2"];
-/// Millisecond TTLs; "3" is the tiny one that must expire before the next step.
-const MS: &[&str] = &["100000", "200000", "3", "0", "-5", "abc"];
+/// Millisecond TTLs other than the long ones; "3" is the tiny one that must expire before the
+/// next step.
+const MS: &[&str] = &["3", "0", "-5", "abc"];
 const TINY: &str = "3";
-const SECS: &[&str] = &["100", "300", "0", "-1", "abc"];
+/// Second TTLs: never equal to a long millisecond TTL (see [`long_ms`]).
+const SECS: &[&str] = &["150", "300", "0", "-1", "abc"];
+/// Most generated steps in a sequence.
+const MAX_STEPS: u64 = 30;
+
+/// A long TTL in ms for step `step`: 100 s or 200 s plus 10 ms per step. Two steps never set
+/// the same TTL, and a later one always ends later than an earlier one with the same base, so
+/// `GT`/`LT` never compare two expiries that the command's few ms in flight could reorder.
+fn long_ms(base: usize, step: u64) -> &'static str {
+    static TABLE: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        [100_000, 200_000]
+            .iter()
+            .flat_map(|b| (0..=MAX_STEPS).map(move |s| (b + 10 * s).to_string()))
+            .collect()
+    });
+    &TABLE[base * (MAX_STEPS as usize + 1) + step as usize]
+}
 const SCORES: &[&str] = &["1", "2.5", "0.1", "-3", "+inf", "abc", "(1"];
 
 fn wall_ms() -> u64 {
@@ -50,6 +67,8 @@ enum Step {
 
 struct Gen {
     rng: Rng,
+    /// How many steps were generated so far (for [`long_ms`]).
+    step_no: u64,
     scripts: Vec<(&'static str, &'static str, String)>,
 }
 
@@ -64,7 +83,13 @@ impl Gen {
 
     /// A millisecond TTL; the tiny one rarely, since each costs a sleep.
     fn ms(&mut self) -> &'static str {
-        if self.rng.chance(0.015) { TINY } else { self.pick(&MS[..2]).min(self.pick(MS)) }
+        if self.rng.chance(0.015) {
+            TINY
+        } else if self.rng.chance(0.85) {
+            long_ms(self.rng.below(2) as usize, self.step_no)
+        } else {
+            self.pick(&MS[1..])
+        }
     }
 
     /// The keys a script is meant to get, or (sometimes) any keys from the pool.
@@ -90,10 +115,13 @@ impl Gen {
             "acquire" => {
                 let ttl = self.ms();
                 let (f, w) = (flag(self), flag(self));
-                let announce = self.pick(&["0", "0", "100000", TINY]);
+                let announce = if self.rng.chance(0.5) { "0" } else { self.ms() };
                 vec![token, ttl, f, w, announce]
             }
-            "release" => vec![token, self.pick(&["100000", TINY]), self.pick(&["0", "100000", TINY])],
+            "release" => {
+                let handoff = if self.rng.chance(0.5) { "0" } else { self.ms() };
+                vec![token, self.ms(), handoff]
+            }
             "extend" => vec![token, self.ms()],
             "fence_max" => vec![self.pick(&["0", "1", "2", "5", "abc"])],
             _ => vec![],
@@ -173,9 +201,10 @@ impl Gen {
     }
 
     fn sequence(&mut self) -> Vec<Step> {
-        let n = self.rng.range(4, 30);
+        let n = self.rng.range(4, MAX_STEPS);
         let mut steps = Vec::new();
-        for _ in 0..n {
+        for i in 0..n {
+            self.step_no = i;
             let s = self.step();
             let tiny = matches!(&s, Step::Cmd(a) | Step::Blpop(a) if a.iter().any(|w| w == TINY.as_bytes()));
             steps.push(s);
@@ -273,11 +302,11 @@ impl Pair {
 }
 
 fn run_sequence(pair: &mut Pair, seed: u64, scripts: &[(&'static str, &'static str, String)]) {
-    let mut generator = Gen { rng: Rng::new(seed), scripts: scripts.to_vec() };
+    let mut generator = Gen { rng: Rng::new(seed), step_no: 0, scripts: scripts.to_vec() };
     let steps = generator.sequence();
     pair.real.call(&argv(&["FLUSHALL"]));
     pair.real.call(&argv(&["SCRIPT", "FLUSH"]));
-    pair.sim = Server::new();
+    pair.sim.restart(false);
     pair.log.clear();
     pair.ok = true;
     // The first key the second connection's BLPOP waits on, while it waits.
@@ -344,14 +373,6 @@ fn simulated_redis_matches_redis_server() {
         .into_iter()
         .map(|(name, src)| (name, src, redmutex_sim::redis::sha1_hex(src.as_bytes())))
         .collect();
-    let server = RedisServer::start();
-    let mut pair = Pair {
-        real: Resp::connect(server.port()),
-        blocker: Resp::connect(server.port()),
-        sim: Server::new(),
-        log: Vec::new(),
-        ok: true,
-    };
     let seeds: Vec<u64> = match std::env::var("SIM_SEED") {
         Ok(s) => match s.split_once("..") {
             Some((a, b)) => (a.parse().expect("a seed")..b.parse().expect("a seed")).collect(),
@@ -363,8 +384,24 @@ fn simulated_redis_matches_redis_server() {
         }
     };
     let started = Instant::now();
-    for &seed in &seeds {
-        run_sequence(&mut pair, seed, &scripts);
-    }
+    // Two servers, two threads: the sequences are independent, and the round trips dominate.
+    std::thread::scope(|scope| {
+        for chunk in seeds.chunks(seeds.len().div_ceil(2)) {
+            let scripts = &scripts;
+            scope.spawn(move || {
+                let server = RedisServer::start();
+                let mut pair = Pair {
+                    real: Resp::connect(server.port()),
+                    blocker: Resp::connect(server.port()),
+                    sim: Server::new(),
+                    log: Vec::new(),
+                    ok: true,
+                };
+                for &seed in chunk {
+                    run_sequence(&mut pair, seed, scripts);
+                }
+            });
+        }
+    });
     eprintln!("differential: {} sequences in {:.1?}", seeds.len(), started.elapsed());
 }
