@@ -7,5 +7,8 @@
 //!   follows the design's protocol with the real scripts.
 //! - [`checker`]: the properties checked after every step.
 
+pub mod checker;
+pub mod client;
 pub mod redis;
 pub mod rng;
+pub mod world;

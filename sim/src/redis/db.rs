@@ -112,6 +112,11 @@ impl Db {
         self.map.get_mut(key)
     }
 
+    /// The entry at `key` as stored, expired or not.
+    pub fn peek(&self, key: &[u8]) -> Option<Entry> {
+        self.map.get(key).cloned()
+    }
+
     /// Whether a live key exists.
     pub fn exists(&mut self, key: &[u8]) -> bool {
         self.get(key).is_some()

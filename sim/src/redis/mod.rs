@@ -242,6 +242,11 @@ impl Server {
         }
     }
 
+    /// The entry at `key` as stored, expired or not (for a checker that judges expiry itself).
+    pub fn peek(&self, key: &[u8]) -> Option<Entry> {
+        self.db.borrow().peek(key)
+    }
+
     /// Every live key with its entry, in key order.
     pub fn entries(&mut self) -> Vec<(Vec<u8>, Entry)> {
         self.db.borrow_mut().entries()

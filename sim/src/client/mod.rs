@@ -1,0 +1,80 @@
+//! The narrow interface between the world and a lock client, in the style of an I/O-free
+//! protocol core: the client never reads a clock, draws a random number or touches a socket;
+//! the world hands it inputs with the time and randomness, and carries out its outputs.
+//!
+//! The model client in [`model`] implements it today; the core's lock state machines are
+//! meant to replace it behind the same trait.
+
+pub mod model;
+
+use crate::redis::Reply;
+use crate::rng::Rng;
+
+/// Identifies one request a client sent, unique per client.
+pub type RequestId = u64;
+
+/// What the client's clocks read when an input is handed to it (µs).
+#[derive(Clone, Copy, Debug)]
+pub struct Now {
+    /// The monotonic clock (`CLOCK_MONOTONIC`): stops while the machine is suspended.
+    pub mono: u64,
+    /// The boot clock (`CLOCK_BOOTTIME`): keeps counting through a suspend.
+    pub boot: u64,
+}
+
+/// An event for the client.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// The simulation starts.
+    Start,
+    /// Node `node` answered request `id`.
+    Reply { node: usize, id: RequestId, reply: Reply },
+    /// Request `id` to node `node` failed: connection refused, reset or closed. A request
+    /// that silently vanished gives no input at all; the client's own timer must notice.
+    Failed { node: usize, id: RequestId },
+    /// A timer the client set with [`Output::WakeAt`] fired.
+    Wake { token: u64 },
+}
+
+/// What the client asks the world to do, or tells the checker.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// Send one command (a script call: `EVALSHA`/`EVAL`, or a plain one) to node `node`.
+    Send { node: usize, id: RequestId, argv: Vec<Vec<u8>> },
+    /// Close my connection to `node` (requests written on it still run there; their replies
+    /// are lost); the next send opens a new one.
+    Reconnect { node: usize },
+    /// Hand me [`Input::Wake`] with `token` once my monotonic clock reads `mono` (µs).
+    WakeAt { mono: u64, token: u64 },
+    /// A claim for the checker.
+    Note(Note),
+}
+
+/// What a client claims about the lock, as its user would learn it. The checker judges these
+/// claims against the servers and against each other on true time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Note {
+    /// The user asked for the lock and is now waiting for it.
+    Wants,
+    /// An attempt with this token began; its requests may store the token on servers.
+    Attempt { token: Vec<u8> },
+    /// The attempt with this token ended without the lock (after its undo was sent).
+    AttemptOver { token: Vec<u8> },
+    /// The lock is held with `token` and `fence` until the boot clock reads `valid_until`.
+    Acquired { token: Vec<u8>, fence: u64, valid_until: u64 },
+    /// The hold was renewed: valid until the boot clock reads `valid_until`.
+    Extended { valid_until: u64 },
+    /// The holder acts on the protected resource with its fence.
+    Use { fence: u64 },
+    /// The holder stops holding and starts releasing (it no longer acts).
+    Releasing,
+    /// The holder learned that it lost the lock (renewal failed within its validity).
+    Lost,
+}
+
+/// A lock client driven by the world.
+pub trait Client {
+    /// Handles one input at time `now`, drawing any randomness from `rng`, and appends what
+    /// it wants done to `out`.
+    fn handle(&mut self, input: Input, now: Now, rng: &mut Rng, out: &mut Vec<Output>);
+}

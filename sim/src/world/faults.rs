@@ -1,0 +1,43 @@
+//! The faults of one run, drawn up front from the seed.
+
+use crate::rng::Rng;
+
+/// One fault, starting at a true time and lasting a while (µs).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    /// The node's process is stopped (SIGSTOP): it runs nothing; its clock, the machine's,
+    /// keeps going; what arrived meanwhile runs when it continues.
+    Freeze { node: usize, dur: u64 },
+    /// The node restarts: down for `dur`, then up with its keyspace (`persist`) or empty;
+    /// connections and the script cache are gone either way.
+    Restart { node: usize, dur: u64, persist: bool },
+    /// The client's process is stopped: it runs nothing; its clocks keep going.
+    Pause { client: usize, dur: u64 },
+    /// The client's machine sleeps: it runs nothing and its monotonic clock stops, while its
+    /// boot clock (and everyone else's time) goes on.
+    Suspend { client: usize, dur: u64 },
+}
+
+/// Draws the faults of a run: `count` of them, at times in `0..until`, sorted by time.
+///
+/// A restart without persistence keeps the node down for longer than one TTL plus the
+/// longest network delay, as the design requires of such nodes (§9): otherwise it could
+/// grant a lock that a quorum still holds, and no client could prevent that.
+pub fn schedule(rng: &mut Rng, nodes: usize, clients: usize, until: u64, count: usize, ttl: u64, max_delay: u64) -> Vec<(u64, Fault)> {
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let at = rng.below(until);
+        let node = rng.below(nodes as u64) as usize;
+        let client = rng.below(clients as u64) as usize;
+        let fault = match rng.below(5) {
+            0 => Fault::Freeze { node, dur: rng.range(10_000, 1_500_000) },
+            1 => Fault::Restart { node, dur: rng.range(50_000, 500_000), persist: true },
+            2 => Fault::Restart { node, dur: ttl + max_delay + rng.range(10_000, 500_000), persist: false },
+            3 => Fault::Pause { client, dur: rng.range(10_000, 1_500_000) },
+            _ => Fault::Suspend { client, dur: rng.range(10_000, 3_000_000) },
+        };
+        out.push((at, fault));
+    }
+    out.sort_by_key(|(at, _)| *at);
+    out
+}
