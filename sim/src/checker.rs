@@ -8,8 +8,8 @@
 //! - **lease**: while a client holds, a quorum of nodes keep its token at least until the end
 //!   of its validity (a node that is down counts: it grants nobody);
 //! - **use**: a client acts only inside its hold;
-//! - **no orphan**: a token's key is gone one TTL (plus the longest network delay and the
-//!   drift allowance) after its attempt or hold ended;
+//! - **no orphan**: a token's key is gone one TTL (plus the longest wait of a request before
+//!   it runs, and the drift allowance) after its attempt or hold ended;
 //! - **liveness**: once every fault has healed and stale keys have expired, a free lock that
 //!   someone waits for is granted within a bound.
 
@@ -52,7 +52,8 @@ struct Claim {
 pub struct Limits {
     /// The lock TTL (µs).
     pub ttl: u64,
-    /// The longest a message can travel (µs).
+    /// The longest a request can wait before it runs (µs): the network's longest delay plus
+    /// the longest freeze of the node it waits at.
     pub max_delay: u64,
     /// Allowance for clock drift (µs).
     pub drift: u64,

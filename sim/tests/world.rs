@@ -29,8 +29,7 @@ fn run_seed(seed: u64, controls: Controls) -> Outcome {
         let mut cfg = Config::from_seed(seed, controls);
         cfg.keep_trace = true;
         let again = run(cfg);
-        let tail = again.trace.len().saturating_sub(60);
-        eprintln!("trace of seed {seed} (last lines):\n{}", again.trace[tail..].join("\n"));
+        eprintln!("trace of seed {seed}:\n{}", again.trace.join("\n"));
     }
     out
 }
@@ -38,13 +37,21 @@ fn run_seed(seed: u64, controls: Controls) -> Outcome {
 #[test]
 fn the_model_client_keeps_every_property_under_faults() {
     let started = Instant::now();
+    let seeds = seeds();
+    // Two threads: runs are independent, and each is deterministic on its own.
+    let results: Vec<(u64, Outcome)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = seeds
+            .chunks(seeds.len().div_ceil(2))
+            .map(|chunk| scope.spawn(move || chunk.iter().map(|&s| (s, run_seed(s, Controls::default()))).collect::<Vec<_>>()))
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("a run panicked")).collect()
+    });
     let (mut ops, mut grants, mut sim_us, mut events) = (0, 0, 0, 0);
-    for seed in seeds() {
-        let out = run_seed(seed, Controls::default());
+    for (seed, out) in &results {
         if let Some(v) = &out.violation {
             panic!(
                 "seed {seed} ({} nodes): at {} µs: {}\nreplay: SIM_SEED={seed} cargo test --release -p redmutex-sim",
-                Config::from_seed(seed, Controls::default()).nodes,
+                Config::from_seed(*seed, Controls::default()).nodes,
                 v.at,
                 v.what
             );
@@ -57,7 +64,7 @@ fn the_model_client_keeps_every_property_under_faults() {
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "world: {} runs, {:.0} simulated s, {events} events, {grants} grants, {ops} lock operations in {secs:.1} s: {:.0} lock ops/s",
-        seeds().len(),
+        seeds.len(),
         sim_us as f64 / 1e6,
         ops as f64 / secs
     );

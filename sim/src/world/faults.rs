@@ -2,6 +2,9 @@
 
 use crate::rng::Rng;
 
+/// The longest node freeze (µs).
+pub const MAX_FREEZE: u64 = 1_500_000;
+
 /// One fault, starting at a true time and lasting a while (µs).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fault {
@@ -30,7 +33,7 @@ pub fn schedule(rng: &mut Rng, nodes: usize, clients: usize, until: u64, count: 
         let node = rng.below(nodes as u64) as usize;
         let client = rng.below(clients as u64) as usize;
         let fault = match rng.below(5) {
-            0 => Fault::Freeze { node, dur: rng.range(10_000, 1_500_000) },
+            0 => Fault::Freeze { node, dur: rng.range(10_000, MAX_FREEZE) },
             1 => Fault::Restart { node, dur: rng.range(50_000, 500_000), persist: true },
             2 => Fault::Restart { node, dur: ttl + max_delay + rng.range(10_000, 500_000), persist: false },
             3 => Fault::Pause { client, dur: rng.range(10_000, 1_500_000) },

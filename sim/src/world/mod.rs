@@ -81,7 +81,7 @@ impl Config {
 pub struct Outcome {
     /// The first property that failed, if any.
     pub violation: Option<Violation>,
-    /// A hash of every trace line.
+    /// A hash of every trace line (with [`Config::keep_trace`]; 0 otherwise).
     pub trace_hash: u64,
     /// The trace lines, with [`Config::keep_trace`].
     pub trace: Vec<String>,
@@ -110,6 +110,9 @@ pub(crate) struct Node {
     pub(crate) clock: Clock,
     frozen: bool,
     pub(crate) down: bool,
+    /// When the current freeze and downtime end (overlapping faults extend them).
+    frozen_until: u64,
+    down_until: u64,
     /// Incremented by each restart: a connection belongs to one life of the process.
     life: u64,
     backlog: VecDeque<Event>,
@@ -121,6 +124,7 @@ pub(crate) struct Slot {
     mono: Clock,
     pub(crate) boot: Clock,
     busy_until: u64,
+    suspended_until: u64,
     /// The current connection to each node; replies on an older one are lost.
     epoch: Vec<u64>,
 }
@@ -158,6 +162,8 @@ impl World {
                 clock: Clock::new(1_700_000_000_000_000 + rng.below(1 << 40), 1.0 + (rng.below(4001) as f64 - 2000.0) * 1e-6),
                 frozen: false,
                 down: false,
+                frozen_until: 0,
+                down_until: 0,
                 life: 0,
                 backlog: VecDeque::new(),
             })
@@ -172,6 +178,7 @@ impl World {
                     mono: Clock::new(offset, rate),
                     boot: Clock::new(offset, rate),
                     busy_until: 0,
+                    suspended_until: 0,
                     epoch: vec![0; cfg.nodes],
                 }
             })
@@ -181,7 +188,7 @@ impl World {
         let healed = plan.iter().map(|(at, f)| at + fault_len(f)).max().unwrap_or(0).max(cfg.fault_phase);
         let limits = Limits {
             ttl,
-            max_delay: cfg.network.late_max,
+            max_delay: cfg.network.late_max + faults::MAX_FREEZE,
             drift: drift_us(cfg.ttl_ms),
             quiet_from: healed + ttl + cfg.network.late_max + drift_us(cfg.ttl_ms),
             liveness: ttl / 2,
@@ -198,7 +205,7 @@ impl World {
             last_arrival: BTreeMap::new(),
             checker,
             trace: Vec::new(),
-            hash: 0xcbf2_9ce4_8422_2325,
+            hash: if cfg.keep_trace { 0xcbf2_9ce4_8422_2325 } else { 0 },
             events: 0,
             lock_ops: 0,
             cfg,
@@ -217,13 +224,17 @@ impl World {
         self.queue.insert((at.max(self.now), self.seq), e);
     }
 
-    fn log(&mut self, line: String) {
+    /// Records a trace line; only built when the trace is kept (formatting costs more than
+    /// the simulation itself).
+    fn log(&mut self, line: impl FnOnce() -> String) {
+        if !self.cfg.keep_trace {
+            return;
+        }
+        let line = line();
         for b in line.bytes().chain([b'\n']) {
             self.hash = (self.hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
         }
-        if self.cfg.keep_trace {
-            self.trace.push(line);
-        }
+        self.trace.push(line);
     }
 
     fn faulty(&self) -> bool {
@@ -271,7 +282,8 @@ impl World {
                     return; // written on a connection that died with the old process
                 }
                 if n.down {
-                    self.log(format!("{} n{node} refused c{client}#{id}", self.now));
+                    let now = self.now;
+                    self.log(|| format!("{now} n{node} refused c{client}#{id}"));
                     return self.fail_request(client, id, node, epoch);
                 }
                 if n.frozen {
@@ -281,12 +293,14 @@ impl World {
                 self.execute(node, client, epoch, id, argv);
             }
             Event::Fault(f) => self.fault(f),
-            Event::NodeUp { node } => {
-                self.log(format!("{} n{node} up", self.now));
+            Event::NodeUp { node } if self.now >= self.nodes[node].down_until => {
+                let now = self.now;
+                self.log(|| format!("{now} n{node} up"));
                 self.nodes[node].down = false;
             }
-            Event::NodeThaw { node } => {
-                self.log(format!("{} n{node} thaws", self.now));
+            Event::NodeThaw { node } if self.now >= self.nodes[node].frozen_until => {
+                let now = self.now;
+                self.log(|| format!("{now} n{node} thaws"));
                 self.nodes[node].frozen = false;
                 let backlog = std::mem::take(&mut self.nodes[node].backlog);
                 for e in backlog {
@@ -295,10 +309,12 @@ impl World {
                     }
                 }
             }
-            Event::ClientGo { client } => {
-                self.log(format!("{} c{client} runs", self.now));
+            Event::ClientGo { client } if self.now >= self.clients[client].suspended_until => {
+                let now = self.now;
+                self.log(|| format!("{now} c{client} wakes"));
                 self.clients[client].mono.start(self.now);
             }
+            Event::NodeUp { .. } | Event::NodeThaw { .. } | Event::ClientGo { .. } => {}
         }
     }
 
@@ -307,8 +323,7 @@ impl World {
         let n = &mut self.nodes[node];
         n.server.set_now(n.clock.at(now) / 1000);
         let reply = n.server.exec(client as u64, &argv).unwrap_or(crate::redis::Reply::NilArray);
-        let what = String::from_utf8_lossy(argv.first().map_or(&[][..], |a| a)).into_owned();
-        self.log(format!("{now} n{node} ran c{client}#{id} {what} -> {reply:?}"));
+        self.log(|| format!("{now} n{node} ran c{client}#{id} {} -> {reply:?}", describe(&argv)));
         let faulty = self.faulty();
         match self.cfg.network.fate(&mut self.net_rng, faulty) {
             Fate::Lost => {}
@@ -375,8 +390,7 @@ impl World {
                 self.inflight.remove(&(client, *id));
             }
         }
-        let line = format!("{now} c{client} <- {input:?}");
-        self.log(line);
+        self.log(|| format!("{now} c{client} <- {input:?}"));
         let slot = &mut self.clients[client];
         let clocks = Now { mono: slot.mono.at(now), boot: slot.boot.at(now) };
         let mut out = Vec::new();
@@ -395,14 +409,14 @@ impl World {
                 self.inflight.insert((client, id), (node, epoch));
                 let faulty = self.faulty();
                 match self.cfg.network.fate(&mut self.net_rng, faulty) {
-                    Fate::Lost => self.log(format!("{now} c{client}#{id} lost")),
+                    Fate::Lost => self.log(|| format!("{now} c{client}#{id} lost")),
                     Fate::After(d) => {
                         let at = self.in_order((client, node, epoch, true), now + d);
                         self.push(at, Event::ToNode { node, client, epoch, life, id, argv });
                     }
                 }
                 if self.cfg.network.cut_after_write(&mut self.net_rng, faulty) {
-                    self.log(format!("{now} c{client}->n{node} cut after #{id}"));
+                    self.log(|| format!("{now} c{client}->n{node} cut after #{id}"));
                     self.cut(client, node, true);
                 }
             }
@@ -416,7 +430,7 @@ impl World {
                 if matches!(note, Note::Attempt { .. } | Note::Extended { .. } | Note::Releasing) {
                     self.lock_ops += 1;
                 }
-                self.log(format!("{now} c{client} note {note:?}"));
+                self.log(|| format!("{now} c{client} note {note:?}"));
                 let mut view = WorldView { nodes: &mut self.nodes, clients: &self.clients };
                 self.checker.note(client, &note, now, &mut view);
             }
@@ -425,15 +439,18 @@ impl World {
 
     fn fault(&mut self, f: Fault) {
         let now = self.now;
-        self.log(format!("{now} fault {f:?}"));
+        self.log(|| format!("{now} fault {f:?}"));
         match f {
             Fault::Freeze { node, dur } => {
-                self.nodes[node].frozen = true;
+                let n = &mut self.nodes[node];
+                n.frozen = true;
+                n.frozen_until = n.frozen_until.max(now + dur);
                 self.push(now + dur, Event::NodeThaw { node });
             }
             Fault::Restart { node, dur, persist } => {
                 let n = &mut self.nodes[node];
                 n.down = true;
+                n.down_until = n.down_until.max(now + dur);
                 n.frozen = false;
                 n.life += 1;
                 n.backlog.clear();
@@ -450,12 +467,23 @@ impl World {
                 let slot = &mut self.clients[client];
                 slot.busy_until = slot.busy_until.max(now + dur);
                 if matches!(f, Fault::Suspend { .. }) {
+                    slot.suspended_until = slot.suspended_until.max(now + dur);
                     slot.mono.stop(now);
                     self.push(now + dur, Event::ClientGo { client });
                 }
             }
         }
     }
+}
+
+/// A command for the trace: a script's text or SHA is left out, its keys and arguments kept.
+fn describe(argv: &[Vec<u8>]) -> String {
+    let script = argv.first().is_some_and(|a| a.starts_with(b"EVAL"));
+    argv.iter()
+        .enumerate()
+        .map(|(i, a)| if script && i == 1 { "…".into() } else { String::from_utf8_lossy(a).into_owned() })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn fault_len(f: &Fault) -> u64 {
