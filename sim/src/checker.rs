@@ -127,20 +127,36 @@ impl Checker {
             Note::AttemptOver { token } => {
                 self.ended.insert(token.clone(), Some(t));
             }
-            Note::Acquired { token, fence, valid_until } => {
+            Note::Acquired {
+                token,
+                fence,
+                valid_until,
+            } => {
                 self.grants += 1;
                 self.waiting.remove(&c);
                 let end = view.boot_to_true(c, *valid_until);
-                if let Some((other, claim)) = self.claims.iter().find(|(o, cl)| **o != c && cl.end > t) {
+                if let Some((other, claim)) =
+                    self.claims.iter().find(|(o, cl)| **o != c && cl.end > t)
+                {
                     let (other, until) = (*other, claim.end);
                     self.fail(t, format!("two holders: client {c} acquired while client {other} holds until {until} µs"));
                 }
                 if self.fences_kept && *fence <= self.last_fence {
                     let last = self.last_fence;
-                    self.fail(t, format!("fence went back: client {c} got {fence} after {last}"));
+                    self.fail(
+                        t,
+                        format!("fence went back: client {c} got {fence} after {last}"),
+                    );
                 }
                 self.last_fence = self.last_fence.max(*fence);
-                self.claims.insert(c, Claim { token: token.clone(), fence: *fence, end });
+                self.claims.insert(
+                    c,
+                    Claim {
+                        token: token.clone(),
+                        fence: *fence,
+                        end,
+                    },
+                );
                 self.check_lease(c, t, view);
             }
             Note::Extended { valid_until } => {
@@ -153,14 +169,21 @@ impl Checker {
             Note::Use { fence } => {
                 match self.active(c, t) {
                     None => self.fail(t, format!("client {c} used the resource outside its hold")),
-                    Some(claim) if claim.fence != *fence => {
-                        self.fail(t, format!("client {c} used fence {fence} while holding {}", claim.fence))
-                    }
+                    Some(claim) if claim.fence != *fence => self.fail(
+                        t,
+                        format!(
+                            "client {c} used fence {fence} while holding {}",
+                            claim.fence
+                        ),
+                    ),
                     Some(_) => {}
                 }
                 if self.fences_kept && *fence < self.last_use_fence {
                     let last = self.last_use_fence;
-                    self.fail(t, format!("client {c} used fence {fence} after fence {last} was used"));
+                    self.fail(
+                        t,
+                        format!("client {c} used fence {fence} after fence {last} was used"),
+                    );
                 }
                 self.last_use_fence = self.last_use_fence.max(*fence);
             }
@@ -174,7 +197,9 @@ impl Checker {
 
     /// A quorum of nodes keep `c`'s token at least until its validity ends.
     fn check_lease(&mut self, c: usize, t: u64, view: &mut dyn View) {
-        let Some(claim) = self.active(c, t).cloned() else { return };
+        let Some(claim) = self.active(c, t).cloned() else {
+            return;
+        };
         let mut kept = 0;
         let mut seen = Vec::new();
         for i in 0..view.nodes() {
@@ -192,7 +217,12 @@ impl Checker {
 
     /// Checks what must hold after every step at true time `t`.
     pub fn after_step(&mut self, t: u64, view: &mut dyn View) {
-        let holders: Vec<usize> = self.claims.iter().filter(|(_, cl)| cl.end > t).map(|(c, _)| *c).collect();
+        let holders: Vec<usize> = self
+            .claims
+            .iter()
+            .filter(|(_, cl)| cl.end > t)
+            .map(|(c, _)| *c)
+            .collect();
         for &c in &holders {
             self.check_lease(c, t, view);
         }
@@ -204,7 +234,10 @@ impl Checker {
                 && t > end + grace
             {
                 let (token, end) = (String::from_utf8_lossy(&token).into_owned(), *end);
-                self.fail(t, format!("node {i} still has {token:?}, whose holder ended at {end} µs"));
+                self.fail(
+                    t,
+                    format!("node {i} still has {token:?}, whose holder ended at {end} µs"),
+                );
             }
         }
         self.check_liveness(t, holders.is_empty());
@@ -222,7 +255,10 @@ impl Checker {
         let from = since.max(self.free_since).max(self.limits.quiet_from);
         if t > from + self.limits.liveness {
             let waited = (t - from) / 1000;
-            self.fail(t, format!("the lock was free and wanted for {waited} ms after every fault healed"));
+            self.fail(
+                t,
+                format!("the lock was free and wanted for {waited} ms after every fault healed"),
+            );
         }
     }
 }

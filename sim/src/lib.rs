@@ -7,6 +7,9 @@
 //!   follows the design's protocol with the real scripts.
 //! - [`checker`]: the properties checked after every step.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod checker;
 pub mod client;
 pub mod redis;

@@ -24,7 +24,14 @@ const SEQUENCES: u64 = 10_000;
 const BASE_SEED: u64 = 0x5EED_0000;
 /// How far a PTTL may move while the command is in flight.
 const TTL_SLACK_MS: i64 = 250;
-const KEYS: &[&str] = &["lock", "{lock}:fence", "{lock}:wake", "{lock}:waiters", "{lock}:handoff", "x"];
+const KEYS: &[&str] = &[
+    "lock",
+    "{lock}:fence",
+    "{lock}:wake",
+    "{lock}:waiters",
+    "{lock}:handoff",
+    "x",
+];
 const VALUES: &[&str] = &["t1", "t2", "5", "abc", "-2"];
 /// Millisecond TTLs other than the long ones; "3" is the tiny one that must expire before the
 /// next step.
@@ -50,7 +57,10 @@ fn long_ms(base: usize, step: u64) -> &'static str {
 const SCORES: &[&str] = &["1", "2.5", "0.1", "-3", "+inf", "abc", "(1"];
 
 fn wall_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_millis() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as u64
 }
 
 fn argv(words: &[&str]) -> Vec<Vec<u8>> {
@@ -74,7 +84,7 @@ struct Gen {
 
 impl Gen {
     fn pick(&mut self, pool: &[&'static str]) -> &'static str {
-        *self.rng.pick(pool)
+        pool[self.rng.below(pool.len() as u64) as usize]
     }
 
     fn key(&mut self) -> &'static str {
@@ -141,7 +151,11 @@ impl Gen {
         let (name, source, sha) = self.scripts[i].clone();
         let keys = self.script_keys(name);
         let args = self.script_args(name);
-        let (verb, body) = if self.rng.chance(0.7) { ("EVALSHA", sha) } else { ("EVAL", source.to_string()) };
+        let (verb, body) = if self.rng.chance(0.7) {
+            ("EVALSHA", sha)
+        } else {
+            ("EVAL", source.to_string())
+        };
         let mut words = vec![verb.to_string(), body, keys.len().to_string()];
         words.extend(keys.iter().chain(&args).map(|s| s.to_string()));
         Step::Cmd(words.into_iter().map(String::into_bytes).collect())
@@ -170,10 +184,19 @@ impl Gen {
             14 => vec![self.pick(&["RPUSH", "LPUSH"]), k, v, self.pick(VALUES)],
             15 => vec!["LPOP", k],
             16 => vec![self.pick(&["LLEN", "EXISTS", "TYPE"]), k],
-            17 => vec!["LRANGE", k, self.pick(&["0", "1", "-1"]), self.pick(&["-1", "0", "5"])],
+            17 => vec![
+                "LRANGE",
+                k,
+                self.pick(&["0", "1", "-1"]),
+                self.pick(&["-1", "0", "5"]),
+            ],
             18 => {
                 let cmd = self.pick(&["PEXPIRE", "EXPIRE"]);
-                let t = if cmd == "PEXPIRE" { self.ms() } else { self.pick(SECS) };
+                let t = if cmd == "PEXPIRE" {
+                    self.ms()
+                } else {
+                    self.pick(SECS)
+                };
                 let mut w = vec![cmd, k, t];
                 if self.rng.chance(0.6) {
                     w.push(self.pick(&["NX", "XX", "GT", "LT", "BAD"]));
@@ -186,7 +209,13 @@ impl Gen {
             19 => vec![self.pick(&["PTTL", "TTL"]), k],
             20 => vec!["INCR", k],
             21 => vec!["INCRBY", k, self.pick(&["7", "-3", "x"])],
-            22 => vec!["ZADD", k, self.pick(&["NX", "XX", "GT", "CH", "1"]), self.pick(SCORES), v],
+            22 => vec![
+                "ZADD",
+                k,
+                self.pick(&["NX", "XX", "GT", "CH", "1"]),
+                self.pick(SCORES),
+                v,
+            ],
             23 => vec![self.pick(&["ZREM", "ZSCORE"]), k, v],
             24 => vec!["ZRANGE", k, "0", "-1", "WITHSCORES"],
             25 => vec!["ZREMRANGEBYSCORE", k, self.pick(SCORES), self.pick(SCORES)],
@@ -194,7 +223,11 @@ impl Gen {
             27 => {
                 let i = self.rng.below(self.scripts.len() as u64) as usize;
                 let src = self.scripts[i].1;
-                if self.rng.chance(0.7) { vec!["SCRIPT", "LOAD", src] } else { vec!["SCRIPT", "FLUSH"] }
+                if self.rng.chance(0.7) {
+                    vec!["SCRIPT", "LOAD", src]
+                } else {
+                    vec!["SCRIPT", "FLUSH"]
+                }
             }
             _ => {
                 let mut w = vec!["BLPOP", k];
@@ -227,8 +260,12 @@ impl Gen {
 /// Equal, or both PTTL-sized and within the in-flight slack.
 fn same(a: &Reply, b: &Reply) -> bool {
     match (a, b) {
-        (Reply::Int(x), Reply::Int(y)) => x == y || (*x > 1000 && *y > 1000 && (x - y).abs() <= TTL_SLACK_MS),
-        (Reply::Array(x), Reply::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b)),
+        (Reply::Int(x), Reply::Int(y)) => {
+            x == y || (*x > 1000 && *y > 1000 && (x - y).abs() <= TTL_SLACK_MS)
+        }
+        (Reply::Array(x), Reply::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
         _ => a == b,
     }
 }
@@ -237,7 +274,10 @@ fn same(a: &Reply, b: &Reply) -> bool {
 fn text(r: &Reply) -> String {
     match r {
         Reply::Bulk(b) => format!("{:?}", String::from_utf8_lossy(b)),
-        Reply::Array(items) => format!("[{}]", items.iter().map(text).collect::<Vec<_>>().join(", ")),
+        Reply::Array(items) => format!(
+            "[{}]",
+            items.iter().map(text).collect::<Vec<_>>().join(", ")
+        ),
         other => format!("{other:?}"),
     }
 }
@@ -247,7 +287,10 @@ fn show(words: &[Vec<u8>], scripts: &[(&str, &str, String)]) -> String {
         .iter()
         .map(|w| {
             let s = String::from_utf8_lossy(w);
-            match scripts.iter().find(|(_, src, sha)| s == *src || s == sha.as_str()) {
+            match scripts
+                .iter()
+                .find(|(_, src, sha)| s == *src || s == sha.as_str())
+            {
                 Some((name, src, _)) if s == *src => format!("<{name} source>"),
                 Some((name, ..)) => format!("<{name} sha>"),
                 None => s.into_owned(),
@@ -274,7 +317,9 @@ impl Pair {
         let mark = if same(sim, real) { "  " } else { "!!" };
         self.ok &= mark == "  ";
         let (sim, real) = (text(sim), text(real));
-        self.log.push(format!("{mark} {what}\n     sim:  {sim}\n     real: {real}"));
+        self.log.push(format!(
+            "{mark} {what}\n     sim:  {sim}\n     real: {real}"
+        ));
     }
 
     /// Waits until the real server has the second connection blocked: its BLPOP travels on
@@ -289,7 +334,10 @@ impl Pair {
             if info.contains("blocked_clients:1") {
                 return;
             }
-            assert!(Instant::now() < deadline, "seed {seed}: redis-server never blocked the BLPOP");
+            assert!(
+                Instant::now() < deadline,
+                "seed {seed}: redis-server never blocked the BLPOP"
+            );
             std::thread::yield_now();
         }
     }
@@ -310,7 +358,11 @@ impl Pair {
 }
 
 fn run_sequence(pair: &mut Pair, seed: u64, scripts: &[(&'static str, &'static str, String)]) {
-    let mut generator = Gen { rng: Rng::new(seed), step_no: 0, scripts: scripts.to_vec() };
+    let mut generator = Gen {
+        rng: Rng::new(seed),
+        step_no: 0,
+        scripts: scripts.to_vec(),
+    };
     let steps = generator.sequence();
     pair.real.call(&argv(&["FLUSHALL"]));
     pair.real.call(&argv(&["SCRIPT", "FLUSH"]));
@@ -351,12 +403,21 @@ fn run_sequence(pair: &mut Pair, seed: u64, scripts: &[(&'static str, &'static s
         for words in [argv(&["DEL", &key]), argv(&["RPUSH", &key, "wake"])] {
             pair.cmd(&words, show(&words, scripts), &mut blocked);
         }
-        assert!(blocked.is_none(), "seed {seed}: the simulator did not serve its blocked BLPOP");
+        assert!(
+            blocked.is_none(),
+            "seed {seed}: the simulator did not serve its blocked BLPOP"
+        );
     }
     // Every key's type, TTL and value, pipelined on the real side.
     let mut dump = Vec::new();
     for k in KEYS {
-        for cmd in [&["TYPE", k][..], &["PTTL", k], &["GET", k], &["LRANGE", k, "0", "-1"], &["ZRANGE", k, "0", "-1", "WITHSCORES"]] {
+        for cmd in [
+            &["TYPE", k][..],
+            &["PTTL", k],
+            &["GET", k],
+            &["LRANGE", k, "0", "-1"],
+            &["ZRANGE", k, "0", "-1", "WITHSCORES"],
+        ] {
             dump.push(argv(cmd));
         }
     }
@@ -387,7 +448,8 @@ fn simulated_redis_matches_redis_server() {
             None => vec![s.parse().expect("SIM_SEED is a number")],
         },
         Err(_) => {
-            let n = std::env::var("SIM_DIFF_SEQUENCES").map_or(SEQUENCES, |n| n.parse().expect("a count"));
+            let n = std::env::var("SIM_DIFF_SEQUENCES")
+                .map_or(SEQUENCES, |n| n.parse().expect("a count"));
             (0..n).map(|i| BASE_SEED + i).collect()
         }
     };
@@ -411,5 +473,9 @@ fn simulated_redis_matches_redis_server() {
             });
         }
     });
-    eprintln!("differential: {} sequences in {:.1?}", seeds.len(), started.elapsed());
+    eprintln!(
+        "differential: {} sequences in {:.1?}",
+        seeds.len(),
+        started.elapsed()
+    );
 }

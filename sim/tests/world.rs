@@ -42,9 +42,19 @@ fn the_model_client_keeps_every_property_under_faults() {
     let results: Vec<(u64, Outcome)> = std::thread::scope(|scope| {
         let handles: Vec<_> = seeds
             .chunks(seeds.len().div_ceil(2))
-            .map(|chunk| scope.spawn(move || chunk.iter().map(|&s| (s, run_seed(s, Controls::default()))).collect::<Vec<_>>()))
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|&s| (s, run_seed(s, Controls::default())))
+                        .collect::<Vec<_>>()
+                })
+            })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().expect("a run panicked")).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a run panicked"))
+            .collect()
     });
     let (mut ops, mut grants, mut sim_us, mut events) = (0, 0, 0, 0);
     for (seed, out) in &results {
@@ -68,7 +78,10 @@ fn the_model_client_keeps_every_property_under_faults() {
         sim_us as f64 / 1e6,
         ops as f64 / secs
     );
-    assert!(grants > 0, "the clients never got the lock: the run tests nothing");
+    assert!(
+        grants > 0,
+        "the clients never got the lock: the run tests nothing"
+    );
 }
 
 #[test]

@@ -28,30 +28,62 @@ pub enum Input {
     /// The simulation starts.
     Start,
     /// Node `node` answered request `id`.
-    Reply { node: usize, id: RequestId, reply: Reply },
+    Reply {
+        /// The node.
+        node: usize,
+        /// The request.
+        id: RequestId,
+        /// Its reply.
+        reply: Reply,
+    },
     /// Request `id` to node `node` failed: connection refused, reset or closed. A request
     /// that silently vanished gives no input at all; the client's own timer must notice.
-    Failed { node: usize, id: RequestId },
+    Failed {
+        /// The node.
+        node: usize,
+        /// The request.
+        id: RequestId,
+    },
     /// A timer the client set with [`Output::WakeAt`] fired.
-    Wake { token: u64 },
+    Wake {
+        /// The token given with [`Output::WakeAt`].
+        token: u64,
+    },
 }
 
 /// What the client asks the world to do, or tells the checker.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Output {
     /// Send one command (a script call: `EVALSHA`/`EVAL`, or a plain one) to node `node`.
-    Send { node: usize, id: RequestId, argv: Vec<Vec<u8>> },
+    Send {
+        /// The node.
+        node: usize,
+        /// The request's id, unique per client, echoed in [`Input::Reply`].
+        id: RequestId,
+        /// The command and its arguments.
+        argv: Vec<Vec<u8>>,
+    },
     /// Close my connection to `node` (requests written on it still run there; their replies
     /// are lost); the next send opens a new one.
-    Reconnect { node: usize },
+    Reconnect {
+        /// The node.
+        node: usize,
+    },
     /// Hand me [`Input::Wake`] with `token` once my monotonic clock reads `mono` (µs).
-    WakeAt { mono: u64, token: u64 },
+    WakeAt {
+        /// The monotonic clock's reading (µs).
+        mono: u64,
+        /// Echoed in [`Input::Wake`].
+        token: u64,
+    },
     /// A claim for the checker.
     Note(Note),
 }
 
 /// What a client claims about the lock, as its user would learn it. The checker judges these
 /// claims against the servers and against each other on true time.
+// Each variant's doc names its fields.
+#[allow(missing_docs)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Note {
     /// The user asked for the lock and is now waiting for it.
@@ -61,7 +93,11 @@ pub enum Note {
     /// The attempt with this token ended without the lock (after its undo was sent).
     AttemptOver { token: Vec<u8> },
     /// The lock is held with `token` and `fence` until the boot clock reads `valid_until`.
-    Acquired { token: Vec<u8>, fence: u64, valid_until: u64 },
+    Acquired {
+        token: Vec<u8>,
+        fence: u64,
+        valid_until: u64,
+    },
     /// The hold was renewed: valid until the boot clock reads `valid_until`.
     Extended { valid_until: u64 },
     /// The holder acts on the protected resource with its fence.

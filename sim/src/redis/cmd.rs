@@ -23,41 +23,143 @@ pub struct Command {
 /// Every data command the simulated Redis knows. Connection-level commands (EVAL, EVALSHA,
 /// SCRIPT, BLPOP) are handled by the server, since they touch more than the keyspace.
 pub static COMMANDS: &[Command] = &[
-    Command { name: "ping", arity: -1, run: ping },
-    Command { name: "get", arity: 2, run: get },
-    Command { name: "set", arity: -3, run: set },
-    Command { name: "del", arity: -2, run: del },
-    Command { name: "exists", arity: -2, run: exists },
-    Command { name: "type", arity: 2, run: type_ },
-    Command { name: "pttl", arity: 2, run: |db, a| ttl(db, a, true) },
-    Command { name: "ttl", arity: 2, run: |db, a| ttl(db, a, false) },
-    Command { name: "pexpire", arity: -3, run: |db, a| expire(db, a, "pexpire", 1) },
-    Command { name: "expire", arity: -3, run: |db, a| expire(db, a, "expire", 1000) },
-    Command { name: "incr", arity: 2, run: |db, a| incr_by(db, &a[0], Some(1)) },
-    Command { name: "incrby", arity: 3, run: |db, a| incr_by(db, &a[0], parse_i64(&a[1])) },
-    Command { name: "time", arity: 1, run: time },
-    Command { name: "rpush", arity: -3, run: |db, a| list::push(db, a, false) },
-    Command { name: "lpush", arity: -3, run: |db, a| list::push(db, a, true) },
-    Command { name: "lpop", arity: -2, run: list::lpop },
-    Command { name: "llen", arity: 2, run: list::llen },
-    Command { name: "lrange", arity: 4, run: list::lrange },
-    Command { name: "zadd", arity: -4, run: zset::zadd },
-    Command { name: "zrem", arity: -3, run: zset::zrem },
-    Command { name: "zcard", arity: 2, run: zset::zcard },
-    Command { name: "zscore", arity: 3, run: zset::zscore },
-    Command { name: "zrange", arity: -4, run: zset::zrange },
-    Command { name: "zremrangebyscore", arity: 4, run: zset::zremrangebyscore },
+    Command {
+        name: "ping",
+        arity: -1,
+        run: ping,
+    },
+    Command {
+        name: "get",
+        arity: 2,
+        run: get,
+    },
+    Command {
+        name: "set",
+        arity: -3,
+        run: set,
+    },
+    Command {
+        name: "del",
+        arity: -2,
+        run: del,
+    },
+    Command {
+        name: "exists",
+        arity: -2,
+        run: exists,
+    },
+    Command {
+        name: "type",
+        arity: 2,
+        run: type_,
+    },
+    Command {
+        name: "pttl",
+        arity: 2,
+        run: |db, a| ttl(db, a, true),
+    },
+    Command {
+        name: "ttl",
+        arity: 2,
+        run: |db, a| ttl(db, a, false),
+    },
+    Command {
+        name: "pexpire",
+        arity: -3,
+        run: |db, a| expire(db, a, "pexpire", 1),
+    },
+    Command {
+        name: "expire",
+        arity: -3,
+        run: |db, a| expire(db, a, "expire", 1000),
+    },
+    Command {
+        name: "incr",
+        arity: 2,
+        run: |db, a| incr_by(db, &a[0], Some(1)),
+    },
+    Command {
+        name: "incrby",
+        arity: 3,
+        run: |db, a| incr_by(db, &a[0], parse_i64(&a[1])),
+    },
+    Command {
+        name: "time",
+        arity: 1,
+        run: time,
+    },
+    Command {
+        name: "rpush",
+        arity: -3,
+        run: |db, a| list::push(db, a, false),
+    },
+    Command {
+        name: "lpush",
+        arity: -3,
+        run: |db, a| list::push(db, a, true),
+    },
+    Command {
+        name: "lpop",
+        arity: -2,
+        run: list::lpop,
+    },
+    Command {
+        name: "llen",
+        arity: 2,
+        run: list::llen,
+    },
+    Command {
+        name: "lrange",
+        arity: 4,
+        run: list::lrange,
+    },
+    Command {
+        name: "zadd",
+        arity: -4,
+        run: zset::zadd,
+    },
+    Command {
+        name: "zrem",
+        arity: -3,
+        run: zset::zrem,
+    },
+    Command {
+        name: "zcard",
+        arity: 2,
+        run: zset::zcard,
+    },
+    Command {
+        name: "zscore",
+        arity: 3,
+        run: zset::zscore,
+    },
+    Command {
+        name: "zrange",
+        arity: -4,
+        run: zset::zrange,
+    },
+    Command {
+        name: "zremrangebyscore",
+        arity: 4,
+        run: zset::zremrangebyscore,
+    },
 ];
 
 /// The row for `name`, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
-    COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+    COMMANDS
+        .iter()
+        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// Whether `argc` words (with the name) fit the command's arity.
 pub fn arity_ok(cmd: &Command, argc: usize) -> bool {
     let argc = argc as i32;
-    if cmd.arity >= 0 { argc == cmd.arity } else { argc >= -cmd.arity }
+    if cmd.arity >= 0 {
+        argc == cmd.arity
+    } else {
+        argc >= -cmd.arity
+    }
 }
 
 fn upper(b: &[u8]) -> Vec<u8> {
@@ -186,7 +288,10 @@ fn expire(db: &mut Db, a: &[Vec<u8>], name: &str, unit: i64) -> Reply {
         return Reply::not_integer();
     };
     let bad_time = || Reply::err(format!("ERR invalid expire time in '{name}' command"));
-    let Some(when) = n.checked_mul(unit).and_then(|w| w.checked_add(db.now as i64)) else {
+    let Some(when) = n
+        .checked_mul(unit)
+        .and_then(|w| w.checked_add(db.now as i64))
+    else {
         return bad_time();
     };
     let now = db.now as i64;
@@ -233,5 +338,8 @@ fn incr_by(db: &mut Db, key: &[u8], by: Option<i64>) -> Reply {
 
 fn time(db: &mut Db, _: &[Vec<u8>]) -> Reply {
     let (s, us) = (db.now / 1000, (db.now % 1000) * 1000);
-    Reply::Array(vec![Reply::bulk(s.to_string()), Reply::bulk(us.to_string())])
+    Reply::Array(vec![
+        Reply::bulk(s.to_string()),
+        Reply::bulk(us.to_string()),
+    ])
 }

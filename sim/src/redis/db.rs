@@ -155,9 +155,11 @@ impl Db {
     /// Every live key with its entry, in key order (for comparing and checking).
     pub fn entries(&mut self) -> Vec<(Vec<u8>, Entry)> {
         let now = self.now;
+        self.map.retain(|_, e| e.expire_at.is_none_or(|t| now <= t));
         self.map
-            .retain(|_, e| e.expire_at.is_none_or(|t| now <= t));
-        self.map.iter().map(|(k, e)| (k.clone(), e.clone())).collect()
+            .iter()
+            .map(|(k, e)| (k.clone(), e.clone()))
+            .collect()
     }
 
     /// Empties the keyspace.

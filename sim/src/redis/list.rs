@@ -23,7 +23,11 @@ pub fn push(db: &mut Db, a: &[Vec<u8>], left: bool) -> Reply {
         Err(e) => return e,
         Ok(Some(l)) => {
             for v in &a[1..] {
-                if left { l.push_front(v.clone()) } else { l.push_back(v.clone()) }
+                if left {
+                    l.push_front(v.clone())
+                } else {
+                    l.push_back(v.clone())
+                }
             }
             let len = l.len();
             db.touch_list(key);
@@ -32,7 +36,11 @@ pub fn push(db: &mut Db, a: &[Vec<u8>], left: bool) -> Reply {
         Ok(None) => {
             let mut l = VecDeque::new();
             for v in &a[1..] {
-                if left { l.push_front(v.clone()) } else { l.push_back(v.clone()) }
+                if left {
+                    l.push_front(v.clone())
+                } else {
+                    l.push_back(v.clone())
+                }
             }
             let len = l.len();
             db.put(key, Data::List(l), None);
@@ -57,7 +65,13 @@ pub fn lpop(db: &mut Db, a: &[Vec<u8>]) -> Reply {
     let key = &a[0];
     let reply = match list_mut(db, key) {
         Err(e) => return e,
-        Ok(None) => return if count.is_some() { Reply::NilArray } else { Reply::Nil },
+        Ok(None) => {
+            return if count.is_some() {
+                Reply::NilArray
+            } else {
+                Reply::Nil
+            };
+        }
         Ok(Some(l)) => match count {
             None => Reply::Bulk(l.pop_front().expect("stored lists are never empty")),
             Some(n) => {
@@ -97,8 +111,16 @@ pub fn llen(db: &mut Db, a: &[Vec<u8>]) -> Reply {
 /// Resolves Redis's `start stop` indices (negative from the end) to a range of `len`.
 pub fn index_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
     let len = len as i64;
-    let start = if start < 0 { (len + start).max(0) } else { start };
-    let stop = if stop < 0 { len + stop } else { stop.min(len - 1) };
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        len + stop
+    } else {
+        stop.min(len - 1)
+    };
     (start <= stop && start < len).then_some((start as usize, stop as usize))
 }
 

@@ -32,7 +32,11 @@ pub struct Engine {
 fn error_text(msg: &str) -> String {
     let msg = msg.strip_prefix('-').unwrap_or(msg);
     let msg = msg.trim_end_matches(['\r', '\n']);
-    if msg.contains(' ') { msg.to_string() } else { format!("ERR {msg}") }
+    if msg.contains(' ') {
+        msg.to_string()
+    } else {
+        format!("ERR {msg}")
+    }
 }
 
 /// The SHA1 that names a script in EVALSHA.
@@ -76,7 +80,11 @@ redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 
         )
         .exec()
         .expect("the redis library's Lua half loads");
-        Engine { lua, scripts: HashMap::new(), raised }
+        Engine {
+            lua,
+            scripts: HashMap::new(),
+            raised,
+        }
     }
 
     /// Compiles and caches a script (`SCRIPT LOAD`, and every `EVAL`); answers its SHA1.
@@ -117,9 +125,12 @@ redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 
         let lua = &self.lua;
         let globals = lua.globals();
         for (name, values) in [("KEYS", keys), ("ARGV", args)] {
-            let t = lua.create_table_with_capacity(values.len(), 0).expect("a table");
+            let t = lua
+                .create_table_with_capacity(values.len(), 0)
+                .expect("a table");
             for (i, v) in values.iter().enumerate() {
-                t.raw_set(i + 1, lua.create_string(v).expect("a string")).expect("set");
+                t.raw_set(i + 1, lua.create_string(v).expect("a string"))
+                    .expect("set");
             }
             globals.raw_set(name, t).expect("set");
         }
@@ -146,7 +157,11 @@ fn lua_error(e: &mlua::Error) -> (String, usize) {
         other => other.to_string(),
     };
     // mlua appends a traceback that Redis does not.
-    let msg = msg.split("\nstack traceback:").next().unwrap_or_default().to_string();
+    let msg = msg
+        .split("\nstack traceback:")
+        .next()
+        .unwrap_or_default()
+        .to_string();
     let line = msg
         .strip_prefix("user_script:")
         .and_then(|rest| rest.split(':').next())
@@ -164,8 +179,14 @@ fn call(
 ) -> mlua::Result<Value> {
     let reply = command_reply(args, db);
     if let (Reply::Error(msg), Some(raised)) = (&reply, raised) {
-        let line = lua.inspect_stack(1, |d| d.current_line()).flatten().unwrap_or(0);
-        *raised.borrow_mut() = Some(Raised { msg: msg.clone(), line });
+        let line = lua
+            .inspect_stack(1, |d| d.current_line())
+            .flatten()
+            .unwrap_or(0);
+        *raised.borrow_mut() = Some(Raised {
+            msg: msg.clone(),
+            line,
+        });
         return Err(mlua::Error::RuntimeError(msg.clone()));
     }
     to_lua(lua, &reply)
@@ -187,9 +208,14 @@ fn command_reply(args: MultiValue, db: &RefCell<Db>) -> Reply {
         });
     }
     let Some(name) = argv.first() else {
-        return Reply::err(error_text("Please specify at least one argument for this redis lib call"));
+        return Reply::err(error_text(
+            "Please specify at least one argument for this redis lib call",
+        ));
     };
-    if NOT_IN_SCRIPTS.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(name)) {
+    if NOT_IN_SCRIPTS
+        .iter()
+        .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
+    {
         return Reply::err("ERR This Redis command is not allowed from script");
     }
     let Some(command) = cmd::lookup(name) else {
@@ -236,7 +262,10 @@ fn to_reply(v: &Value) -> Reply {
         Value::Integer(i) => Reply::Int(*i),
         Value::Number(n) => Reply::Int(*n as i64),
         Value::Table(t) => {
-            for (field, make) in [("err", Reply::Error as fn(String) -> Reply), ("ok", Reply::Status)] {
+            for (field, make) in [
+                ("err", Reply::Error as fn(String) -> Reply),
+                ("ok", Reply::Status),
+            ] {
                 if let Ok(Value::String(s)) = t.raw_get::<Value>(field) {
                     return make(s.to_string_lossy().replace(['\r', '\n'], " "));
                 }

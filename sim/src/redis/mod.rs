@@ -58,7 +58,13 @@ impl Server {
     pub fn new() -> Server {
         let db = Rc::new(RefCell::new(Db::default()));
         let engine = Engine::new(db.clone());
-        Server { db, engine, blocked: Vec::new(), served: Vec::new(), block_tick_ms: 100 }
+        Server {
+            db,
+            engine,
+            blocked: Vec::new(),
+            served: Vec::new(),
+            block_tick_ms: 100,
+        }
     }
 
     /// The server's clock (ms).
@@ -85,9 +91,17 @@ impl Server {
         };
         let lower = name.to_ascii_lowercase();
         let arity = |n: usize, exact: bool| {
-            let ok = if exact { argv.len() == n } else { argv.len() >= n };
+            let ok = if exact {
+                argv.len() == n
+            } else {
+                argv.len() >= n
+            };
             let name = String::from_utf8_lossy(&lower);
-            (!ok).then(|| Reply::err(format!("ERR wrong number of arguments for '{name}' command")))
+            (!ok).then(|| {
+                Reply::err(format!(
+                    "ERR wrong number of arguments for '{name}' command"
+                ))
+            })
         };
         match lower.as_slice() {
             b"eval" | b"evalsha" => Some(arity(3, false).unwrap_or_else(|| self.eval(argv))),
@@ -178,7 +192,11 @@ impl Server {
             return Some(r);
         }
         let deadline = (secs > 0.0).then(|| self.now() + (secs * 1000.0) as u64);
-        self.blocked.push(Blocked { client, keys: keys.to_vec(), deadline });
+        self.blocked.push(Blocked {
+            client,
+            keys: keys.to_vec(),
+            deadline,
+        });
         None
     }
 
@@ -187,7 +205,9 @@ impl Server {
         let ready = std::mem::take(&mut self.db.borrow_mut().ready);
         for key in ready {
             while let Some(i) = self.blocked.iter().position(|b| b.keys.contains(&key)) {
-                let Some(reply) = list::pop_first(&mut self.db.borrow_mut(), &[key.clone()]) else {
+                let Some(reply) =
+                    list::pop_first(&mut self.db.borrow_mut(), std::slice::from_ref(&key))
+                else {
                     break;
                 };
                 let b = self.blocked.remove(i);

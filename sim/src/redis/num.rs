@@ -67,7 +67,16 @@ mod tests {
     fn integers_parse_like_string2ll() {
         assert_eq!(parse_i64(b"12"), Some(12));
         assert_eq!(parse_i64(b"-7"), Some(-7));
-        for bad in [&b"+1"[..], b" 1", b"01", b"-0", b"", b"-", b"1.0", b"99999999999999999999"] {
+        for bad in [
+            &b"+1"[..],
+            b" 1",
+            b"01",
+            b"-0",
+            b"",
+            b"-",
+            b"1.0",
+            b"99999999999999999999",
+        ] {
             assert_eq!(parse_i64(bad), None, "{bad:?}");
         }
     }

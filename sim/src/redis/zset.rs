@@ -41,13 +41,13 @@ pub fn zadd(db: &mut Db, a: &[Vec<u8>]) -> Reply {
         i += 1;
     }
     let pairs = &a[i..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return Reply::syntax();
     }
     if nx && xx {
         return Reply::err("ERR XX and NX options at the same time are not compatible");
     }
-    if (gt && nx) || (lt && nx) || (gt && lt) {
+    if (nx && (gt || lt)) || (gt && lt) {
         return Reply::err("ERR GT, LT, and/or NX options at the same time are not compatible");
     }
     let mut parsed = Vec::with_capacity(pairs.len() / 2);
@@ -74,7 +74,7 @@ pub fn zadd(db: &mut Db, a: &[Vec<u8>]) -> Reply {
                 z.insert(member, score);
                 added += 1;
             }
-            Some(old) if !nx && old != score && !(gt && score <= old) && !(lt && score >= old) => {
+            Some(old) if !(nx || old == score || (gt && score <= old) || (lt && score >= old)) => {
                 z.insert(member, score);
                 changed += 1;
             }
@@ -180,10 +180,19 @@ mod tests {
     #[test]
     fn zadd_orders_by_score_then_member() {
         let mut db = Db::default();
-        assert_eq!(zadd(&mut db, &args(&["z", "2", "b", "1", "c", "2", "a"])), Reply::Int(3));
+        assert_eq!(
+            zadd(&mut db, &args(&["z", "2", "b", "1", "c", "2", "a"])),
+            Reply::Int(3)
+        );
         let r = zrange(&mut db, &args(&["z", "0", "-1"]));
-        assert_eq!(r, Reply::Array(vec![Reply::bulk("c"), Reply::bulk("a"), Reply::bulk("b")]));
-        assert_eq!(zremrangebyscore(&mut db, &args(&["z", "(1", "+inf"])), Reply::Int(2));
+        assert_eq!(
+            r,
+            Reply::Array(vec![Reply::bulk("c"), Reply::bulk("a"), Reply::bulk("b")])
+        );
+        assert_eq!(
+            zremrangebyscore(&mut db, &args(&["z", "(1", "+inf"])),
+            Reply::Int(2)
+        );
         assert_eq!(zcard(&mut db, &args(&["z"])), Reply::Int(1));
     }
 }

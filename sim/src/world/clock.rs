@@ -14,7 +14,12 @@ pub struct Clock {
 impl Clock {
     /// A running clock.
     pub fn new(offset: u64, rate: f64) -> Clock {
-        Clock { offset: offset as f64, rate, stopped_total: 0, stopped_at: None }
+        Clock {
+            offset: offset as f64,
+            rate,
+            stopped_total: 0,
+            stopped_at: None,
+        }
     }
 
     /// The reading at true time `t` (µs).

@@ -1,11 +1,14 @@
 //! The faults of one run, drawn up front from the seed.
 
+use super::{Event, World};
 use crate::rng::Rng;
 
 /// The longest node freeze (µs).
 pub const MAX_FREEZE: u64 = 1_500_000;
 
 /// One fault, starting at a true time and lasting a while (µs).
+// Each variant's doc names its fields; `dur` is always the fault's length (µs).
+#[allow(missing_docs)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fault {
     /// The node's process is stopped (SIGSTOP): it runs nothing; its clock, the machine's,
@@ -13,7 +16,11 @@ pub enum Fault {
     Freeze { node: usize, dur: u64 },
     /// The node restarts: down for `dur`, then up with its keyspace (`persist`) or empty;
     /// connections and the script cache are gone either way.
-    Restart { node: usize, dur: u64, persist: bool },
+    Restart {
+        node: usize,
+        dur: u64,
+        persist: bool,
+    },
     /// The client's process is stopped: it runs nothing; its clocks keep going.
     Pause { client: usize, dur: u64 },
     /// The client's machine sleeps: it runs nothing and its monotonic clock stops, while its
@@ -26,21 +33,97 @@ pub enum Fault {
 /// A restart without persistence keeps the node down for longer than one TTL plus the
 /// longest network delay, as the design requires of such nodes (§9): otherwise it could
 /// grant a lock that a quorum still holds, and no client could prevent that.
-pub fn schedule(rng: &mut Rng, nodes: usize, clients: usize, until: u64, count: usize, ttl: u64, max_delay: u64) -> Vec<(u64, Fault)> {
+pub fn schedule(
+    rng: &mut Rng,
+    nodes: usize,
+    clients: usize,
+    until: u64,
+    count: usize,
+    ttl: u64,
+    max_delay: u64,
+) -> Vec<(u64, Fault)> {
     let mut out = Vec::new();
     for _ in 0..count {
         let at = rng.below(until);
         let node = rng.below(nodes as u64) as usize;
         let client = rng.below(clients as u64) as usize;
         let fault = match rng.below(5) {
-            0 => Fault::Freeze { node, dur: rng.range(10_000, MAX_FREEZE) },
-            1 => Fault::Restart { node, dur: rng.range(50_000, 500_000), persist: true },
-            2 => Fault::Restart { node, dur: ttl + max_delay + rng.range(10_000, 500_000), persist: false },
-            3 => Fault::Pause { client, dur: rng.range(10_000, 1_500_000) },
-            _ => Fault::Suspend { client, dur: rng.range(10_000, 3_000_000) },
+            0 => Fault::Freeze {
+                node,
+                dur: rng.range(10_000, MAX_FREEZE),
+            },
+            1 => Fault::Restart {
+                node,
+                dur: rng.range(50_000, 500_000),
+                persist: true,
+            },
+            2 => Fault::Restart {
+                node,
+                dur: ttl + max_delay + rng.range(10_000, 500_000),
+                persist: false,
+            },
+            3 => Fault::Pause {
+                client,
+                dur: rng.range(10_000, 1_500_000),
+            },
+            _ => Fault::Suspend {
+                client,
+                dur: rng.range(10_000, 3_000_000),
+            },
         };
         out.push((at, fault));
     }
     out.sort_by_key(|(at, _)| *at);
     out
+}
+
+impl World {
+    /// Starts a fault; its end is an event of its own.
+    pub(super) fn fault(&mut self, f: Fault) {
+        let now = self.now;
+        self.log(|| format!("{now} fault {f:?}"));
+        match f {
+            Fault::Freeze { node, dur } => {
+                let n = &mut self.nodes[node];
+                n.frozen = true;
+                n.frozen_until = n.frozen_until.max(now + dur);
+                self.push(now + dur, Event::NodeThaw { node });
+            }
+            Fault::Restart { node, dur, persist } => {
+                let n = &mut self.nodes[node];
+                n.down = true;
+                n.down_until = n.down_until.max(now + dur);
+                n.frozen = false;
+                n.life += 1;
+                n.backlog.clear();
+                n.server.restart(persist);
+                if !persist {
+                    self.checker.fences_kept = false;
+                }
+                for client in 0..self.clients.len() {
+                    self.cut(client, node, true);
+                }
+                self.push(now + dur, Event::NodeUp { node });
+            }
+            Fault::Pause { client, dur } | Fault::Suspend { client, dur } => {
+                let slot = &mut self.clients[client];
+                slot.busy_until = slot.busy_until.max(now + dur);
+                if matches!(f, Fault::Suspend { .. }) {
+                    slot.suspended_until = slot.suspended_until.max(now + dur);
+                    slot.mono.stop(now);
+                    self.push(now + dur, Event::ClientGo { client });
+                }
+            }
+        }
+    }
+}
+
+/// How long a fault lasts (µs).
+pub(super) fn fault_len(f: &Fault) -> u64 {
+    match f {
+        Fault::Freeze { dur, .. }
+        | Fault::Restart { dur, .. }
+        | Fault::Pause { dur, .. }
+        | Fault::Suspend { dur, .. } => *dur,
+    }
 }

@@ -2,107 +2,53 @@
 //! time (µs), every choice drawn from generators seeded by one number. Two runs of one seed
 //! produce the same trace, event for event.
 
+mod clients;
 pub mod clock;
+mod config;
 pub mod faults;
 pub mod net;
 mod view;
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::checker::{Checker, Limits, Violation};
-use crate::client::model::{Controls, ModelClient, ModelOptions, drift_us};
-use crate::client::{Client, Input, Note, Now, Output, RequestId};
+use crate::checker::{Checker, Limits};
+use crate::client::model::{ModelClient, drift_us};
+use crate::client::{Input, RequestId};
 use crate::redis::Server;
 use crate::rng::Rng;
 use clock::Clock;
-use faults::Fault;
-use net::{Fate, Network};
+use faults::{Fault, fault_len};
+use net::Fate;
 use view::WorldView;
 
-/// Everything a run is decided by; [`Config::from_seed`] derives one from a seed.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// The seed of every choice.
-    pub seed: u64,
-    /// Number of nodes: 1, 3 or 5.
-    pub nodes: usize,
-    /// Number of clients contending for the lock.
-    pub clients: usize,
-    /// Lock TTL (ms).
-    pub ttl_ms: u64,
-    /// How long faults are injected (µs).
-    pub fault_phase: u64,
-    /// How long the healed world runs afterwards (µs), for liveness.
-    pub quiet_phase: u64,
-    /// How many node and client faults.
-    pub faults: usize,
-    /// The network's behaviour.
-    pub network: Network,
-    /// The model client's deliberate mistakes (none in a correct run).
-    pub controls: Controls,
-    /// Keep every trace line (for printing and comparing), not only their hash.
-    pub keep_trace: bool,
-}
-
-impl Config {
-    /// The run that `seed` decides: 1, 3 or 5 nodes, three clients, a 1 s TTL.
-    pub fn from_seed(seed: u64, controls: Controls) -> Config {
-        let mut rng = Rng::new(seed ^ 0xC0FF_EE00);
-        Config {
-            seed,
-            nodes: *rng.pick(&[1, 3, 5]),
-            clients: 3,
-            ttl_ms: 1_000,
-            fault_phase: 15_000_000,
-            quiet_phase: 6_000_000,
-            faults: rng.range(2, 10) as usize,
-            network: Network { quiet_max: 12_000, late_max: 600_000, loss: 0.01, late: 0.03, cut: 0.01 },
-            controls,
-            keep_trace: false,
-        }
-    }
-
-    fn model(&self) -> ModelOptions {
-        ModelOptions {
-            nodes: self.nodes,
-            ttl_ms: self.ttl_ms,
-            node_timeout: 40_000,
-            retry_max: 30_000,
-            hold_max: 1_500_000,
-            think_max: 300_000,
-            use_every: 50_000,
-            controls: self.controls,
-        }
-    }
-}
-
-/// What a run produced.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// The first property that failed, if any.
-    pub violation: Option<Violation>,
-    /// A hash of every trace line (with [`Config::keep_trace`]; 0 otherwise).
-    pub trace_hash: u64,
-    /// The trace lines, with [`Config::keep_trace`].
-    pub trace: Vec<String>,
-    /// Events processed.
-    pub events: u64,
-    /// Lock operations the clients made (acquire rounds, extends, releases).
-    pub lock_ops: u64,
-    /// Grants the checker saw.
-    pub grants: u64,
-    /// Simulated time (µs).
-    pub sim_time: u64,
-}
+pub use config::{Config, Outcome};
 
 #[derive(Debug)]
 enum Event {
-    ToClient { client: usize, input: Input, conn: Option<(usize, u64)>, mono: Option<u64> },
-    ToNode { node: usize, client: usize, epoch: u64, life: u64, id: RequestId, argv: Vec<Vec<u8>> },
+    ToClient {
+        client: usize,
+        input: Input,
+        conn: Option<(usize, u64)>,
+        mono: Option<u64>,
+    },
+    ToNode {
+        node: usize,
+        client: usize,
+        epoch: u64,
+        life: u64,
+        id: RequestId,
+        argv: Vec<Vec<u8>>,
+    },
     Fault(Fault),
-    NodeUp { node: usize },
-    NodeThaw { node: usize },
-    ClientGo { client: usize },
+    NodeUp {
+        node: usize,
+    },
+    NodeThaw {
+        node: usize,
+    },
+    ClientGo {
+        client: usize,
+    },
 }
 
 pub(crate) struct Node {
@@ -159,7 +105,10 @@ impl World {
             .map(|_| Node {
                 server: Server::new(),
                 // Server clocks: unrelated offsets, rates within ±0.2%.
-                clock: Clock::new(1_700_000_000_000_000 + rng.below(1 << 40), 1.0 + (rng.below(4001) as f64 - 2000.0) * 1e-6),
+                clock: Clock::new(
+                    1_700_000_000_000_000 + rng.below(1 << 40),
+                    1.0 + (rng.below(4001) as f64 - 2000.0) * 1e-6,
+                ),
                 frozen: false,
                 down: false,
                 frozen_until: 0,
@@ -184,8 +133,21 @@ impl World {
             })
             .collect();
         let ttl = cfg.ttl_ms * 1000;
-        let plan = faults::schedule(&mut fault_rng, cfg.nodes, cfg.clients, cfg.fault_phase, cfg.faults, ttl, cfg.network.late_max);
-        let healed = plan.iter().map(|(at, f)| at + fault_len(f)).max().unwrap_or(0).max(cfg.fault_phase);
+        let plan = faults::schedule(
+            &mut fault_rng,
+            cfg.nodes,
+            cfg.clients,
+            cfg.fault_phase,
+            cfg.faults,
+            ttl,
+            cfg.network.late_max,
+        );
+        let healed = plan
+            .iter()
+            .map(|(at, f)| at + fault_len(f))
+            .max()
+            .unwrap_or(0)
+            .max(cfg.fault_phase);
         let limits = Limits {
             ttl,
             max_delay: cfg.network.late_max + faults::MAX_FREEZE,
@@ -205,7 +167,11 @@ impl World {
             last_arrival: BTreeMap::new(),
             checker,
             trace: Vec::new(),
-            hash: if cfg.keep_trace { 0xcbf2_9ce4_8422_2325 } else { 0 },
+            hash: if cfg.keep_trace {
+                0xcbf2_9ce4_8422_2325
+            } else {
+                0
+            },
             events: 0,
             lock_ops: 0,
             cfg,
@@ -214,7 +180,15 @@ impl World {
             world.push(at, Event::Fault(f));
         }
         for client in 0..world.clients.len() {
-            world.push(0, Event::ToClient { client, input: Input::Start, conn: None, mono: None });
+            world.push(
+                0,
+                Event::ToClient {
+                    client,
+                    input: Input::Start,
+                    conn: None,
+                    mono: None,
+                },
+            );
         }
         world
     }
@@ -252,7 +226,10 @@ impl World {
             self.events += 1;
             self.step(event);
             let now = self.now;
-            let mut view = WorldView { nodes: &mut self.nodes, clients: &self.clients };
+            let mut view = WorldView {
+                nodes: &mut self.nodes,
+                clients: &self.clients,
+            };
             self.checker.after_step(now, &mut view);
             if self.checker.violation.is_some() {
                 break;
@@ -275,8 +252,20 @@ impl World {
 
     fn step(&mut self, event: Event) {
         match event {
-            Event::ToClient { client, input, conn, mono } => self.to_client(client, input, conn, mono),
-            Event::ToNode { node, client, epoch, life, id, argv } => {
+            Event::ToClient {
+                client,
+                input,
+                conn,
+                mono,
+            } => self.deliver(client, input, conn, mono),
+            Event::ToNode {
+                node,
+                client,
+                epoch,
+                life,
+                id,
+                argv,
+            } => {
                 let n = &mut self.nodes[node];
                 if n.life != life {
                     return; // written on a connection that died with the old process
@@ -287,7 +276,14 @@ impl World {
                     return self.fail_request(client, id, node, epoch);
                 }
                 if n.frozen {
-                    n.backlog.push_back(Event::ToNode { node, client, epoch, life, id, argv });
+                    n.backlog.push_back(Event::ToNode {
+                        node,
+                        client,
+                        epoch,
+                        life,
+                        id,
+                        argv,
+                    });
                     return;
                 }
                 self.execute(node, client, epoch, id, argv);
@@ -304,7 +300,15 @@ impl World {
                 self.nodes[node].frozen = false;
                 let backlog = std::mem::take(&mut self.nodes[node].backlog);
                 for e in backlog {
-                    if let Event::ToNode { node, client, epoch, id, argv, .. } = e {
+                    if let Event::ToNode {
+                        node,
+                        client,
+                        epoch,
+                        id,
+                        argv,
+                        ..
+                    } = e
+                    {
                         self.execute(node, client, epoch, id, argv);
                     }
                 }
@@ -318,19 +322,42 @@ impl World {
         }
     }
 
-    fn execute(&mut self, node: usize, client: usize, epoch: u64, id: RequestId, argv: Vec<Vec<u8>>) {
+    fn execute(
+        &mut self,
+        node: usize,
+        client: usize,
+        epoch: u64,
+        id: RequestId,
+        argv: Vec<Vec<u8>>,
+    ) {
         let now = self.now;
         let n = &mut self.nodes[node];
         n.server.set_now(n.clock.at(now) / 1000);
-        let reply = n.server.exec(client as u64, &argv).unwrap_or(crate::redis::Reply::NilArray);
-        self.log(|| format!("{now} n{node} ran c{client}#{id} {} -> {reply:?}", describe(&argv)));
+        let reply = n
+            .server
+            .exec(client as u64, &argv)
+            .unwrap_or(crate::redis::Reply::NilArray);
+        self.log(|| {
+            format!(
+                "{now} n{node} ran c{client}#{id} {} -> {reply:?}",
+                describe(&argv)
+            )
+        });
         let faulty = self.faulty();
         match self.cfg.network.fate(&mut self.net_rng, faulty) {
             Fate::Lost => {}
             Fate::After(d) => {
                 let at = self.in_order((client, node, epoch, false), now + d);
                 let input = Input::Reply { node, id, reply };
-                self.push(at, Event::ToClient { client, input, conn: Some((node, epoch)), mono: None });
+                self.push(
+                    at,
+                    Event::ToClient {
+                        client,
+                        input,
+                        conn: Some((node, epoch)),
+                        mono: None,
+                    },
+                );
             }
         }
     }
@@ -344,7 +371,15 @@ impl World {
     fn fail_request(&mut self, client: usize, id: RequestId, node: usize, epoch: u64) {
         if self.inflight.remove(&(client, id)).is_some() {
             let at = self.now + self.net_rng.range(100, 2_000);
-            self.push(at, Event::ToClient { client, input: Input::Failed { node, id }, conn: None, mono: None });
+            self.push(
+                at,
+                Event::ToClient {
+                    client,
+                    input: Input::Failed { node, id },
+                    conn: None,
+                    mono: None,
+                },
+            );
         }
         let _ = epoch;
     }
@@ -367,113 +402,6 @@ impl World {
             }
         }
     }
-
-    fn to_client(&mut self, client: usize, input: Input, conn: Option<(usize, u64)>, mono: Option<u64>) {
-        let now = self.now;
-        let slot = &self.clients[client];
-        if now < slot.busy_until {
-            // Stopped or asleep: it sees this when it runs again.
-            let at = slot.busy_until;
-            return self.push(at, Event::ToClient { client, input, conn, mono });
-        }
-        if let Some(target) = mono
-            && slot.mono.at(now) < target
-        {
-            let at = slot.mono.when(target, now);
-            return self.push(at, Event::ToClient { client, input, conn, mono });
-        }
-        if let Some((node, epoch)) = conn {
-            if slot.epoch[node] != epoch {
-                return; // the connection it came on is closed
-            }
-            if let Input::Reply { id, .. } = &input {
-                self.inflight.remove(&(client, *id));
-            }
-        }
-        self.log(|| format!("{now} c{client} <- {input:?}"));
-        let slot = &mut self.clients[client];
-        let clocks = Now { mono: slot.mono.at(now), boot: slot.boot.at(now) };
-        let mut out = Vec::new();
-        slot.client.handle(input, clocks, &mut slot.rng, &mut out);
-        for o in out {
-            self.output(client, o);
-        }
-    }
-
-    fn output(&mut self, client: usize, o: Output) {
-        let now = self.now;
-        match o {
-            Output::Send { node, id, argv } => {
-                let epoch = self.clients[client].epoch[node];
-                let life = self.nodes[node].life;
-                self.inflight.insert((client, id), (node, epoch));
-                let faulty = self.faulty();
-                match self.cfg.network.fate(&mut self.net_rng, faulty) {
-                    Fate::Lost => self.log(|| format!("{now} c{client}#{id} lost")),
-                    Fate::After(d) => {
-                        let at = self.in_order((client, node, epoch, true), now + d);
-                        self.push(at, Event::ToNode { node, client, epoch, life, id, argv });
-                    }
-                }
-                if self.cfg.network.cut_after_write(&mut self.net_rng, faulty) {
-                    self.log(|| format!("{now} c{client}->n{node} cut after #{id}"));
-                    self.cut(client, node, true);
-                }
-            }
-            Output::Reconnect { node } => self.cut(client, node, false),
-            Output::WakeAt { mono, token } => {
-                let at = self.clients[client].mono.when(mono, now);
-                let input = Input::Wake { token };
-                self.push(at, Event::ToClient { client, input, conn: None, mono: Some(mono) });
-            }
-            Output::Note(note) => {
-                if matches!(note, Note::Attempt { .. } | Note::Extended { .. } | Note::Releasing) {
-                    self.lock_ops += 1;
-                }
-                self.log(|| format!("{now} c{client} note {note:?}"));
-                let mut view = WorldView { nodes: &mut self.nodes, clients: &self.clients };
-                self.checker.note(client, &note, now, &mut view);
-            }
-        }
-    }
-
-    fn fault(&mut self, f: Fault) {
-        let now = self.now;
-        self.log(|| format!("{now} fault {f:?}"));
-        match f {
-            Fault::Freeze { node, dur } => {
-                let n = &mut self.nodes[node];
-                n.frozen = true;
-                n.frozen_until = n.frozen_until.max(now + dur);
-                self.push(now + dur, Event::NodeThaw { node });
-            }
-            Fault::Restart { node, dur, persist } => {
-                let n = &mut self.nodes[node];
-                n.down = true;
-                n.down_until = n.down_until.max(now + dur);
-                n.frozen = false;
-                n.life += 1;
-                n.backlog.clear();
-                n.server.restart(persist);
-                if !persist {
-                    self.checker.fences_kept = false;
-                }
-                for client in 0..self.clients.len() {
-                    self.cut(client, node, true);
-                }
-                self.push(now + dur, Event::NodeUp { node });
-            }
-            Fault::Pause { client, dur } | Fault::Suspend { client, dur } => {
-                let slot = &mut self.clients[client];
-                slot.busy_until = slot.busy_until.max(now + dur);
-                if matches!(f, Fault::Suspend { .. }) {
-                    slot.suspended_until = slot.suspended_until.max(now + dur);
-                    slot.mono.stop(now);
-                    self.push(now + dur, Event::ClientGo { client });
-                }
-            }
-        }
-    }
 }
 
 /// A command for the trace: a script's text or SHA is left out, its keys and arguments kept.
@@ -481,15 +409,15 @@ fn describe(argv: &[Vec<u8>]) -> String {
     let script = argv.first().is_some_and(|a| a.starts_with(b"EVAL"));
     argv.iter()
         .enumerate()
-        .map(|(i, a)| if script && i == 1 { "…".into() } else { String::from_utf8_lossy(a).into_owned() })
+        .map(|(i, a)| {
+            if script && i == 1 {
+                "…".into()
+            } else {
+                String::from_utf8_lossy(a).into_owned()
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-fn fault_len(f: &Fault) -> u64 {
-    match f {
-        Fault::Freeze { dur, .. } | Fault::Restart { dur, .. } | Fault::Pause { dur, .. } | Fault::Suspend { dur, .. } => *dur,
-    }
 }
 
 /// Runs the world that `cfg` describes.

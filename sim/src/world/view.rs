@@ -26,9 +26,13 @@ impl View for WorldView<'_> {
         if entry.expire_at.is_some_and(|e| ms > e) {
             return None;
         }
-        let Data::Str(value) = entry.data else { return None };
+        let Data::Str(value) = entry.data else {
+            return None;
+        };
         // The key lives while the server's clock reads at most `e` ms.
-        let until = entry.expire_at.map(|e| node.clock.when((e + 1) * 1000, t).saturating_sub(1));
+        let until = entry
+            .expire_at
+            .map(|e| node.clock.when((e + 1) * 1000, t).saturating_sub(1));
         Some((value, until))
     }
 

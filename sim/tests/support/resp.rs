@@ -18,8 +18,12 @@ impl Resp {
     pub fn connect(port: u16) -> Resp {
         let s = TcpStream::connect(("127.0.0.1", port)).expect("the test server accepts");
         s.set_nodelay(true).expect("nodelay");
-        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-        Resp { reader: BufReader::new(s.try_clone().expect("clone")), writer: s }
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        Resp {
+            reader: BufReader::new(s.try_clone().expect("clone")),
+            writer: s,
+        }
     }
 
     /// Writes commands without reading (a pipeline, or a BLPOP that blocks).
@@ -33,7 +37,9 @@ impl Resp {
                 buf.extend_from_slice(b"\r\n");
             }
         }
-        self.writer.write_all(&buf).expect("write to the test server");
+        self.writer
+            .write_all(&buf)
+            .expect("write to the test server");
     }
 
     /// Sends one command and reads its reply.
@@ -45,7 +51,9 @@ impl Resp {
     /// Reads one reply.
     pub fn read(&mut self) -> Reply {
         let mut line = Vec::new();
-        self.reader.read_until(b'\n', &mut line).expect("a reply from the test server");
+        self.reader
+            .read_until(b'\n', &mut line)
+            .expect("a reply from the test server");
         let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
         let n = || text.parse::<i64>().expect("a length");
         match line[0] {
