@@ -54,6 +54,47 @@ fn long_ms(base: usize, step: u64) -> &'static str {
     });
     &TABLE[base * (MAX_STEPS as usize + 1) + step as usize]
 }
+/// Small scripts of our own that probe Redis's Lua rules: number truncation, `false`/`true`,
+/// arrays cut at the first nil, `{err=…}`/`{ok=…}`, `redis.call` raising with the line
+/// number vs `redis.pcall` returning the error, status replies as tables, numbers passed as
+/// arguments, commands a script may not call, and Lua's own errors.
+const PROBES: &[&str] = &[
+    "return 3.99",
+    "return -3.7",
+    "return {1, 2, nil, 3}",
+    "return {err = 'boom'}",
+    "return {ok = 'fine'}",
+    "return false",
+    "return true",
+    "return nil",
+    "return {1, {2, 'x'}, true, false, 'y'}",
+    "return {'a', {err = 'inner'}}",
+    "return redis.call('TYPE', KEYS[1])",
+    "return redis.call('TYPE', KEYS[1]).ok",
+    "return redis.pcall('INCR', KEYS[1])",
+    "local x = 1\nreturn redis.call('INCR', KEYS[1])",
+    "return redis.call('SET', KEYS[1], 1.5)",
+    "return redis.call('GET', KEYS[1])",
+    "return redis.pcall('LPOP', KEYS[1])",
+    "local t = redis.pcall('LPOP', KEYS[1])\nif type(t) == 'table' then return t.err end\nreturn t",
+    "error('x')",
+    "return redis.call('NOPE')",
+    "return redis.call('BLPOP', KEYS[1], 0)",
+    "return redis.pcall()",
+    "return redis.call('GET')",
+    "return {redis.call('PTTL', KEYS[1]) > 0}",
+    "return redis.call('ZADD', KEYS[1], 2.5, 'm')",
+    "return redis.call('ZSCORE', KEYS[1], 'm')",
+    "return redis.error_reply('My error')",
+    "return redis.status_reply('PONG')",
+    "return type(redis.call('GET', KEYS[1]))",
+    "return redis.call('DEL', KEYS[1], KEYS[1])",
+    "return redis.call('SET', KEYS[1], 'v', 'PX', 100000, 'GET')",
+    "return {redis.pcall('SET', KEYS[1], 'v', 'PX', 0)}",
+    "return tostring(redis.call('INCRBY', KEYS[1], 2^53))",
+    "return redis.call('EXPIRE', KEYS[1], 150, 'GT')",
+    "return redis.call('LRANGE', KEYS[1], 0, -1)",
+];
 const SCORES: &[&str] = &["1", "2.5", "0.1", "-3", "+inf", "abc", "(1"];
 
 fn wall_ms() -> u64 {
@@ -165,7 +206,16 @@ impl Gen {
         let k = self.key();
         let v = self.pick(VALUES);
         let words: Vec<&str> = match self.rng.below(30) {
-            0..=9 => return self.script_step(),
+            0..=8 => return self.script_step(),
+            9 => {
+                let body = self.pick(PROBES);
+                let verb = self.pick(&["EVAL", "EVAL", "SCRIPT"]);
+                if verb == "SCRIPT" {
+                    vec!["SCRIPT", "LOAD", body]
+                } else {
+                    vec!["EVAL", body, "1", k]
+                }
+            }
             10 => vec!["SET", k, v, "NX", "PX", self.ms()],
             11 => {
                 let mut w = vec!["SET", k, v];

@@ -27,15 +27,14 @@ pub struct Engine {
     raised: Rc<RefCell<Option<Raised>>>,
 }
 
-/// Redis's rule for an error text that Lua code supplies: a leading `-` is dropped, and a text
-/// without an error code (no space) gets `ERR `.
+/// Redis's rule for an error text raised inside its Lua library: `-CODE message` keeps its
+/// code (a bare `-message` gets `ERR`), anything else gets `ERR `.
 fn error_text(msg: &str) -> String {
-    let msg = msg.strip_prefix('-').unwrap_or(msg);
     let msg = msg.trim_end_matches(['\r', '\n']);
-    if msg.contains(' ') {
-        msg.to_string()
-    } else {
-        format!("ERR {msg}")
+    match msg.strip_prefix('-') {
+        Some(m) if m.contains(' ') => m.to_string(),
+        Some(m) => format!("ERR {m}"),
+        None => format!("ERR {msg}"),
     }
 }
 
