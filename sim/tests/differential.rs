@@ -92,7 +92,7 @@ const PROBES: &[&str] = &[
     "return redis.call('SET', KEYS[1], 'v', 'PX', 100000, 'GET')",
     "return {redis.pcall('SET', KEYS[1], 'v', 'PX', 0)}",
     "return tostring(redis.call('INCRBY', KEYS[1], 2^53))",
-    "return redis.call('EXPIRE', KEYS[1], 150, 'GT')",
+    "return redis.call('EXPIRE', KEYS[1], 400, 'GT')",
     "return redis.call('LRANGE', KEYS[1], 0, -1)",
 ];
 const SCORES: &[&str] = &["1", "2.5", "0.1", "-3", "+inf", "abc", "(1"];
