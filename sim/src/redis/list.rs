@@ -19,34 +19,24 @@ fn list_mut<'a>(db: &'a mut Db, key: &[u8]) -> Result<Option<&'a mut VecDeque<Ve
 /// `RPUSH`/`LPUSH key value…`: the new length.
 pub fn push(db: &mut Db, a: &[Vec<u8>], left: bool) -> Reply {
     let key = &a[0];
-    let len = match list_mut(db, key) {
+    match list_mut(db, key) {
         Err(e) => return e,
-        Ok(Some(l)) => {
-            for v in &a[1..] {
-                if left {
-                    l.push_front(v.clone())
-                } else {
-                    l.push_back(v.clone())
-                }
-            }
-            let len = l.len();
-            db.touch_list(key);
-            len
+        Ok(Some(_)) => {}
+        Ok(None) => db.put(key, Data::List(VecDeque::new()), None),
+    }
+    let l = list_mut(db, key)
+        .ok()
+        .flatten()
+        .expect("a list is there now");
+    for v in &a[1..] {
+        if left {
+            l.push_front(v.clone())
+        } else {
+            l.push_back(v.clone())
         }
-        Ok(None) => {
-            let mut l = VecDeque::new();
-            for v in &a[1..] {
-                if left {
-                    l.push_front(v.clone())
-                } else {
-                    l.push_back(v.clone())
-                }
-            }
-            let len = l.len();
-            db.put(key, Data::List(l), None);
-            len
-        }
-    };
+    }
+    let len = l.len();
+    db.touch_list(key);
     Reply::Int(len as i64)
 }
 

@@ -3,48 +3,34 @@
 
 use super::net::Fate;
 use super::view::WorldView;
-use super::{Event, World};
+use super::{Delivery, Event, Request, World};
 use crate::client::{Client, Input, Note, Now, Output};
 
 impl World {
-    pub(super) fn deliver(
-        &mut self,
-        client: usize,
-        input: Input,
-        conn: Option<(usize, u64)>,
-        mono: Option<u64>,
-    ) {
+    /// Hands an input to a client, unless it is stopped, its timer is early on its clock, or
+    /// the connection the input came on has closed.
+    pub(super) fn deliver(&mut self, d: Delivery) {
         let now = self.now;
-        let slot = &self.clients[client];
-        if now < slot.busy_until {
+        let slot = &self.clients[d.client];
+        let later = if now < slot.busy_until {
             // Stopped or asleep: it sees this when it runs again.
-            let at = slot.busy_until;
-            return self.push(
-                at,
-                Event::ToClient {
-                    client,
-                    input,
-                    conn,
-                    mono,
-                },
-            );
+            Some(slot.busy_until)
+        } else {
+            d.mono
+                .filter(|target| slot.mono.at(now) < *target)
+                .map(|target| slot.mono.when(target, now))
+        };
+        if let Some(at) = later {
+            return self.push(at, Event::ToClient(d));
         }
-        if let Some(target) = mono
-            && slot.mono.at(now) < target
-        {
-            let at = slot.mono.when(target, now);
-            return self.push(
-                at,
-                Event::ToClient {
-                    client,
-                    input,
-                    conn,
-                    mono,
-                },
-            );
-        }
+        let Delivery {
+            client,
+            input,
+            conn,
+            ..
+        } = d;
         if let Some((node, epoch)) = conn {
-            if slot.epoch[node] != epoch {
+            if self.clients[client].epoch[node] != epoch {
                 return; // the connection it came on is closed
             }
             if let Input::Reply { id, .. } = &input {
@@ -78,14 +64,14 @@ impl World {
                         let at = self.in_order((client, node, epoch, true), now + d);
                         self.push(
                             at,
-                            Event::ToNode {
+                            Event::ToNode(Request {
                                 node,
                                 client,
                                 epoch,
                                 life,
                                 id,
                                 argv,
-                            },
+                            }),
                         );
                     }
                 }
@@ -100,12 +86,12 @@ impl World {
                 let input = Input::Wake { token };
                 self.push(
                     at,
-                    Event::ToClient {
+                    Event::ToClient(Delivery {
                         client,
                         input,
                         conn: None,
                         mono: Some(mono),
-                    },
+                    }),
                 );
             }
             Output::Note(note) => {

@@ -23,32 +23,38 @@ use view::WorldView;
 
 pub use config::{Config, Outcome};
 
+/// An input on its way to a client.
+#[derive(Debug)]
+struct Delivery {
+    client: usize,
+    input: Input,
+    /// The connection a reply comes on: it is lost if that connection closed meanwhile.
+    conn: Option<(usize, u64)>,
+    /// The monotonic reading a timer waits for.
+    mono: Option<u64>,
+}
+
+/// A request on its way to a node.
+#[derive(Debug)]
+struct Request {
+    node: usize,
+    client: usize,
+    /// The client's connection it travels on.
+    epoch: u64,
+    /// The node's process it was written to.
+    life: u64,
+    id: RequestId,
+    argv: Vec<Vec<u8>>,
+}
+
 #[derive(Debug)]
 enum Event {
-    ToClient {
-        client: usize,
-        input: Input,
-        conn: Option<(usize, u64)>,
-        mono: Option<u64>,
-    },
-    ToNode {
-        node: usize,
-        client: usize,
-        epoch: u64,
-        life: u64,
-        id: RequestId,
-        argv: Vec<Vec<u8>>,
-    },
+    ToClient(Delivery),
+    ToNode(Request),
     Fault(Fault),
-    NodeUp {
-        node: usize,
-    },
-    NodeThaw {
-        node: usize,
-    },
-    ClientGo {
-        client: usize,
-    },
+    NodeUp { node: usize },
+    NodeThaw { node: usize },
+    ClientGo { client: usize },
 }
 
 pub(crate) struct Node {
@@ -61,7 +67,7 @@ pub(crate) struct Node {
     down_until: u64,
     /// Incremented by each restart: a connection belongs to one life of the process.
     life: u64,
-    backlog: VecDeque<Event>,
+    backlog: VecDeque<Request>,
 }
 
 pub(crate) struct Slot {
@@ -180,17 +186,20 @@ impl World {
             world.push(at, Event::Fault(f));
         }
         for client in 0..world.clients.len() {
-            world.push(
-                0,
-                Event::ToClient {
-                    client,
-                    input: Input::Start,
-                    conn: None,
-                    mono: None,
-                },
-            );
+            world.tell(0, client, Input::Start, None);
         }
         world
+    }
+
+    /// Schedules an input for a client (a reply on connection `conn`, a failure, the start).
+    fn tell(&mut self, at: u64, client: usize, input: Input, conn: Option<(usize, u64)>) {
+        let d = Delivery {
+            client,
+            input,
+            conn,
+            mono: None,
+        };
+        self.push(at, Event::ToClient(d));
     }
 
     fn push(&mut self, at: u64, e: Event) {
@@ -252,22 +261,17 @@ impl World {
 
     fn step(&mut self, event: Event) {
         match event {
-            Event::ToClient {
-                client,
-                input,
-                conn,
-                mono,
-            } => self.deliver(client, input, conn, mono),
-            Event::ToNode {
-                node,
-                client,
-                epoch,
-                life,
-                id,
-                argv,
-            } => {
+            Event::ToClient(d) => self.deliver(d),
+            Event::ToNode(r) => {
+                let Request {
+                    node,
+                    client,
+                    epoch,
+                    id,
+                    ..
+                } = r;
                 let n = &mut self.nodes[node];
-                if n.life != life {
+                if n.life != r.life {
                     return; // written on a connection that died with the old process
                 }
                 if n.down {
@@ -276,17 +280,10 @@ impl World {
                     return self.fail_request(client, id, node, epoch);
                 }
                 if n.frozen {
-                    n.backlog.push_back(Event::ToNode {
-                        node,
-                        client,
-                        epoch,
-                        life,
-                        id,
-                        argv,
-                    });
+                    n.backlog.push_back(r);
                     return;
                 }
-                self.execute(node, client, epoch, id, argv);
+                self.execute(r);
             }
             Event::Fault(f) => self.fault(f),
             Event::NodeUp { node } if self.now >= self.nodes[node].down_until => {
@@ -300,17 +297,7 @@ impl World {
                 self.nodes[node].frozen = false;
                 let backlog = std::mem::take(&mut self.nodes[node].backlog);
                 for e in backlog {
-                    if let Event::ToNode {
-                        node,
-                        client,
-                        epoch,
-                        id,
-                        argv,
-                        ..
-                    } = e
-                    {
-                        self.execute(node, client, epoch, id, argv);
-                    }
+                    self.execute(e);
                 }
             }
             Event::ClientGo { client } if self.now >= self.clients[client].suspended_until => {
@@ -322,14 +309,16 @@ impl World {
         }
     }
 
-    fn execute(
-        &mut self,
-        node: usize,
-        client: usize,
-        epoch: u64,
-        id: RequestId,
-        argv: Vec<Vec<u8>>,
-    ) {
+    /// Runs a request on its node (up, not frozen) and sends the reply back.
+    fn execute(&mut self, r: Request) {
+        let Request {
+            node,
+            client,
+            epoch,
+            id,
+            argv,
+            ..
+        } = r;
         let now = self.now;
         let n = &mut self.nodes[node];
         n.server.set_now(n.clock.at(now) / 1000);
@@ -349,15 +338,7 @@ impl World {
             Fate::After(d) => {
                 let at = self.in_order((client, node, epoch, false), now + d);
                 let input = Input::Reply { node, id, reply };
-                self.push(
-                    at,
-                    Event::ToClient {
-                        client,
-                        input,
-                        conn: Some((node, epoch)),
-                        mono: None,
-                    },
-                );
+                self.tell(at, client, input, Some((node, epoch)));
             }
         }
     }
@@ -371,15 +352,7 @@ impl World {
     fn fail_request(&mut self, client: usize, id: RequestId, node: usize, epoch: u64) {
         if self.inflight.remove(&(client, id)).is_some() {
             let at = self.now + self.net_rng.range(100, 2_000);
-            self.push(
-                at,
-                Event::ToClient {
-                    client,
-                    input: Input::Failed { node, id },
-                    conn: None,
-                    mono: None,
-                },
-            );
+            self.tell(at, client, Input::Failed { node, id }, None);
         }
         let _ = epoch;
     }
