@@ -3,7 +3,7 @@
 use super::{Event, World};
 use crate::rng::Rng;
 
-/// The longest node freeze (µs).
+/// The longest single node freeze (µs).
 pub const MAX_FREEZE: u64 = 1_500_000;
 
 /// One fault, starting at a true time and lasting a while (µs).
@@ -75,6 +75,32 @@ pub fn schedule(
     }
     out.sort_by_key(|(at, _)| *at);
     out
+}
+
+/// The longest time any node stays frozen in one go, overlapping freezes merged (µs): how long
+/// a request can wait in a frozen node's socket before it runs.
+pub fn longest_freeze(plan: &[(u64, Fault)], nodes: usize) -> u64 {
+    let mut longest = 0;
+    for n in 0..nodes {
+        let mut spans: Vec<(u64, u64)> = plan
+            .iter()
+            .filter_map(|(at, f)| match f {
+                Fault::Freeze { node, dur } if *node == n => Some((*at, at + dur)),
+                _ => None,
+            })
+            .collect();
+        spans.sort_unstable();
+        let mut current: Option<(u64, u64)> = None;
+        for (start, end) in spans {
+            current = match current {
+                Some((s, e)) if start <= e => Some((s, e.max(end))),
+                _ => Some((start, end)),
+            };
+            let (s, e) = current.expect("just set");
+            longest = longest.max(e - s);
+        }
+    }
+    longest
 }
 
 impl World {

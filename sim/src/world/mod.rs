@@ -156,7 +156,7 @@ impl World {
             .max(cfg.fault_phase);
         let limits = Limits {
             ttl,
-            max_delay: cfg.network.late_max + faults::MAX_FREEZE,
+            max_delay: cfg.network.late_max + faults::longest_freeze(&plan, cfg.nodes),
             drift: drift_us(cfg.ttl_ms),
             quiet_from: healed + ttl + cfg.network.late_max + drift_us(cfg.ttl_ms),
             liveness: ttl / 2,

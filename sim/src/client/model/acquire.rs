@@ -66,7 +66,7 @@ impl ModelClient {
             if behind.is_empty() {
                 return self.hold(round, fence, now, rng, out);
             }
-            for node in behind {
+            for &node in &behind {
                 self.script(
                     node,
                     "fence_max",
@@ -81,7 +81,7 @@ impl ModelClient {
                 Timer::FenceDeadline(round.no),
                 out,
             );
-            self.state = State::Fencing(round, fence);
+            self.state = State::Fencing(round, fence, behind);
             return;
         }
         self.fail_round(round, now, rng, out);
@@ -218,12 +218,14 @@ impl ModelClient {
                     self.settle(now, rng, out);
                 }
             }
-            (State::Fencing(..), Purpose::FenceWrite) => {
-                if !self
-                    .pending
-                    .values()
-                    .any(|p| p.purpose == Purpose::FenceWrite)
-                    && let State::Fencing(round, fence) =
+            (State::Fencing(_, _, behind), Purpose::FenceWrite) => {
+                // Only a confirmed write counts: a node that failed keeps its lower counter,
+                // and the round then ends at its deadline without the lock.
+                if reply == Reply::Int(1) {
+                    behind.retain(|n| *n != p.node);
+                }
+                if behind.is_empty()
+                    && let State::Fencing(round, fence, _) =
                         std::mem::replace(&mut self.state, State::Idle)
                 {
                     self.hold(round, fence, now, rng, out);

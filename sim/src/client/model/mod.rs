@@ -119,7 +119,8 @@ struct Hold {
 enum State {
     Idle,
     Acquiring(Round),
-    Fencing(Round, u64),
+    /// Writing the fence back to the granted nodes that are behind (still unconfirmed).
+    Fencing(Round, u64, Vec<usize>),
     Holding(Hold),
 }
 
@@ -265,7 +266,7 @@ impl ModelClient {
 
     fn on_timer(&mut self, t: Timer, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
         let phase = match &self.state {
-            State::Acquiring(r) | State::Fencing(r, _) => r.no,
+            State::Acquiring(r) | State::Fencing(r, ..) => r.no,
             State::Holding(h) => h.no,
             State::Idle => 0,
         };
@@ -282,7 +283,7 @@ impl ModelClient {
             }
             Timer::Resend(no) if no == phase => self.resend(out),
             Timer::FenceDeadline(no) if no == phase => {
-                if let State::Fencing(round, _) = std::mem::replace(&mut self.state, State::Idle) {
+                if let State::Fencing(round, ..) = std::mem::replace(&mut self.state, State::Idle) {
                     self.fail_round(round, now, rng, out);
                 }
             }
