@@ -4,7 +4,7 @@
 use super::net::Fate;
 use super::view::WorldView;
 use super::{Delivery, Event, Request, World};
-use crate::client::{Client, Input, Note, Now, Output};
+use crate::client::{Input, Note, Now, Output};
 
 impl World {
     /// Hands an input to a client, unless it is stopped, its timer is early on its clock, or

@@ -122,6 +122,7 @@ impl World {
                 n.frozen = false;
                 n.life += 1;
                 n.backlog.clear();
+                n.blocked.clear();
                 n.server.restart(persist);
                 if !persist {
                     self.checker.fences_kept = false;

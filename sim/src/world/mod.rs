@@ -7,18 +7,18 @@ pub mod clock;
 mod config;
 pub mod faults;
 pub mod net;
+mod nodes;
 mod view;
 
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::checker::{Checker, Limits};
 use crate::client::model::{ModelClient, drift_us};
-use crate::client::{Input, RequestId};
+use crate::client::{Client, Input, RequestId};
 use crate::redis::Server;
 use crate::rng::Rng;
 use clock::Clock;
 use faults::{Fault, fault_len};
-use net::Fate;
 use view::WorldView;
 
 pub use config::{Config, Outcome};
@@ -52,9 +52,19 @@ enum Event {
     ToClient(Delivery),
     ToNode(Request),
     Fault(Fault),
-    NodeUp { node: usize },
-    NodeThaw { node: usize },
-    ClientGo { client: usize },
+    NodeUp {
+        node: usize,
+    },
+    NodeThaw {
+        node: usize,
+    },
+    /// A node's cron tick that times out BLPOPs.
+    BlockCheck {
+        node: usize,
+    },
+    ClientGo {
+        client: usize,
+    },
 }
 
 pub(crate) struct Node {
@@ -68,10 +78,12 @@ pub(crate) struct Node {
     /// Incremented by each restart: a connection belongs to one life of the process.
     life: u64,
     backlog: VecDeque<Request>,
+    /// BLPOPs waiting on this node: the server's connection id → (client, epoch, request).
+    blocked: BTreeMap<u64, (usize, u64, RequestId)>,
 }
 
 pub(crate) struct Slot {
-    client: ModelClient,
+    client: Box<dyn Client>,
     rng: Rng,
     mono: Clock,
     pub(crate) boot: Clock,
@@ -102,8 +114,15 @@ pub struct World {
 }
 
 impl World {
-    /// Builds the world that `cfg` describes.
+    /// Builds the world that `cfg` describes, with model clients.
     pub fn new(cfg: Config) -> World {
+        let opts = cfg.model();
+        World::with_clients(cfg, |i| Box::new(ModelClient::new(i, opts.clone())))
+    }
+
+    /// Builds the world that `cfg` describes, with the clients `make` returns for each index
+    /// (the core's lock state machines plug in here).
+    pub fn with_clients(cfg: Config, mut make: impl FnMut(usize) -> Box<dyn Client>) -> World {
         let mut rng = Rng::new(cfg.seed);
         let mut fault_rng = rng.fork();
         let net_rng = rng.fork();
@@ -121,6 +140,7 @@ impl World {
                 down_until: 0,
                 life: 0,
                 backlog: VecDeque::new(),
+                blocked: BTreeMap::new(),
             })
             .collect();
         let clients = (0..cfg.clients)
@@ -128,7 +148,7 @@ impl World {
                 let rate = 1.0 + (rng.below(4001) as f64 - 2000.0) * 1e-6;
                 let offset = rng.below(1 << 40);
                 Slot {
-                    client: ModelClient::new(c, cfg.model()),
+                    client: make(c),
                     rng: rng.fork(),
                     mono: Clock::new(offset, rate),
                     boot: Clock::new(offset, rate),
@@ -299,47 +319,15 @@ impl World {
                 for e in backlog {
                     self.execute(e);
                 }
+                self.check_blocked(node);
             }
+            Event::BlockCheck { node } => self.check_blocked(node),
             Event::ClientGo { client } if self.now >= self.clients[client].suspended_until => {
                 let now = self.now;
                 self.log(|| format!("{now} c{client} wakes"));
                 self.clients[client].mono.start(self.now);
             }
             Event::NodeUp { .. } | Event::NodeThaw { .. } | Event::ClientGo { .. } => {}
-        }
-    }
-
-    /// Runs a request on its node (up, not frozen) and sends the reply back.
-    fn execute(&mut self, r: Request) {
-        let Request {
-            node,
-            client,
-            epoch,
-            id,
-            argv,
-            ..
-        } = r;
-        let now = self.now;
-        let n = &mut self.nodes[node];
-        n.server.set_now(n.clock.at(now) / 1000);
-        let reply = n
-            .server
-            .exec(client as u64, &argv)
-            .unwrap_or(crate::redis::Reply::NilArray);
-        self.log(|| {
-            format!(
-                "{now} n{node} ran c{client}#{id} {} -> {reply:?}",
-                describe(&argv)
-            )
-        });
-        let faulty = self.faulty();
-        match self.cfg.network.fate(&mut self.net_rng, faulty) {
-            Fate::Lost => {}
-            Fate::After(d) => {
-                let at = self.in_order((client, node, epoch, false), now + d);
-                let input = Input::Reply { node, id, reply };
-                self.tell(at, client, input, Some((node, epoch)));
-            }
         }
     }
 
@@ -361,6 +349,10 @@ impl World {
     fn cut(&mut self, client: usize, node: usize, tell: bool) {
         let old = self.clients[client].epoch[node];
         self.clients[client].epoch[node] += 1;
+        let conn = nodes::conn_id(client, old);
+        let n = &mut self.nodes[node];
+        n.server.disconnect(conn);
+        n.blocked.remove(&conn);
         let lost: Vec<RequestId> = self
             .inflight
             .iter()
