@@ -60,6 +60,8 @@ impl Config {
             ttl_ms: self.ttl_ms,
             node_timeout: 40_000,
             retry_max: 30_000,
+            wait_cap: 250_000,
+            handoff_window: 20_000,
             hold_max: 1_500_000,
             think_max: 300_000,
             use_every: 50_000,

@@ -33,12 +33,15 @@ impl ModelClient {
     }
 
     pub(super) fn acquire_on(&mut self, node: usize, token: &[u8], out: &mut Vec<Output>) {
+        // Announce ourselves as a waiter for as long as our longest wait, as the core does.
+        let announce = (self.opts.wait_cap + self.opts.node_timeout) / 1000 + 10;
+        let waited = if self.waited { b"1" } else { b"0" };
         let args = [
             token.to_vec(),
             Self::ms(self.opts.ttl_ms),
             b"1".to_vec(),
-            b"0".to_vec(),
-            b"0".to_vec(),
+            waited.to_vec(),
+            Self::ms(announce),
         ];
         self.script(
             node,
@@ -109,12 +112,38 @@ impl ModelClient {
         out.push(Output::Note(Note::AttemptOver {
             token: round.token.clone(),
         }));
-        // A holder's PTTL bounds the wait; polling caps it so a release is noticed soon.
+        // Taken: wait for a release signal, at most the holder's PTTL (capped). A split
+        // vote or a late grant: nobody may hold it, so retry after a short random pause.
+        let taken: Vec<usize> = round.taken.keys().copied().collect();
         let hint = round.taken.values().min().copied().unwrap_or(0);
-        let delay = rng
-            .below(self.opts.retry_max + 1)
-            .max(hint.min(self.opts.retry_max));
+        let block = hint.min(self.opts.wait_cap);
+        if !taken.is_empty() && round.granted.len() < self.quorum() && block > 0 {
+            let node = *rng.pick(&taken);
+            return self.wait_for_release(node, block, now, out);
+        }
+        let delay = rng.below(self.opts.retry_max + 1);
         self.wake(now.mono + delay, Timer::Retry, out);
+    }
+
+    /// Blocks in BLPOP on `node`'s wake-up list for at most `block` µs, then retries.
+    fn wait_for_release(&mut self, node: usize, block: u64, now: Now, out: &mut Vec<Output>) {
+        let no = self.fresh();
+        self.state = State::Waiting { no, node };
+        // Long waits ask the server for a cron tick (100 ms) less, so they usually end by
+        // the server's answer rather than by our own deadline.
+        let server_block = if block > 150_000 {
+            block - 100_000
+        } else {
+            block
+        };
+        let secs = format!("{:.3}", (server_block as f64 / 1e6).max(0.001));
+        let argv = vec![
+            b"BLPOP".to_vec(),
+            WAKE.as_bytes().to_vec(),
+            secs.into_bytes(),
+        ];
+        self.send(node, argv, None, Purpose::Wait, out);
+        self.wake(now.mono + block + 2_000, Timer::WaitOver(no), out);
     }
 
     /// Re-sends, on a new connection, each acquire not answered after a quarter of the
@@ -217,6 +246,10 @@ impl ModelClient {
                 {
                     self.settle(now, rng, out);
                 }
+            }
+            (State::Waiting { .. }, Purpose::Wait) => {
+                self.waited = true;
+                self.start_round(now, rng, out);
             }
             (State::Fencing(_, _, behind), Purpose::FenceWrite) => {
                 // Only a confirmed write counts: a node that failed keeps its lower counter,

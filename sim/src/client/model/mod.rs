@@ -1,8 +1,9 @@
 //! A stand-in lock client that follows the design (§3–§6) with the real scripts, until the
 //! core's I/O-free state machines can be driven instead: acquire rounds with `t0` taken
 //! before sending, validity `ttl − elapsed − drift(ttl)`, quorum `N/2 + 1`, undo on every
-//! node when a round fails, renewal every `ttl/3` by the extend script, release by the
-//! release script. Its [`Controls`] each break one rule, so the checker can be shown to
+//! node when a round fails, a wait for the release signal (BLPOP, announced as a waiter) when
+//! the lock was taken, renewal every `ttl/3` by the extend script, release by the release
+//! script with a short hand-off to waiters. Its [`Controls`] each break one rule, so the checker can be shown to
 //! catch that mistake.
 
 use std::collections::BTreeMap;
@@ -46,6 +47,10 @@ pub struct ModelOptions {
     pub node_timeout: u64,
     /// Longest random pause between rounds (µs).
     pub retry_max: u64,
+    /// Longest wait for a release signal (BLPOP) after a round found the lock taken (µs).
+    pub wait_cap: u64,
+    /// How long a release reserves the lock for waiters (µs).
+    pub handoff_window: u64,
     /// Longest hold (µs) and longest pause between holds (µs).
     pub hold_max: u64,
     /// Longest pause between two holds (µs).
@@ -69,6 +74,7 @@ enum Purpose {
     FenceWrite,
     Extend,
     Release,
+    Wait,
 }
 
 #[derive(Debug)]
@@ -92,6 +98,7 @@ enum Timer {
     RenewDeadline(u64),
     Use(u64),
     HoldOver(u64),
+    WaitOver(u64),
 }
 
 #[derive(Debug, Default)]
@@ -122,6 +129,11 @@ enum State {
     /// Writing the fence back to the granted nodes that are behind (still unconfirmed).
     Fencing(Round, u64, Vec<usize>),
     Holding(Hold),
+    /// Waiting in BLPOP on a node's wake-up list before the next round.
+    Waiting {
+        no: u64,
+        node: usize,
+    },
 }
 
 /// The model client.
@@ -133,6 +145,9 @@ pub struct ModelClient {
     pending: BTreeMap<RequestId, Pending>,
     timers: BTreeMap<u64, Timer>,
     next: u64,
+    /// Whether this acquisition has waited for a release (the acquire script lets only
+    /// such callers in during a hand-off).
+    waited: bool,
 }
 
 mod acquire;
@@ -154,6 +169,7 @@ impl ModelClient {
             pending: BTreeMap::new(),
             timers: BTreeMap::new(),
             next: 0,
+            waited: false,
         }
     }
 
@@ -232,7 +248,17 @@ impl ModelClient {
                 out,
             );
         } else {
-            let args = [token.to_vec(), Self::ms(self.opts.ttl_ms), b"0".to_vec()];
+            // Like the core: a release hands off to waiters for a short window; an undo
+            // does not reserve anything.
+            let window = match purpose {
+                Purpose::Release => self.opts.handoff_window,
+                _ => 0,
+            };
+            let args = [
+                token.to_vec(),
+                Self::ms(self.opts.wait_cap / 1000),
+                Self::ms(window / 1000),
+            ];
             self.script(
                 node,
                 "release",
@@ -268,11 +294,13 @@ impl ModelClient {
         let phase = match &self.state {
             State::Acquiring(r) | State::Fencing(r, ..) => r.no,
             State::Holding(h) => h.no,
+            State::Waiting { no, .. } => *no,
             State::Idle => 0,
         };
         match t {
             Timer::Think if matches!(self.state, State::Idle) => {
                 out.push(Output::Note(Note::Wants));
+                self.waited = false;
                 self.start_round(now, rng, out);
             }
             Timer::Retry if matches!(self.state, State::Idle) => self.start_round(now, rng, out),
@@ -301,6 +329,16 @@ impl ModelClient {
                 }
             }
             Timer::HoldOver(no) if no == phase => self.release(false, now, rng, out),
+            Timer::WaitOver(no) if no == phase => {
+                // The server answers a timed-out BLPOP only on its cron tick: do not wait for
+                // it; drop the connection with the BLPOP still pending, like the core.
+                if let State::Waiting { node, .. } = self.state {
+                    self.pending.retain(|_, p| p.purpose != Purpose::Wait);
+                    out.push(Output::Reconnect { node });
+                }
+                self.waited = true;
+                self.start_round(now, rng, out);
+            }
             _ => {}
         }
     }
