@@ -2,7 +2,8 @@
 //! property checked after every step.
 //!
 //! A failing run prints its seed; `SIM_SEED=<seed> cargo test --release -p redmutex-sim`
-//! replays exactly that run, with its trace. `SIM_RUNS=<n>` changes how many seeds run.
+//! replays exactly that run, with its trace (`SIM_SEED=<a>..<b>` runs a range, without).
+//! `SIM_RUNS=<n>` changes how many seeds run.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -19,7 +20,10 @@ const BASE_SEED: u64 = 0xA11_0000;
 
 fn seeds() -> Vec<u64> {
     match std::env::var("SIM_SEED") {
-        Ok(s) => vec![s.parse().expect("SIM_SEED is a number")],
+        Ok(s) => match s.split_once("..") {
+            Some((a, b)) => (a.parse().expect("a seed")..b.parse().expect("a seed")).collect(),
+            None => vec![s.parse().expect("SIM_SEED is a number")],
+        },
         Err(_) => {
             let n = std::env::var("SIM_RUNS").map_or(RUNS, |n| n.parse().expect("a count"));
             (0..n).map(|i| BASE_SEED + i).collect()
@@ -30,7 +34,7 @@ fn seeds() -> Vec<u64> {
 /// Runs one seed; on a violation, runs it again keeping the trace, and prints its tail.
 fn run_seed(seed: u64, controls: Controls) -> Outcome {
     let out = run(Config::from_seed(seed, controls));
-    if out.violation.is_some() && std::env::var("SIM_SEED").is_ok() {
+    if out.violation.is_some() && std::env::var("SIM_SEED").is_ok_and(|s| !s.contains("..")) {
         let mut cfg = Config::from_seed(seed, controls);
         cfg.keep_trace = true;
         let again = run(cfg);
