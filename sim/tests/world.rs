@@ -15,7 +15,7 @@ use redmutex_sim::redis::Reply;
 use redmutex_sim::rng::Rng;
 use redmutex_sim::world::{Config, Outcome, World, run};
 
-const RUNS: u64 = 120;
+const RUNS: u64 = 600;
 const BASE_SEED: u64 = 0xA11_0000;
 
 fn seeds() -> Vec<u64> {
