@@ -320,18 +320,6 @@ fn same(a: &Reply, b: &Reply) -> bool {
     }
 }
 
-/// A reply for the failure log, bulk strings as text.
-fn text(r: &Reply) -> String {
-    match r {
-        Reply::Bulk(b) => format!("{:?}", String::from_utf8_lossy(b)),
-        Reply::Array(items) => format!(
-            "[{}]",
-            items.iter().map(text).collect::<Vec<_>>().join(", ")
-        ),
-        other => format!("{other:?}"),
-    }
-}
-
 fn show(words: &[Vec<u8>], scripts: &[(&str, &str, String)]) -> String {
     words
         .iter()
@@ -366,7 +354,6 @@ impl Pair {
     fn compare(&mut self, what: String, sim: &Reply, real: &Reply) {
         let mark = if same(sim, real) { "  " } else { "!!" };
         self.ok &= mark == "  ";
-        let (sim, real) = (text(sim), text(real));
         self.log.push(format!(
             "{mark} {what}\n     sim:  {sim}\n     real: {real}"
         ));

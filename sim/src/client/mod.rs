@@ -7,6 +7,8 @@
 
 pub mod model;
 
+use std::fmt;
+
 use crate::redis::Reply;
 use crate::rng::Rng;
 
@@ -106,6 +108,45 @@ pub enum Note {
     Releasing,
     /// The holder learned that it lost the lock (renewal failed within its validity).
     Lost,
+}
+
+/// An input as a trace line.
+impl fmt::Display for Input {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Input::Start => f.write_str("start"),
+            Input::Reply { node, id, reply } => write!(f, "reply n{node}#{id} {reply}"),
+            Input::Failed { node, id } => write!(f, "failed n{node}#{id}"),
+            Input::Wake { token } => write!(f, "wake {token}"),
+        }
+    }
+}
+
+/// A claim as a trace line, tokens as text.
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = |t: &[u8]| String::from_utf8_lossy(t).into_owned();
+        match self {
+            Note::Wants => f.write_str("wants"),
+            Note::Attempt { token } => write!(f, "attempt {}", text(token)),
+            Note::AttemptOver { token } => write!(f, "attempt over {}", text(token)),
+            Note::Acquired {
+                token,
+                fence,
+                valid_until,
+            } => {
+                write!(
+                    f,
+                    "acquired {} fence {fence} until boot {valid_until}",
+                    text(token)
+                )
+            }
+            Note::Extended { valid_until } => write!(f, "extended until boot {valid_until}"),
+            Note::Use { fence } => write!(f, "use fence {fence}"),
+            Note::Releasing => f.write_str("releasing"),
+            Note::Lost => f.write_str("lost"),
+        }
+    }
 }
 
 /// A lock client driven by the world.

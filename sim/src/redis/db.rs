@@ -53,6 +53,31 @@ impl Reply {
     }
 }
 
+/// A reply as text for traces and failure logs: `"bulk"`, `(nil)`, `:1`, `+OK`, `-ERR …`,
+/// `[a, b]`.
+impl std::fmt::Display for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Status(s) => write!(f, "+{s}"),
+            Reply::Error(e) => write!(f, "-{e}"),
+            Reply::Int(n) => write!(f, ":{n}"),
+            Reply::Bulk(b) => write!(f, "{:?}", String::from_utf8_lossy(b)),
+            Reply::Nil => f.write_str("(nil)"),
+            Reply::NilArray => f.write_str("(nil array)"),
+            Reply::Array(items) => {
+                f.write_str("[")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str("]")
+            }
+        }
+    }
+}
+
 /// A sorted set: member → score; ordered by (score, member) when read.
 pub type ZSet = BTreeMap<Vec<u8>, f64>;
 

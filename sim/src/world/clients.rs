@@ -37,7 +37,7 @@ impl World {
                 self.inflight.remove(&(client, *id));
             }
         }
-        self.log(|| format!("{now} c{client} <- {input:?}"));
+        self.log(|| format!("{now} c{client} <- {input}"));
         let slot = &mut self.clients[client];
         let clocks = Now {
             mono: slot.mono.at(now),
@@ -101,7 +101,7 @@ impl World {
                 ) {
                     self.lock_ops += 1;
                 }
-                self.log(|| format!("{now} c{client} note {note:?}"));
+                self.log(|| format!("{now} c{client} {note}"));
                 let mut view = WorldView {
                     nodes: &mut self.nodes,
                     clients: &self.clients,

@@ -32,10 +32,9 @@ impl World {
             n.blocked.insert(conn, (client, epoch, id));
         }
         self.log(|| {
-            format!(
-                "{now} n{node} ran c{client}#{id} {} -> {reply:?}",
-                super::describe(&argv)
-            )
+            let answer = reply.as_ref().map_or("(blocks)".into(), |r| r.to_string());
+            let command = super::describe(&argv);
+            format!("{now} n{node} ran c{client}#{id} {command} -> {answer}")
         });
         if let Some(reply) = reply {
             self.answer(node, client, epoch, id, reply);
@@ -63,7 +62,7 @@ impl World {
         for (conn, reply) in replies {
             if let Some((client, epoch, id)) = self.nodes[node].blocked.remove(&conn) {
                 let now = self.now;
-                self.log(|| format!("{now} n{node} answers c{client}#{id} -> {reply:?}"));
+                self.log(|| format!("{now} n{node} answers c{client}#{id} -> {reply}"));
                 self.answer(node, client, epoch, id, reply);
             }
         }
