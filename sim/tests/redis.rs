@@ -38,6 +38,10 @@ fn a_key_lives_through_its_last_millisecond_and_not_after() {
     assert_eq!(run(&mut s, &["GET", "k"]), Reply::bulk("v"));
     s.set_now(1_011);
     assert_eq!(run(&mut s, &["GET", "k"]), Reply::Nil);
+    // TIME reads the same clock: seconds and microseconds.
+    s.set_now(1_700_000_123_456);
+    let time = Reply::Array(vec![Reply::bulk("1700000123"), Reply::bulk("456000")]);
+    assert_eq!(run(&mut s, &["TIME"]), time);
 }
 
 #[test]
