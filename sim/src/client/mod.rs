@@ -1,0 +1,157 @@
+//! The narrow interface between the world and a lock client, in the style of an I/O-free
+//! protocol core: the client never reads a clock, draws a random number or touches a socket;
+//! the world hands it inputs with the time and randomness, and carries out its outputs.
+//!
+//! The model client in [`model`] implements it today; the core's lock state machines are
+//! meant to replace it behind the same trait.
+
+pub mod model;
+
+use std::fmt;
+
+use crate::redis::Reply;
+use crate::rng::Rng;
+
+/// Identifies one request a client sent, unique per client.
+pub type RequestId = u64;
+
+/// What the client's clocks read when an input is handed to it (µs).
+#[derive(Clone, Copy, Debug)]
+pub struct Now {
+    /// The monotonic clock (`CLOCK_MONOTONIC`): stops while the machine is suspended.
+    pub mono: u64,
+    /// The boot clock (`CLOCK_BOOTTIME`): keeps counting through a suspend.
+    pub boot: u64,
+}
+
+/// An event for the client.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// The simulation starts.
+    Start,
+    /// Node `node` answered request `id`.
+    Reply {
+        /// The node.
+        node: usize,
+        /// The request.
+        id: RequestId,
+        /// Its reply.
+        reply: Reply,
+    },
+    /// Request `id` to node `node` failed: connection refused, reset or closed. A request
+    /// that silently vanished gives no input at all; the client's own timer must notice.
+    Failed {
+        /// The node.
+        node: usize,
+        /// The request.
+        id: RequestId,
+    },
+    /// A timer the client set with [`Output::WakeAt`] fired.
+    Wake {
+        /// The token given with [`Output::WakeAt`].
+        token: u64,
+    },
+}
+
+/// What the client asks the world to do, or tells the checker.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// Send one command (a script call: `EVALSHA`/`EVAL`, or a plain one) to node `node`.
+    Send {
+        /// The node.
+        node: usize,
+        /// The request's id, unique per client, echoed in [`Input::Reply`].
+        id: RequestId,
+        /// The command and its arguments.
+        argv: Vec<Vec<u8>>,
+    },
+    /// Close my connection to `node` (requests written on it still run there; their replies
+    /// are lost); the next send opens a new one.
+    Reconnect {
+        /// The node.
+        node: usize,
+    },
+    /// Hand me [`Input::Wake`] with `token` once my monotonic clock reads `mono` (µs).
+    WakeAt {
+        /// The monotonic clock's reading (µs).
+        mono: u64,
+        /// Echoed in [`Input::Wake`].
+        token: u64,
+    },
+    /// A claim for the checker.
+    Note(Note),
+}
+
+/// What a client claims about the lock, as its user would learn it. The checker judges these
+/// claims against the servers and against each other on true time.
+// Each variant's doc names its fields.
+#[allow(missing_docs)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Note {
+    /// The user asked for the lock and is now waiting for it.
+    Wants,
+    /// An attempt with this token began; its requests may store the token on servers.
+    Attempt { token: Vec<u8> },
+    /// The attempt with this token ended without the lock (after its undo was sent).
+    AttemptOver { token: Vec<u8> },
+    /// The lock is held with `token` and `fence` until the boot clock reads `valid_until`.
+    Acquired {
+        token: Vec<u8>,
+        fence: u64,
+        valid_until: u64,
+    },
+    /// The hold was renewed: valid until the boot clock reads `valid_until`.
+    Extended { valid_until: u64 },
+    /// The holder acts on the protected resource with its fence.
+    Use { fence: u64 },
+    /// The holder stops holding and starts releasing (it no longer acts).
+    Releasing,
+    /// The holder learned that it lost the lock (renewal failed within its validity).
+    Lost,
+}
+
+/// An input as a trace line.
+impl fmt::Display for Input {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Input::Start => f.write_str("start"),
+            Input::Reply { node, id, reply } => write!(f, "reply n{node}#{id} {reply}"),
+            Input::Failed { node, id } => write!(f, "failed n{node}#{id}"),
+            Input::Wake { token } => write!(f, "wake {token}"),
+        }
+    }
+}
+
+/// A claim as a trace line, tokens as text.
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = |t: &[u8]| String::from_utf8_lossy(t).into_owned();
+        match self {
+            Note::Wants => f.write_str("wants"),
+            Note::Attempt { token } => write!(f, "attempt {}", text(token)),
+            Note::AttemptOver { token } => write!(f, "attempt over {}", text(token)),
+            Note::Acquired {
+                token,
+                fence,
+                valid_until,
+            } => {
+                write!(
+                    f,
+                    "acquired {} fence {fence} until boot {valid_until}",
+                    text(token)
+                )
+            }
+            Note::Extended { valid_until } => write!(f, "extended until boot {valid_until}"),
+            Note::Use { fence } => write!(f, "use fence {fence}"),
+            Note::Releasing => f.write_str("releasing"),
+            Note::Lost => f.write_str("lost"),
+        }
+    }
+}
+
+/// A lock client driven by the world.
+pub trait Client {
+    /// Handles one input at time `now`, drawing any randomness from `rng`, and appends what
+    /// it wants done to `out`.
+    fn handle(&mut self, input: Input, now: Now, rng: &mut Rng, out: &mut Vec<Output>);
+}

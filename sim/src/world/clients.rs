@@ -1,0 +1,113 @@
+//! The clients' side of the world: handing them inputs (after their pauses, on their
+//! clocks, on live connections only) and carrying out what they ask.
+
+use super::net::Fate;
+use super::view::WorldView;
+use super::{Delivery, Event, Request, World};
+use crate::client::{Input, Note, Now, Output};
+
+impl World {
+    /// Hands an input to a client, unless it is stopped, its timer is early on its clock, or
+    /// the connection the input came on has closed.
+    pub(super) fn deliver(&mut self, d: Delivery) {
+        let now = self.now;
+        let slot = &self.clients[d.client];
+        let later = if now < slot.busy_until {
+            // Stopped or asleep: it sees this when it runs again.
+            Some(slot.busy_until)
+        } else {
+            d.mono
+                .filter(|target| slot.mono.at(now) < *target)
+                .map(|target| slot.mono.when(target, now))
+        };
+        if let Some(at) = later {
+            return self.push(at, Event::ToClient(d));
+        }
+        let Delivery {
+            client,
+            input,
+            conn,
+            ..
+        } = d;
+        if let Some((node, epoch)) = conn {
+            if self.clients[client].epoch[node] != epoch {
+                return; // the connection it came on is closed
+            }
+            if let Input::Reply { id, .. } = &input {
+                self.inflight.remove(&(client, *id));
+            }
+        }
+        self.log(|| format!("{now} c{client} <- {input}"));
+        let slot = &mut self.clients[client];
+        let clocks = Now {
+            mono: slot.mono.at(now),
+            boot: slot.boot.at(now),
+        };
+        let mut out = Vec::new();
+        slot.client.handle(input, clocks, &mut slot.rng, &mut out);
+        for o in out {
+            self.output(client, o);
+        }
+    }
+
+    pub(super) fn output(&mut self, client: usize, o: Output) {
+        let now = self.now;
+        match o {
+            Output::Send { node, id, argv } => {
+                let epoch = self.clients[client].epoch[node];
+                let life = self.nodes[node].life;
+                self.inflight.insert((client, id), (node, epoch));
+                let faulty = self.faulty();
+                match self.cfg.network.fate(&mut self.net_rng, faulty) {
+                    Fate::Lost => self.log(|| format!("{now} c{client}#{id} lost")),
+                    Fate::After(d) => {
+                        let at = self.in_order((client, node, epoch, true), now + d);
+                        self.push(
+                            at,
+                            Event::ToNode(Request {
+                                node,
+                                client,
+                                epoch,
+                                life,
+                                id,
+                                argv,
+                            }),
+                        );
+                    }
+                }
+                if self.cfg.network.cut_after_write(&mut self.net_rng, faulty) {
+                    self.log(|| format!("{now} c{client}->n{node} cut after #{id}"));
+                    self.cut(client, node, true);
+                }
+            }
+            Output::Reconnect { node } => self.cut(client, node, false),
+            Output::WakeAt { mono, token } => {
+                let at = self.clients[client].mono.when(mono, now);
+                let input = Input::Wake { token };
+                self.push(
+                    at,
+                    Event::ToClient(Delivery {
+                        client,
+                        input,
+                        conn: None,
+                        mono: Some(mono),
+                    }),
+                );
+            }
+            Output::Note(note) => {
+                if matches!(
+                    note,
+                    Note::Attempt { .. } | Note::Extended { .. } | Note::Releasing
+                ) {
+                    self.lock_ops += 1;
+                }
+                self.log(|| format!("{now} c{client} {note}"));
+                let mut view = WorldView {
+                    nodes: &mut self.nodes,
+                    clients: &self.clients,
+                };
+                self.checker.note(client, &note, now, &mut view);
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! What decides a run, and what it produced.
+
+use super::net::Network;
+use crate::checker::Violation;
+use crate::client::model::{Controls, ModelOptions};
+use crate::rng::Rng;
+
+/// Everything a run is decided by; [`Config::from_seed`] derives one from a seed.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The seed of every choice.
+    pub seed: u64,
+    /// Number of nodes: 1, 3 or 5.
+    pub nodes: usize,
+    /// Number of clients contending for the lock.
+    pub clients: usize,
+    /// Lock TTL (ms).
+    pub ttl_ms: u64,
+    /// How long faults are injected (µs).
+    pub fault_phase: u64,
+    /// How long the healed world runs afterwards (µs), for liveness.
+    pub quiet_phase: u64,
+    /// How many node and client faults.
+    pub faults: usize,
+    /// The network's behaviour.
+    pub network: Network,
+    /// The model client's deliberate mistakes (none in a correct run).
+    pub controls: Controls,
+    /// Keep every trace line (for printing and comparing), not only their hash.
+    pub keep_trace: bool,
+}
+
+impl Config {
+    /// The run that `seed` decides: 1, 3 or 5 nodes, three clients, a 1 s TTL.
+    pub fn from_seed(seed: u64, controls: Controls) -> Config {
+        let mut rng = Rng::new(seed ^ 0xC0FF_EE00);
+        Config {
+            seed,
+            nodes: *rng.pick(&[1, 3, 5]),
+            clients: 3,
+            ttl_ms: 1_000,
+            fault_phase: 15_000_000,
+            quiet_phase: 6_000_000,
+            faults: rng.range(2, 10) as usize,
+            network: Network {
+                quiet_max: 12_000,
+                late_max: 600_000,
+                loss: 0.01,
+                late: 0.03,
+                cut: 0.01,
+            },
+            controls,
+            keep_trace: false,
+        }
+    }
+
+    pub(super) fn model(&self) -> ModelOptions {
+        ModelOptions {
+            nodes: self.nodes,
+            ttl_ms: self.ttl_ms,
+            node_timeout: 40_000,
+            retry_max: 30_000,
+            wait_cap: 250_000,
+            handoff_window: 20_000,
+            hold_max: 1_500_000,
+            think_max: 300_000,
+            use_every: 50_000,
+            controls: self.controls,
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The first property that failed, if any.
+    pub violation: Option<Violation>,
+    /// A hash of every trace line (with [`Config::keep_trace`]; 0 otherwise).
+    pub trace_hash: u64,
+    /// The trace lines, with [`Config::keep_trace`].
+    pub trace: Vec<String>,
+    /// Events processed.
+    pub events: u64,
+    /// Lock operations the clients made (acquire rounds, extends, releases).
+    pub lock_ops: u64,
+    /// Grants the checker saw.
+    pub grants: u64,
+    /// Simulated time (µs).
+    pub sim_time: u64,
+}

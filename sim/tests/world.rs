@@ -1,0 +1,199 @@
+//! Whole-world runs: the model client on 1, 3 and 5 simulated nodes with faults, every
+//! property checked after every step.
+//!
+//! A failing run prints its seed; `SIM_SEED=<seed> cargo test --release -p redmutex-sim`
+//! replays exactly that run, with its trace (`SIM_SEED=<a>..<b>` runs a range, without).
+//! `SIM_RUNS=<n>` changes how many seeds run.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use redmutex_sim::client::model::Controls;
+use redmutex_sim::client::{Client, Input, Now, Output};
+use redmutex_sim::redis::Reply;
+use redmutex_sim::rng::Rng;
+use redmutex_sim::world::{Config, Outcome, World, run};
+
+const RUNS: u64 = 600;
+const BASE_SEED: u64 = 0xA11_0000;
+
+fn seeds() -> Vec<u64> {
+    match std::env::var("SIM_SEED") {
+        Ok(s) => match s.split_once("..") {
+            Some((a, b)) => (a.parse().expect("a seed")..b.parse().expect("a seed")).collect(),
+            None => vec![s.parse().expect("SIM_SEED is a number")],
+        },
+        Err(_) => {
+            let n = std::env::var("SIM_RUNS").map_or(RUNS, |n| n.parse().expect("a count"));
+            (0..n).map(|i| BASE_SEED + i).collect()
+        }
+    }
+}
+
+/// Runs one seed; on a violation, runs it again keeping the trace, and prints its tail.
+fn run_seed(seed: u64, controls: Controls) -> Outcome {
+    let out = run(Config::from_seed(seed, controls));
+    if out.violation.is_some() && std::env::var("SIM_SEED").is_ok_and(|s| !s.contains("..")) {
+        let mut cfg = Config::from_seed(seed, controls);
+        cfg.keep_trace = true;
+        let again = run(cfg);
+        eprintln!("trace of seed {seed}:\n{}", again.trace.join("\n"));
+    }
+    out
+}
+
+#[test]
+fn the_model_client_keeps_every_property_under_faults() {
+    let started = Instant::now();
+    let seeds = seeds();
+    // Two threads: runs are independent, and each is deterministic on its own.
+    let results: Vec<(u64, Outcome)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = seeds
+            .chunks(seeds.len().div_ceil(2))
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|&s| (s, run_seed(s, Controls::default())))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a run panicked"))
+            .collect()
+    });
+    let (mut ops, mut grants, mut sim_us, mut events) = (0, 0, 0, 0);
+    for (seed, out) in &results {
+        if let Some(v) = &out.violation {
+            panic!(
+                "seed {seed} ({} nodes): at {} µs: {}\nreplay: SIM_SEED={seed} cargo test --release -p redmutex-sim",
+                Config::from_seed(*seed, Controls::default()).nodes,
+                v.at,
+                v.what
+            );
+        }
+        ops += out.lock_ops;
+        grants += out.grants;
+        sim_us += out.sim_time;
+        events += out.events;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "world: {} runs, {:.0} simulated s, {events} events, {grants} grants, {ops} lock operations in {secs:.1} s: {:.0} lock ops/s",
+        seeds.len(),
+        sim_us as f64 / 1e6,
+        ops as f64 / secs
+    );
+    assert!(
+        grants > 0,
+        "the clients never got the lock: the run tests nothing"
+    );
+}
+
+#[test]
+fn one_seed_replays_the_identical_trace() {
+    let seed = seeds()[0];
+    let traces: Vec<Outcome> = (0..2)
+        .map(|_| {
+            let mut cfg = Config::from_seed(seed, Controls::default());
+            cfg.keep_trace = true;
+            run(cfg)
+        })
+        .collect();
+    assert!(traces[0].trace.len() > 1000, "a run makes many events");
+    assert_eq!(traces[0].trace, traces[1].trace, "seed {seed} ran two ways");
+    assert_eq!(traces[0].trace_hash, traces[1].trace_hash);
+}
+
+/// A scripted client: sends its commands at fixed times on its monotonic clock and records
+/// each reply with the time it arrived.
+struct Scripted {
+    plan: Vec<(u64, Vec<&'static str>)>,
+    sent: Vec<u64>,
+    replies: Rc<RefCell<Vec<(u64, u64, Reply)>>>,
+}
+
+impl Client for Scripted {
+    fn handle(&mut self, input: Input, now: Now, _: &mut Rng, out: &mut Vec<Output>) {
+        match input {
+            Input::Start => {
+                for (i, (at, _)) in self.plan.iter().enumerate() {
+                    out.push(Output::WakeAt {
+                        mono: now.mono + at,
+                        token: i as u64,
+                    });
+                }
+            }
+            Input::Wake { token } => {
+                let argv = self.plan[token as usize]
+                    .1
+                    .iter()
+                    .map(|w| w.as_bytes().to_vec())
+                    .collect();
+                self.sent.push(now.mono);
+                out.push(Output::Send {
+                    node: 0,
+                    id: token,
+                    argv,
+                });
+            }
+            Input::Reply { id, reply, .. } => {
+                self.replies
+                    .borrow_mut()
+                    .push((id, now.mono - self.sent[id as usize], reply))
+            }
+            Input::Failed { .. } => panic!("no faults in this run"),
+        }
+    }
+}
+
+#[test]
+fn a_blpop_in_the_world_waits_for_a_push_or_its_timeout_on_the_cron_tick() {
+    let mut cfg = Config::from_seed(7, Controls::default());
+    (cfg.nodes, cfg.clients, cfg.faults, cfg.fault_phase) = (1, 2, 0, 0);
+    let replies = Rc::new(RefCell::new(Vec::new()));
+    let log = replies.clone();
+    let world = World::with_clients(cfg, move |i| -> Box<dyn Client> {
+        let plan = if i == 0 {
+            vec![
+                (0, vec!["BLPOP", "q", "5"]),
+                (1_000_000, vec!["BLPOP", "q", "0.25"]),
+            ]
+        } else {
+            vec![(100_000, vec!["RPUSH", "q", "x"])]
+        };
+        Box::new(Scripted {
+            plan,
+            sent: Vec::new(),
+            replies: log.clone(),
+        })
+    });
+    let out = world.run();
+    assert_eq!(out.violation, None);
+    let replies = replies.borrow();
+    let served = Reply::Array(vec![Reply::bulk("q"), Reply::bulk("x")]);
+    let first = replies
+        .iter()
+        .find(|r| r.0 == 0)
+        .expect("the first BLPOP was answered");
+    assert_eq!(first.2, served);
+    assert!(
+        (100_000..120_000).contains(&first.1),
+        "served when the push came: {} µs",
+        first.1
+    );
+    let second = replies
+        .iter()
+        .find(|r| r.0 == 1)
+        .expect("the second BLPOP timed out");
+    assert_eq!(second.2, Reply::NilArray);
+    // Redis notices a timeout on its 100 ms cron tick after the deadline, not at it.
+    assert!(
+        (250_000..400_000).contains(&second.1),
+        "timed out after {} µs",
+        second.1
+    );
+}
