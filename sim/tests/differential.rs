@@ -28,7 +28,7 @@ const KEYS: &[&str] = &[
     "lock",
     "{lock}:fence",
     "{lock}:wake",
-    "{lock}:waiters",
+    "{lock}:waitq",
     "{lock}:handoff",
     "x",
 ];

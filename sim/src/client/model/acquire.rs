@@ -25,11 +25,15 @@ impl ModelClient {
             Timer::RoundDeadline(no),
             out,
         );
-        self.wake(
-            now.mono + self.opts.node_timeout / 4,
-            Timer::Resend(no),
-            out,
-        );
+        // A round unanswered after a quarter of the node timeout is sent again on a fresh
+        // connection. With the own-grant control, every round is: a retry of something that
+        // already ran, whose reply may overtake the first one's.
+        let resend_after = if self.opts.controls.own_grant_taken {
+            1
+        } else {
+            self.opts.node_timeout / 4
+        };
+        self.wake(now.mono + resend_after, Timer::Resend(no), out);
     }
 
     pub(super) fn acquire_on(&mut self, node: usize, token: &[u8], out: &mut Vec<Output>) {
@@ -42,6 +46,8 @@ impl ModelClient {
             b"1".to_vec(),
             waited.to_vec(),
             Self::ms(announce),
+            // The id this client announces itself by (one acquisition at a time).
+            format!("waiter:{}", self.id).into_bytes(),
         ];
         self.script(
             node,

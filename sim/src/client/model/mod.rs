@@ -16,7 +16,7 @@ use crate::rng::Rng;
 pub const LOCK: &str = "lock";
 const FENCE: &str = "{lock}:fence";
 const WAKE: &str = "{lock}:wake";
-const WAITERS: &str = "{lock}:waiters";
+const WAITERS: &str = "{lock}:waitq";
 const HANDOFF: &str = "{lock}:handoff";
 
 /// Deliberate mistakes, each off in a correct client.
@@ -26,11 +26,12 @@ pub struct Controls {
     pub release_with_del: bool,
     /// Count validity as `ttl − elapsed`, with no allowance for clock drift.
     pub no_drift: bool,
-    /// Extend with an unconditional `PEXPIRE` (any `GT` removed from the extend script), and
+    /// Extend with an unconditional `PEXPIRE` (the extend script's `PTTL` check removed), and
     /// with TTLs that vary between extensions, so a late extend can shorten the key.
     pub unconditional_extend: bool,
     /// A re-sent acquire that finds the key holding its own token counts the node as
-    /// "taken", and a failed round skips the undo on "taken" nodes.
+    /// "taken" (the acquire script's own-token branch removed), and a failed round skips the
+    /// undo on "taken" nodes.
     pub own_grant_taken: bool,
     /// Count validity from when the quorum's replies arrived, not from before sending.
     pub validity_from_reply: bool,
@@ -157,9 +158,24 @@ impl ModelClient {
     /// A client numbered `id` (for its tokens' owner label).
     pub fn new(id: usize, opts: ModelOptions) -> ModelClient {
         let mut scripts: BTreeMap<_, _> = redmutex::sim_support::scripts().into_iter().collect();
+        // The controls patch the scripts they break, and insist that the patch took.
+        let mut patch = |name: &'static str, from: &str, to: &str| {
+            let text = scripts[name].replace(from, to);
+            assert_ne!(
+                text, scripts[name],
+                "the {name} script no longer has {from:?}"
+            );
+            scripts.insert(name, Box::leak(text.into_boxed_str()));
+        };
         if opts.controls.unconditional_extend {
-            let text = scripts["extend"].replace(", 'GT')", ")");
-            scripts.insert("extend", Box::leak(text.into_boxed_str()));
+            patch(
+                "extend",
+                "redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2])",
+                "true",
+            );
+        }
+        if opts.controls.own_grant_taken {
+            patch("acquire", "if holder == ARGV[1] then", "if false then");
         }
         ModelClient {
             id,
@@ -254,11 +270,7 @@ impl ModelClient {
                 Purpose::Release => self.opts.handoff_window,
                 _ => 0,
             };
-            let args = [
-                token.to_vec(),
-                Self::ms(self.opts.wait_cap / 1000),
-                Self::ms(window / 1000),
-            ];
+            let args = [token.to_vec(), Self::ms(window / 1000)];
             self.script(
                 node,
                 "release",
