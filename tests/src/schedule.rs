@@ -10,8 +10,10 @@
 //! use std::time::Duration;
 //! use redmutex_tests::schedule::{self, Schedule};
 //!
+//! // In an integration test of this crate: env!("CARGO_BIN_EXE_torture").
+//! let torture = "target/debug/torture";
 //! let plan = Schedule::draw(7, Duration::from_secs(3));
-//! let outcome = schedule::run(env!("CARGO_BIN_EXE_torture"), &plan);
+//! let outcome = schedule::run(torture, &plan);
 //! assert!(outcome.report.is_clean(), "{}", outcome.report);
 //! ```
 

@@ -57,6 +57,17 @@ fn reply(c: &mut TcpStream) -> Vec<u8> {
     reply
 }
 
+/// A server, a proxy in front of it in `mode`, and a raw client of the proxy that has sent
+/// `args`.
+fn sent_through(mode: Mode, args: &[&str]) -> (RedisServer, FaultProxy, TcpStream) {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(&server.addr());
+    proxy.set_mode(mode);
+    let mut c = client(&proxy, Duration::from_millis(50));
+    c.write_all(&command(args)).unwrap();
+    (server, proxy, c)
+}
+
 fn counter(server: &RedisServer, key: &str) -> Option<i64> {
     redis::cmd("GET")
         .arg(key)
@@ -69,12 +80,8 @@ fn counter(server: &RedisServer, key: &str) -> Option<i64> {
 #[test]
 fn delay_requests_delivers_a_request_after_its_client_closed() {
     const DELAY: Duration = Duration::from_millis(400);
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(&server.addr());
-    proxy.set_mode(Mode::DelayRequests(DELAY));
     let sent = Instant::now();
-    let mut c = client(&proxy, Duration::from_millis(100));
-    c.write_all(&command(&["SET", "late", "1"])).unwrap();
+    let (server, _proxy, mut c) = sent_through(Mode::DelayRequests(DELAY), &["SET", "late", "1"]);
     let (reply, _) = read_all(&mut c, Duration::from_millis(100));
     assert!(reply.is_empty(), "a reply came before the delay: {reply:?}");
     drop(c);
@@ -97,11 +104,7 @@ fn delay_requests_delivers_a_request_after_its_client_closed() {
 /// A retry of something that already ran: one `INCR`, one reply, two increments.
 #[test]
 fn duplicate_runs_a_request_twice_and_answers_once() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(&server.addr());
-    proxy.set_mode(Mode::Duplicate);
-    let mut c = client(&proxy, Duration::from_millis(50));
-    c.write_all(&command(&["INCR", "twice"])).unwrap();
+    let (server, proxy, mut c) = sent_through(Mode::Duplicate, &["INCR", "twice"]);
     let got = reply(&mut c);
     assert!(
         got == b":1\r\n" || got == b":2\r\n",
@@ -133,11 +136,7 @@ fn duplicate_runs_a_request_twice_and_answers_once() {
 /// request reached Redis and before the reply reached the client.
 #[test]
 fn cut_after_request_closes_the_connection_before_the_reply() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(&server.addr());
-    proxy.set_mode(Mode::CutAfterRequest);
-    let mut c = client(&proxy, Duration::from_millis(50));
-    c.write_all(&command(&["INCR", "cut"])).unwrap();
+    let (server, proxy, mut c) = sent_through(Mode::CutAfterRequest, &["INCR", "cut"]);
     let (got, ended) = read_all(&mut c, Duration::from_secs(5));
     assert!(got.is_empty(), "a reply reached the client: {got:?}");
     assert!(ended, "the connection was not closed");
