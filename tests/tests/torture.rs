@@ -787,3 +787,76 @@ fn random_fault_schedules() {
     );
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
+
+/// A renewal is in the history as soon as the library made it. The lock's PTTL on the server
+/// jumps back up when a renewal runs there; the client is killed 3 ms later, before a poll of
+/// `renewals()` every 10 ms would usually have seen it. Its history must carry that renewal
+/// with the validity it set, or the checker would judge a shorter promise than the one the
+/// library made.
+#[test]
+fn a_renewal_is_recorded_before_the_process_can_be_killed() {
+    let server = RedisServer::start();
+    // Renewals every ttl/3 = 103.3 ms drift against the driver's 10 ms poll, so that a poll
+    // does not just happen to follow each one.
+    let ttl_ms = 310i64;
+    for round in 0..5 {
+        let key = format!("renew-kill-{round}:lock");
+        let mut run = Run::new(TORTURE, &key);
+        run.spawn(
+            "c",
+            &[server.url()],
+            &[
+                "--n",
+                "1",
+                "--hold-ms",
+                "5000:5000",
+                "--ttl-ms",
+                "300",
+                "--seed",
+                "7",
+            ],
+        );
+        run.wait_holding("c");
+        let mut conn = server.conn();
+        let pttl = |conn: &mut redis::Connection| -> i64 {
+            redis::cmd("PTTL").arg(&key).query(conn).unwrap()
+        };
+        let mut last = pttl(&mut conn);
+        let mut jump_ns = 0;
+        // The round-th renewal, for a different phase against the poll each round.
+        let mut jumps = 0;
+        assert!(
+            wait_until(Duration::from_secs(5), || {
+                let now = pttl(&mut conn);
+                if now > last + 50 {
+                    jumps += 1;
+                    jump_ns = mono_ns();
+                }
+                last = now;
+                jumps > round
+            }),
+            "round {round}: no renewal seen on the server"
+        );
+        std::thread::sleep(Duration::from_millis(3));
+        run.signal("c", libc::SIGKILL);
+        // This renewal promised about the jump plus the lease (less the drift and the
+        // request's way there); the one before it, a third of the lease less. Halfway
+        // between the two tells them apart on a loaded machine.
+        let promised = jump_ns + ttl_ms * 5 / 6 * 1_000_000;
+        let history = run.history_of("c");
+        let renewed = history
+            .iter()
+            .filter(|e| e.event == Kind::Renew)
+            .map(|e| e.validity_ns)
+            .max();
+        assert!(
+            renewed.is_some_and(|v| v >= promised),
+            "round {round}: the history's last renewal promises {:?} ms, the renewal at {:.1} ms \\
+             promised at least {:.1} ms",
+            renewed.map(ms),
+            ms(jump_ns),
+            ms(promised)
+        );
+        let _ = run.finish();
+    }
+}

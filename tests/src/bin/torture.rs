@@ -31,12 +31,11 @@
 //! - `--keep-going`: a lock call that fails or times out (no quorum, a node down) is counted
 //!   (`errors=`) and the next section begins 20 ms later, instead of exiting with code 2.
 //!
-//! Renewals are learnt from `MutexGuard::renewals` (polled every 10 ms while holding, and
-//! read again when the loss is learnt): a `renew` event carries the guard's `valid_until`
-//! at the moment it was seen, and a `lost` event the validity the guard had when the loss was
-//! learnt, written after any renewal not yet reported. The core has no hook that reports a
-//! renewal as it happens, so a `renew` event may be stamped up to 10 ms late; a process
-//! killed in that window never writes it.
+//! Renewals are recorded as they happen: the guard's `on_renewed` hook writes a `renew` event
+//! with the validity the renewal set, on the thread that renewed, before anything else can
+//! happen to the process. `MutexGuard::renewals` is still read when the driver looks at the
+//! guard (and when the loss is learnt) as a safety net; a `lost` event carries the validity
+//! the guard had when the loss was learnt, written after any renewal not yet reported.
 //!
 //! Ends with one line on stdout:
 //! `done client=NAME sections=S waits=W lost=L rejected=R errors=E wall=UNIX_SECONDS`.
@@ -292,6 +291,17 @@ impl Grant {
         self.history.emit(&e);
     }
 
+    /// A renewal, told by the library as it happened: `renew` with the validity it set.
+    fn renewed(&self, valid_until: std::time::Instant) {
+        let mut seen = self.seen();
+        let validity_ns = self.clock.ns(valid_until);
+        if !seen.lost && validity_ns != seen.validity_ns {
+            seen.renewals += 1;
+            seen.validity_ns = validity_ns;
+            self.emit(Kind::Renew, mono_ns(), validity_ns);
+        }
+    }
+
     /// Emits `renew` if the library renewed since we last looked (not after the loss).
     fn poll(&self, guard: &MutexGuard) {
         let mut seen = self.seen();
@@ -413,6 +423,10 @@ fn main() {
         };
         let grant = Arc::new(Grant::new(&history, clock, &a.client, &a.key, &guard));
         history.emit(&grant.event);
+        {
+            let g = Arc::clone(&grant);
+            guard.on_renewed(move |valid_until| g.renewed(valid_until));
+        }
         {
             // Weak: the callback lives in the guard, and must not keep it alive.
             let (g, weak) = (Arc::clone(&grant), Arc::downgrade(&guard));
