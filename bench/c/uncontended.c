@@ -4,6 +4,10 @@
  * against include/redmutex.h and the libredmutex built next to the bench binary.
  *
  *     uncontended URL N    prints {"samples_ns":[...]} on stdout
+ *     uncontended URL wait MS
+ *         a waiter for the bench's blocked-waiter row: waits 300 ms for the held lock
+ *         `bench:waiters` (its first connections), prints "ready", and after a line on stdin
+ *         waits MS ms more, then prints "done"
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -29,7 +33,38 @@ static int once(redmutex_client *client, const char *name) {
     return redmutex_unlock(guard) == REDMUTEX_RESULT_OK ? 0 : -1;
 }
 
+/* The blocked-waiter mode: see the top of the file. */
+static int wait_mode(const char *url, long ms) {
+    const char *urls[] = {url};
+    redmutex_client *client = NULL;
+    redmutex_guard *guard = NULL;
+    char line[16];
+    if (redmutex_client_new(urls, 1, &client) != REDMUTEX_RESULT_OK) {
+        return 1;
+    }
+    if (redmutex_lock(client, "bench:waiters", 30000, 300, &guard) != REDMUTEX_RESULT_WOULD_BLOCK) {
+        fprintf(stderr, "the waiter got a lock that should be held\n");
+        return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    if (fgets(line, sizeof line, stdin) == NULL) {
+        return 1;
+    }
+    if (redmutex_lock(client, "bench:waiters", 30000, (int64_t)ms, &guard) !=
+        REDMUTEX_RESULT_WOULD_BLOCK) {
+        return 1;
+    }
+    printf("done\n");
+    fflush(stdout);
+    redmutex_client_free(client);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4) {
+        return wait_mode(argv[1], strtol(argv[3], NULL, 10));
+    }
     if (argc != 3) {
         fprintf(stderr, "usage: %s URL N\n", argv[0]);
         return 2;

@@ -21,6 +21,8 @@ pub struct Counts {
     pub python_n: usize,
     pub c_n: usize,
     pub churn: usize,
+    /// How long each blocked-waiter row waits.
+    pub waiter_wait: Duration,
 }
 
 impl Counts {
@@ -42,6 +44,7 @@ impl Counts {
                 python_n: 200,
                 c_n: 200,
                 churn: 5_000,
+                waiter_wait: Duration::from_secs(1),
             }
         } else {
             Counts {
@@ -60,6 +63,7 @@ impl Counts {
                 python_n: 2_000,
                 c_n: 5_000,
                 churn: 20_000,
+                waiter_wait: Duration::from_secs(3),
             }
         }
     }

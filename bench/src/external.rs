@@ -159,6 +159,24 @@ impl Python {
             .collect()
     }
 
+    /// The command line of a waiter for the blocked-waiter row: waits 300 ms for the held
+    /// lock `bench:waiters` with the Python binding, says "ready", and after a line on stdin
+    /// waits `ms` ms more, then says "done".
+    pub fn waiter(&self, url: &str, ms: u64) -> Command {
+        let mut cmd = Command::new(&self.interpreter);
+        cmd.arg("-c").arg(format!(
+            "import sys, redmutex\n\
+             lock = redmutex.Client({url:?}).lock('bench:waiters', ttl=30.0)\n\
+             assert not lock.acquire(timeout=0.3)\n\
+             print('ready', flush=True)\n\
+             sys.stdin.readline()\n\
+             assert not lock.acquire(timeout={secs})\n\
+             print('done', flush=True)\n",
+            secs = ms as f64 / 1000.0
+        ));
+        cmd
+    }
+
     /// The command line of a handoff child running `imp`.
     pub fn child(&self, imp: &str, url: &str, key: &str) -> Command {
         let mut cmd = Command::new(&self.interpreter);
@@ -175,6 +193,13 @@ pub struct CProgram {
 }
 
 impl CProgram {
+    /// The program as a waiter for the blocked-waiter row (see bench/c/uncontended.c).
+    pub fn waiter(&self, url: &str, ms: u64) -> Command {
+        let mut cmd = Command::new(&self.prog);
+        cmd.args([url, "wait", &ms.to_string()]);
+        cmd
+    }
+
     /// `n` samples from one run of the program.
     pub fn run(&self, url: &str, n: usize) -> Result<Vec<u64>, String> {
         let out = Command::new(&self.prog)
@@ -227,6 +252,13 @@ pub fn c_program(root: Option<&Path>) -> Result<CProgram, String> {
     }
     let dir = redmutex_tests::TempDir::new("redmutex-bench-c");
     let prog = dir.path().join("uncontended");
+    // The library's SONAME is libredmutex.so.0, which cargo does not make: the program finds
+    // it through a link of that name beside it.
+    std::os::unix::fs::symlink(
+        libdir.join("libredmutex.so"),
+        dir.path().join("libredmutex.so.0"),
+    )
+    .map_err(|e| format!("cannot link libredmutex.so.0: {e}"))?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
         .args(["-O2", "-std=c11", "-Wall", "-Wextra"])
@@ -236,7 +268,7 @@ pub fn c_program(root: Option<&Path>) -> Result<CProgram, String> {
         .arg("-L")
         .arg(&libdir)
         .arg("-lredmutex")
-        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .arg(format!("-Wl,-rpath,{}", dir.path().display()))
         .arg("-o")
         .arg(&prog)
         .output()

@@ -105,6 +105,8 @@ fn run(args: &Args) -> Result<(), String> {
     let contended = phase::contended::run(&ctx)?;
     ctx.probe(&mut drift)?;
     let renew = phase::renew::run(&ctx)?;
+    ctx.probe(&mut drift)?;
+    let waiters = phase::waiters::run(&ctx, &peers, &mut notes)?;
     let load_end = report::loadavg();
 
     let base = ctx.base;
@@ -112,6 +114,7 @@ fn run(args: &Args) -> Result<(), String> {
     rows.extend(handoff.rows);
     rows.extend(contended.rows);
     rows.extend(renew.rows);
+    rows.extend(waiters.rows);
     let summary = report::summary(&rows, base);
     for n in closing_notes(&latency.data, &handoff.data, &renew.data, &drift) {
         notes.push(n);

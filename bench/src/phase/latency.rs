@@ -48,12 +48,12 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
     )?;
     let base = unc.ping.median();
     let server_time = uncontended::server_time(url, counts.chunks * 100)?;
-    let c = match peers.c.take() {
+    let c = match &peers.c {
         None => None,
         Some(Err(e)) => Some(External {
             name: C_NAME.into(),
             label: C_LABEL.into(),
-            result: Err(e),
+            result: Err(e.clone()),
         }),
         Some(Ok(_)) => c_chunks.finish().pop(),
     };

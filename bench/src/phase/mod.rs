@@ -6,6 +6,7 @@
 //! - [`handoff`]: how fast a waiter takes over (the RPUSH → BLPOP floor, redmutex, peers);
 //! - [`contended`]: processes taking one lock in a loop;
 //! - [`renew`]: thousands of renewed locks, and memory kept by lock churn;
+//! - [`waiters`]: connections a blocked waiter opens per second (Rust, C, Python);
 //! - [`peers`]: the rows of the locks users would pick instead, from what the others measured.
 
 pub mod contended;
@@ -13,6 +14,7 @@ pub mod handoff;
 pub mod latency;
 pub mod peers;
 pub mod renew;
+pub mod waiters;
 
 use std::path::Path;
 

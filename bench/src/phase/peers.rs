@@ -15,7 +15,7 @@ pub const C_LABEL: &str = "redmutex C binding";
 /// The external programs, when compared.
 pub struct Peers {
     pub python: Option<Python>,
-    /// The compiled C program, or why it could not be built; taken by the latency phase.
+    /// The compiled C program, or why it could not be built.
     pub c: Option<Result<CProgram, String>>,
 }
 
