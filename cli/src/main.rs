@@ -94,6 +94,12 @@ struct Cli {
     #[arg(long, value_name = "FILE", global = true)]
     tls_ca_cert: Option<PathBuf>,
 
+    /// Refuse a Redis whose maxmemory-policy is not noeviction (under memory pressure it may
+    /// evict a held lock or a fence counter). Without it, such a server is only warned of,
+    /// once, on stderr.
+    #[arg(long, global = true)]
+    require_noeviction: bool,
+
     #[command(subcommand)]
     command: Cmd,
 }
@@ -194,7 +200,9 @@ fn dispatch(cli: Cli) -> i32 {
     }
     let mut builder = Client::builder()
         .nodes(urls)
-        .connect_timeout(cli.connect_timeout);
+        .connect_timeout(cli.connect_timeout)
+        .require_noeviction(cli.require_noeviction)
+        .on_warning(|w| eprintln!("redmutex: warning: {w}"));
     if let Some(path) = &cli.tls_ca_cert {
         match std::fs::read(path) {
             Ok(pem) => builder = builder.tls_ca_cert(pem),

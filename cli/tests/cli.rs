@@ -889,6 +889,46 @@ fn runs_over_tls_to_a_cluster_and_a_sentinel_group() {
     }
 }
 
+/// A Redis whose maxmemory-policy may evict locks: `run` warns of it once on stderr and runs
+/// the command; with `--require-noeviction` it refuses that server without running anything.
+#[test]
+fn an_evicting_redis_is_warned_of_or_refused() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    let r = Redmutex::new(dir.path(), &urls)
+        .args(["run", "--key", "evict", "--", "echo", "ran"])
+        .run();
+    assert_eq!((r.code, r.stdout.as_str()), (0, "ran\n"), "{r:?}");
+    let warnings: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("redmutex: warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{r:?}");
+    assert!(
+        warnings[0].contains("maxmemory-policy allkeys-lru"),
+        "{r:?}"
+    );
+
+    let r = Redmutex::new(dir.path(), &urls)
+        .args([
+            "--require-noeviction",
+            "run",
+            "--key",
+            "evict",
+            "--",
+            "echo",
+            "ran",
+        ])
+        .run();
+    assert_eq!((r.code, r.stdout.as_str()), (69, ""), "{r:?}");
+    assert!(
+        r.error_line().contains("maxmemory-policy allkeys-lru"),
+        "{r:?}"
+    );
+}
+
 /// A Redis Cluster given as one `redis+cluster://` URL, on the command line or in the
 /// comma-separated REDMUTEX_URL: each master's locks run, conflict and show in `status` as on
 /// one server, and the lock and its fence live on the master that serves the name's slot.
