@@ -232,7 +232,8 @@ redmutex_result redmutex_last_error_message(char *buf, size_t len, size_t *out_n
  * Makes a client for `urls_len` Redis URLs (`redis://host:port`,
  * `redis://user:password@host:port/db`, `rediss://` for TLS; a master behind Sentinel as
  * `redis+sentinel://s1:26379,s2:26379/mymaster`, a Redis Cluster as
- * `redis+cluster://h1:7000,h2:7000`) with default settings. With several URLs, each is an
+ * `redis+cluster://h1:7000,h2:7000`, either over TLS as `rediss+sentinel://` or
+ * `rediss+cluster://`) with default settings. With several URLs, each is an
  * independent master and a lock is held only when a majority grants it (Redlock).
  *
  * Does no I/O: nodes are connected on first use, so an unreachable server shows up at the
@@ -337,6 +338,18 @@ redmutex_result redmutex_client_options_set_owner(struct redmutex_client_options
 redmutex_result redmutex_client_options_set_tls_ca_cert(struct redmutex_client_options *options,
                                                         const uint8_t *pem,
                                                         size_t pem_len);
+
+/**
+ * Whether to refuse servers whose `maxmemory-policy` is not `noeviction` (default false:
+ * such a server works, and the library logs a warning once per server). Under any
+ * `allkeys-*` or `volatile-*` policy, memory pressure can evict a held lock (another client
+ * then takes it) or a fence counter (fences go backwards). A refused server fails lock calls
+ * at once with `REDMUTEX_RESULT_SERVER` and a message naming its policy.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_client_options_set_require_noeviction(struct redmutex_client_options *options,
+                                                               bool require);
 
 /**
  * Takes the lock named by the NUL-terminated UTF-8 string `name` (its Redis key), with a

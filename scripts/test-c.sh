@@ -5,6 +5,7 @@
 #   scripts/test-c.sh [test_name ...]    e.g. scripts/test-c.sh test_basic
 #
 # Tests read REDMUTEX_TEST_URL (one server), REDMUTEX_TEST_URLS5 (five, comma-separated),
+# REDMUTEX_TEST_EVICTING_URL (a server whose maxmemory-policy is allkeys-lru),
 # REDMUTEX_TEST_CLUSTER_URL (a redis+cluster:// URL of a three-master Redis Cluster with the
 # usual slot ranges) and REDMUTEX_TEST_TLS_URL with REDMUTEX_TEST_TLS_CA and
 # REDMUTEX_TEST_TLS_OTHER_CA (a TLS-only server, the CA that signed its certificate, and one
@@ -54,6 +55,12 @@ if [[ -z "${REDMUTEX_TEST_URLS5:-}" ]]; then
   redis_start_servers 5
   REDMUTEX_TEST_URLS5=$(IFS=,; echo "${REDIS_URLS[*]: -5}")
   export REDMUTEX_TEST_URLS5
+fi
+if [[ -z "${REDMUTEX_TEST_EVICTING_URL:-}" ]]; then
+  redis_start_servers 1
+  REDMUTEX_TEST_EVICTING_URL=${REDIS_URLS[-1]}
+  redis-cli -u "$REDMUTEX_TEST_EVICTING_URL" config set maxmemory-policy allkeys-lru >/dev/null
+  export REDMUTEX_TEST_EVICTING_URL
 fi
 if [[ -z "${REDMUTEX_TEST_CLUSTER_URL:-}" ]]; then
   redis_start_cluster 3

@@ -39,6 +39,7 @@ pub struct redmutex_client_options {
     node_timeout: Option<Duration>,
     owner: Option<String>,
     tls_ca_cert: Option<Vec<u8>>,
+    require_noeviction: bool,
 }
 
 /// The largest CA bundle accepted (a full system bundle is about 200 KiB).
@@ -47,7 +48,8 @@ const MAX_TLS_CA_CERT_LEN: usize = 16 << 20;
 /// Makes a client for `urls_len` Redis URLs (`redis://host:port`,
 /// `redis://user:password@host:port/db`, `rediss://` for TLS; a master behind Sentinel as
 /// `redis+sentinel://s1:26379,s2:26379/mymaster`, a Redis Cluster as
-/// `redis+cluster://h1:7000,h2:7000`) with default settings. With several URLs, each is an
+/// `redis+cluster://h1:7000,h2:7000`, either over TLS as `rediss+sentinel://` or
+/// `rediss+cluster://`) with default settings. With several URLs, each is an
 /// independent master and a lock is held only when a majority grants it (Redlock).
 ///
 /// Does no I/O: nodes are connected on first use, so an unreachable server shows up at the
@@ -105,6 +107,7 @@ pub extern "C" fn redmutex_client_new_with_options(
         if let Some(pem) = &options.tls_ca_cert {
             builder = builder.tls_ca_cert(pem.clone());
         }
+        builder = builder.require_noeviction(options.require_noeviction);
         let client = builder.build()?;
         out.write(Box::into_raw(Box::new(redmutex_client { client })));
         Ok(())
@@ -157,6 +160,7 @@ pub extern "C" fn redmutex_client_options_new(
             node_timeout: None,
             owner: None,
             tls_ca_cert: None,
+            require_noeviction: false,
         })));
         Ok(())
     })
@@ -250,6 +254,24 @@ pub extern "C" fn redmutex_client_options_set_tls_ca_cert(
             return Err(Failure::invalid("`pem` is empty"));
         }
         options.tls_ca_cert = Some(pem.to_vec());
+        Ok(())
+    })
+}
+
+/// Whether to refuse servers whose `maxmemory-policy` is not `noeviction` (default false:
+/// such a server works, and the library logs a warning once per server). Under any
+/// `allkeys-*` or `volatile-*` policy, memory pressure can evict a held lock (another client
+/// then takes it) or a fence counter (fences go backwards). A refused server fails lock calls
+/// at once with `REDMUTEX_RESULT_SERVER` and a message naming its policy.
+///
+/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_client_options_set_require_noeviction(
+    options: *mut redmutex_client_options,
+    require: bool,
+) -> redmutex_result {
+    boundary(|| {
+        options_mut(options)?.require_noeviction = require;
         Ok(())
     })
 }
