@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyRuntimeWarning, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use redmutex::MutexOptions;
@@ -24,7 +24,8 @@ const MAX_HOLD: Duration = Duration::from_secs(366 * 24 * 3600);
 /// url: a Redis URL ("redis://host:6379", "redis://user:password@host:6379/0",
 ///     "rediss://host:6380"; a master behind Sentinel as
 ///     "redis+sentinel://s1:26379,s2:26379/mymaster", a Redis Cluster as
-///     "redis+cluster://h1:7000,h2:7000"), or a list of URLs of independent masters for
+///     "redis+cluster://h1:7000,h2:7000"; rediss+ for either over TLS), or a list of URLs
+///     of independent masters for
 ///     Redlock (use 3, 5 or 7); a lock is then held only while a majority agrees.
 /// connect_timeout: seconds to open one connection (default 1.0); also how long a lock
 ///     call rides over unreachable nodes before it raises, and how long the client's first
@@ -33,9 +34,14 @@ const MAX_HOLD: Duration = Duration::from_secs(366 * 24 * 3600);
 ///     lock's ttl, between 0.05 and 0.25).
 /// owner: the label at the start of every lock value, so that GET on a lock tells who
 ///     holds it (default "hostname:pid"); 1 to 128 visible ASCII characters.
-/// tls_ca_cert: for rediss:// URLs, the CA certificate(s) the servers' certificates must
-///     chain to instead of the system's roots: PEM as bytes, or the path of a PEM file.
-///     Certificates are always checked unless a URL ends in "#insecure".
+/// tls_ca_cert: for TLS URLs (rediss://, rediss+cluster://, rediss+sentinel://), the CA
+///     certificate(s) the servers' certificates must chain to instead of the system's roots:
+///     PEM as bytes, or the path of a PEM file. Certificates are always checked unless a URL
+///     ends in "#insecure".
+/// require_noeviction: refuse a server whose maxmemory-policy is not noeviction (its lock
+///     calls raise ServerError at once). Without it, such a server is used, and a
+///     RuntimeWarning says once per server that memory pressure may evict a held lock or a
+///     fence counter.
 ///
 /// Making a Client does no I/O: nodes are connected on first use, and a forked child opens its
 /// own connections. Thread-safe; share one Client between threads.
@@ -47,16 +53,20 @@ pub struct Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (url, *, connect_timeout = None, node_timeout = None, owner = None, tls_ca_cert = None))]
+    #[pyo3(signature = (url, *, connect_timeout = None, node_timeout = None, owner = None, tls_ca_cert = None, require_noeviction = false))]
     fn new(
         url: &Bound<'_, PyAny>,
         connect_timeout: Option<&Bound<'_, PyAny>>,
         node_timeout: Option<&Bound<'_, PyAny>>,
         owner: Option<&Bound<'_, PyAny>>,
         tls_ca_cert: Option<&Bound<'_, PyAny>>,
+        require_noeviction: bool,
     ) -> PyResult<Client> {
         let py = url.py();
-        let mut builder = redmutex::Client::builder().nodes(args::urls(url)?);
+        let mut builder = redmutex::Client::builder()
+            .nodes(args::urls(url)?)
+            .require_noeviction(require_noeviction)
+            .on_warning(warn);
         if let Some(t) =
             args::optional_duration("connect_timeout", connect_timeout, MIN_TIMEOUT, MAX_TIMEOUT)?
         {
@@ -159,6 +169,19 @@ impl Client {
     fn __repr__(&self) -> String {
         format!("<redmutex.Client nodes={:?}>", self.inner.node_names())
     }
+}
+
+/// Says a warning of the library as a Python `RuntimeWarning`, from whichever thread it
+/// arises on; a warning turned into an error (a `-W error` filter) is printed instead.
+fn warn(message: &str) {
+    Python::attach(|py| {
+        let said = py
+            .import("warnings")
+            .and_then(|w| w.call_method1("warn", (message, py.get_type::<PyRuntimeWarning>())));
+        if let Err(e) = said {
+            e.write_unraisable(py, None);
+        }
+    });
 }
 
 /// `tls_ca_cert`: PEM bytes, or the path (str or os.PathLike) of a PEM file.

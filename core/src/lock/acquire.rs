@@ -145,6 +145,13 @@ impl Plan {
             if let Some(check) = interrupted.as_mut()
                 && check()
             {
+                // The attempt behind the last wait may have taken the lock: give it back, or
+                // it would stay held (and unrenewed) for a whole TTL with nobody holding it.
+                if let Some(Attempt::Held(lease)) = made.take()
+                    && let Err(e) = lease.release()
+                {
+                    log::warn!("redmutex: releasing a lock taken as its wait was interrupted: {e}");
+                }
                 return Err(Error::new(ErrorKind::Interrupted, "the wait was interrupted").into());
             }
         }

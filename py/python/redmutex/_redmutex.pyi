@@ -60,6 +60,7 @@ class Client:
         node_timeout: float | None = None,
         owner: str | None = None,
         tls_ca_cert: bytes | str | os.PathLike[str] | None = None,
+        require_noeviction: bool = False,
     ) -> Client:
         """Make a client.
 
@@ -67,8 +68,10 @@ class Client:
             url: a Redis URL ("redis://host:6379", "redis://user:password@host:6379/0",
                 "rediss://host:6380"; a master behind Sentinel as
                 "redis+sentinel://s1:26379,s2:26379/mymaster", a Redis Cluster as
-                "redis+cluster://h1:7000,h2:7000"), or a list of URLs of independent masters
-                for Redlock (use 3, 5 or 7); a lock is then held only while a majority agrees.
+                "redis+cluster://h1:7000,h2:7000"; "rediss+sentinel://" and
+                "rediss+cluster://" for either over TLS), or a list of URLs of independent
+                masters for Redlock (use 3, 5 or 7); a lock is then held only while a majority
+                agrees.
             connect_timeout: seconds to open one connection (default 1.0); also how long a
                 lock call rides over unreachable nodes before it raises, and how long the
                 client's first request to each node (which opens its first connection) may
@@ -77,9 +80,14 @@ class Client:
                 lock's ttl, between 0.05 and 0.25).
             owner: the label at the start of every lock value, so that GET on a lock tells
                 who holds it (default "hostname:pid"); 1 to 128 visible ASCII characters.
-            tls_ca_cert: for rediss:// URLs, the CA certificate(s) the servers' certificates
-                must chain to instead of the system's roots: PEM as bytes, or the path of a
-                PEM file. Certificates are always checked unless a URL ends in "#insecure".
+            tls_ca_cert: for TLS URLs (rediss://, rediss+cluster://, rediss+sentinel://), the
+                CA certificate(s) the servers' certificates must chain to instead of the
+                system's roots: PEM as bytes, or the path of a PEM file. Certificates are
+                always checked unless a URL ends in "#insecure".
+            require_noeviction: refuse a server whose maxmemory-policy is not noeviction
+                (its lock calls raise ServerError at once). Without it, such a server is
+                used, and a RuntimeWarning says once per server that memory pressure may evict
+                a held lock or a fence counter.
 
         Raises:
             TypeError: url is not a str or a list of str; tls_ca_cert is not bytes or a path.
