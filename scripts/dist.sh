@@ -22,7 +22,7 @@ rm -rf dist
 mkdir -p dist
 
 # abi3 (pyo3's abi3-py39): one wheel for every CPython from 3.9 on.
-maturin build --release --zig --compatibility manylinux2014 --manifest-path py/Cargo.toml \
+maturin build --release --strip --zig --compatibility manylinux2014 --manifest-path py/Cargo.toml \
   --interpreter "$PWD/.venv/bin/python" --out dist
 maturin sdist --manifest-path py/Cargo.toml --out dist
 

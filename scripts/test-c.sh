@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds libredmutex and runs the C and C++ tests in tests/c/: first with AddressSanitizer
-# and UBSan, then without sanitizers under valgrind (each finds bugs the other misses).
+# and UBSan, then without sanitizers under valgrind (each finds bugs the other misses), and
+# the tests of threads sharing one guard also under ThreadSanitizer (tests/c/tsan.supp).
+# Before them, the headers' compile-time promises: redmutex.h alone as strict C99 and as
+# C++11, and redmutex.hpp's [[nodiscard]]. Tests named *_c99.c build as C99 and as C++11.
 #
 #   scripts/test-c.sh [test_name ...]    e.g. scripts/test-c.sh test_basic
 #

@@ -47,9 +47,14 @@ impl Gate {
     /// No call starts after this, and none is running when it returns (but the one this
     /// thread is inside of, if any).
     pub(crate) fn close(&self) {
-        self.armed.store(false, Ordering::SeqCst);
+        self.disarm();
         if !self.is_inside() {
             drop(lock(&self.running));
         }
+    }
+
+    /// No call starts after this; one that is running may go on.
+    pub(crate) fn disarm(&self) {
+        self.armed.store(false, Ordering::SeqCst);
     }
 }

@@ -429,16 +429,21 @@ impl Drop for Lock {
         }
         // Dropping the guards releases the locks (best effort, bounded by the node timeout);
         // let other threads run meanwhile, and the callback thread finish a call.
-        let end = |held: Vec<Held>| {
-            for h in held {
-                h.close();
-                drop(h);
-            }
-        };
         let mut held = Some(held);
-        Python::try_attach(|py| py.detach(|| end(held.take().unwrap_or_default())));
+        Python::try_attach(|py| {
+            py.detach(|| {
+                for h in held.take().unwrap_or_default() {
+                    h.close();
+                }
+            })
+        });
         if let Some(held) = held {
-            end(held);
+            // The interpreter is shutting down: a callback waiting for the GIL would never
+            // finish, so stop the calls without waiting for one.
+            for h in held {
+                h.ended.set();
+                h.gate.disarm();
+            }
         }
     }
 }

@@ -3,6 +3,9 @@
 // window, min_replicas, TLS CA), each shown to reach the library.
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -13,6 +16,18 @@
 #include "testing.h"
 
 using namespace std::chrono_literals;
+
+// Makes the `fail_in`-th operator new from now throw std::bad_alloc (0: none does), to show
+// what on_lost leaves behind when an allocation fails.
+static std::atomic<int> fail_in{0};
+
+void* operator new(std::size_t size) {
+  if (fail_in > 0 && --fail_in == 0) throw std::bad_alloc();
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 static std::string url() { return testing_env("REDMUTEX_TEST_URL"); }
 
@@ -127,6 +142,50 @@ static void test_tls_ca_option_reaches_the_library() {
         REDMUTEX_RESULT_INVALID_ARGUMENT);
 }
 
+// Whether this operator new is the one in use (valgrind puts its own in its place).
+static bool allocation_failures_work() {
+  fail_in = 1;
+  try {
+    delete new int(0);
+  } catch (const std::bad_alloc&) {
+    return true;
+  }
+  fail_in = 0;
+  return false;
+}
+
+static void test_on_lost_that_throws_registers_nothing() {
+  if (!allocation_failures_work()) {
+    printf("skipped: operator new is replaced here (valgrind); the sanitizer runs check this\n");
+    return;
+  }
+  redmutex::Client client(url());
+  std::string name = unique_name("on-lost-alloc");
+  redmutex::LockOptions options;
+  options.ttl = 200ms;
+  options.auto_renew = false;
+  redmutex::Guard guard = client.lock(name, options);
+  std::atomic<int> calls{0};
+  guard.on_lost([&] { ++calls; });  // the vector of callbacks is now full
+  // The second allocation inside on_lost fails: the one that makes room for the callback.
+  bool threw = false;
+  fail_in = 2;
+  try {
+    guard.on_lost([&] { calls += 100; });
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  fail_in = 0;
+  CHECK(threw);
+  // Had the failed callback been registered, the loss would call it through freed memory.
+  CHECK(guard.wait_lost(5s));
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (calls == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(calls == 1);
+}
+
 int main() {
   alarm(120);  // a deadlock fails the program instead of hanging the suite
   RUN(test_release_ends_a_watchdog_wait);
@@ -134,5 +193,6 @@ int main() {
   RUN(test_interrupt_stops_a_wait);
   RUN(test_lock_options_reach_the_library);
   RUN(test_tls_ca_option_reaches_the_library);
+  RUN(test_on_lost_that_throws_registers_nothing);
   return TESTING_SUMMARY();
 }
