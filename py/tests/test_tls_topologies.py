@@ -59,6 +59,9 @@ def topologies() -> Iterator[dict[str, str]]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        proc.stdout.close()
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 @pytest.mark.parametrize("kind", ["CLUSTER", "SENTINEL"])
