@@ -51,6 +51,9 @@ test: deps
 	# The simulator (sim/) runs its thousands of sequences and worlds optimized.
 	cargo test --release -p redmutex-sim
 	scripts/gen-header.sh --check
+	# The crate ships the license texts (links to the root's files).
+	cargo package --list -p redmutex --allow-dirty | grep -qx LICENSE-MIT
+	cargo package --list -p redmutex --allow-dirty | grep -qx LICENSE-APACHE
 	scripts/test-c.sh
 	scripts/test-py.sh
 	scripts/run-examples.sh
