@@ -458,3 +458,44 @@ fn an_acquire_cut_off_by_a_reset_leaves_no_orphan() {
     }
     eprintln!("{orphans} of 6 rounds left an orphan for a moment");
 }
+
+/// The attempt pipelined behind a wait grants as the holder releases; the caller's interrupt
+/// check (Ctrl-C in a binding) then says stop. The call ends `Interrupted` and must not keep
+/// the lock it just took: nobody would hold it, and it would stay for a whole TTL.
+#[test]
+fn an_interrupted_wait_keeps_no_lock() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let mutex = client
+        .mutex("hardening:interrupted")
+        .ttl(Duration::from_secs(10));
+    for round in 0..3 {
+        let holder = mutex.lock().unwrap();
+        let released = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (mutex, released) = (mutex.clone(), Arc::clone(&released));
+            std::thread::spawn(move || {
+                let mut interrupted = || released.load(Ordering::SeqCst);
+                mutex.lock_interruptible(None, &mut interrupted)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        // Said just before the release: the check right after the wake-up says stop.
+        released.store(true, Ordering::SeqCst);
+        holder.unlock().unwrap();
+        match waiter.join().unwrap() {
+            Err(e) => assert_eq!(e.kind(), redmutex::ErrorKind::Interrupted, "{e}"),
+            Ok(guard) => drop(guard),
+        }
+        let held: Option<String> = redis::cmd("GET")
+            .arg("hardening:interrupted")
+            .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(
+            held, None,
+            "round {round}: an interrupted wait kept the lock"
+        );
+    }
+}
