@@ -138,7 +138,8 @@ struct LockOptions {
 
 /**
  * A held lock. Move-only; releases the lock (best effort) when destroyed, unless it was
- * released with unlock() or moved from. A moved-from or unlocked Guard is empty (`!guard`).
+ * released with unlock() or moved from; the destructor can block up to the client's connect
+ * timeout while it asks unreachable nodes again (never past the lock's validity). A moved-from or unlocked Guard is empty (`!guard`).
  * The const member functions may be called from several threads at once, release() too:
  * a watchdog thread waits in wait_lost() and the owner ends that wait with release(). The
  * destructor, unlock() and assignment must not overlap any other call.

@@ -200,8 +200,9 @@ pub extern "C" fn redmutex_guard_release(guard: *const redmutex_guard) -> redmut
     })
 }
 
-/// Releases the lock best effort (bounded by the per-node timeout, outcome ignored) and
-/// frees the guard: for error paths, where `redmutex_unlock`'s report is not needed. A copy
+/// Releases the lock best effort (outcome ignored; it can block up to the client's connect
+/// timeout while it asks unreachable nodes again, never past the lock's validity) and frees
+/// the guard: for error paths, where `redmutex_unlock`'s report is not needed. A copy
 /// inherited through `fork()` is freed without releasing anything. After it returns, no
 /// on-lost callback of this guard is running or will run. Must be called at most once per
 /// guard, and not after `redmutex_unlock`. NULL is a no-op.

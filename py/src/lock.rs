@@ -427,7 +427,7 @@ impl Drop for Lock {
         if held.is_empty() {
             return;
         }
-        // Dropping the guards releases the locks (best effort, bounded by the node timeout);
+        // Dropping the guards releases the locks (best effort, bounded by the connect timeout);
         // let other threads run meanwhile, and the callback thread finish a call.
         let mut held = Some(held);
         Python::try_attach(|py| {

@@ -214,7 +214,8 @@ impl Renewer {
                 .is_ok()
         {
             let shared = Arc::clone(&served.shared);
-            let fleet = Arc::clone(&self.fleet);
+            // Weak: between rounds the thread keeps no node (nor its connections) alive.
+            let fleet = Arc::downgrade(&self.fleet);
             let spawned = std::thread::Builder::new()
                 .name("redmutex-renew".into())
                 .spawn(move || run(&shared, &fleet));
@@ -264,8 +265,7 @@ struct Fleet {
     clock: Arc<dyn Clock>,
 }
 
-fn run(shared: &Shared, fleet: &Fleet) {
-    let nodes = &fleet.nodes;
+fn run(shared: &Shared, fleet: &Weak<Fleet>) {
     let mut st = shared.state.lock();
     loop {
         if st.stop {
@@ -279,7 +279,11 @@ fn run(shared: &Shared, fleet: &Fleet) {
                 .partition(|c| c.at <= now);
             st.cleanups = later;
             drop(st);
-            let again = cleanup::run(due, nodes);
+            let Some(fleet) = fleet.upgrade() else {
+                return;
+            };
+            let again = cleanup::run(due, &fleet.nodes);
+            drop(fleet);
             st = shared.state.lock();
             st.cleanups.extend(again);
             continue;
@@ -309,7 +313,11 @@ fn run(shared: &Shared, fleet: &Fleet) {
             }
         }
         drop(st);
-        let next = serve(fleet, due);
+        let Some(fleet) = fleet.upgrade() else {
+            return;
+        };
+        let next = serve(&fleet, due);
+        drop(fleet);
         st = shared.state.lock();
         for (at, guard, generation) in next {
             push(&mut st, at, guard, generation);

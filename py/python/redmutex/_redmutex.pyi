@@ -154,7 +154,9 @@ class Lock:
     lock was lost gets LockLostError and never releases what another thread acquired since.
     A thread that made none acts on the most recent acquisition (a watchdog thread waiting in
     wait_lost(), a threading.Timer that releases). A Lock inherited by a forked child neither
-    renews nor releases the parent's lock.
+    renews nor releases the parent's lock. A held Lock that is garbage-collected releases the
+    lock, best effort: that can take up to the client's connect_timeout while it asks
+    unreachable nodes again (never past the lock's validity).
 
     On the main thread, Ctrl-C interrupts every call that can wait for Redis within 100 ms
     with KeyboardInterrupt: acquire() (also while it opens the first connection), release(),
