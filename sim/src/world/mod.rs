@@ -284,11 +284,7 @@ impl World {
             Event::ToClient(d) => self.deliver(d),
             Event::ToNode(r) => {
                 let Request {
-                    node,
-                    client,
-                    epoch,
-                    id,
-                    ..
+                    node, client, id, ..
                 } = r;
                 let n = &mut self.nodes[node];
                 if n.life != r.life {
@@ -297,7 +293,7 @@ impl World {
                 if n.down {
                     let now = self.now;
                     self.log(|| format!("{now} n{node} refused c{client}#{id}"));
-                    return self.fail_request(client, id, node, epoch);
+                    return self.fail_request(client, id, node);
                 }
                 if n.frozen {
                     n.backlog.push_back(r);
@@ -337,12 +333,12 @@ impl World {
         *last
     }
 
-    fn fail_request(&mut self, client: usize, id: RequestId, node: usize, epoch: u64) {
+    /// Tells the client that a request in flight failed (refused or reset), once.
+    fn fail_request(&mut self, client: usize, id: RequestId, node: usize) {
         if self.inflight.remove(&(client, id)).is_some() {
             let at = self.now + self.net_rng.range(100, 2_000);
             self.tell(at, client, Input::Failed { node, id }, None);
         }
-        let _ = epoch;
     }
 
     /// Closes `client`'s connection to `node`; with `tell`, its requests in flight fail.
@@ -361,7 +357,7 @@ impl World {
             .collect();
         for id in lost {
             if tell {
-                self.fail_request(client, id, node, old);
+                self.fail_request(client, id, node);
             } else {
                 self.inflight.remove(&(client, id));
             }
