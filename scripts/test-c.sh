@@ -42,7 +42,9 @@ fi
 ((${#sources[@]})) || { echo "test-c: no tests match: $*" >&2; exit 1; }
 
 # Debug: these tests check the ABI, not speed, and a debug build is much faster to make.
-cargo build -p redmutex-ffi -p redmutex-tests --bin tls_fixture
+cargo build -p redmutex-ffi
+# Separately: with --bin, cargo would build only that binary of every package named.
+cargo build -p redmutex-tests --bin tls_fixture
 target_dir=${CARGO_TARGET_DIR:-target}
 lib="$target_dir/debug/libredmutex.a"
 out="$target_dir/c-tests"
