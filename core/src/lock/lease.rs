@@ -118,45 +118,21 @@ impl Lease {
 
     /// When the renew thread should look at this guard next after a grant or renewal at `t0`.
     pub(crate) fn next_check(&self, t0: Stamp) -> Instant {
-        let st = self.state.lock();
-        let at = if self.opts.auto_renew {
-            t0 + st.ttl / 3
-        } else {
-            st.valid_until
-        };
+        let at = self.next_at(&self.state.lock(), t0);
         self.voters.clock.instant_of(at)
     }
 
-    fn plan(&self) -> (Duty, Vec<Callback>) {
-        if !self.owned_here() {
-            return (Duty::Forget, Vec::new());
+    /// After a grant or renewal at `t0`: a third of the lease on, to renew; or, without
+    /// renewal, the end of the validity.
+    fn next_at(&self, st: &State, t0: Stamp) -> Stamp {
+        if self.opts.auto_renew {
+            t0 + st.ttl / 3
+        } else {
+            st.valid_until
         }
-        let now = self.now();
-        let st = self.state.lock();
-        if st.released || st.lost {
-            return (Duty::Forget, Vec::new());
-        }
-        if now >= st.valid_until {
-            let why = self.ran_out(&st);
-            drop(st);
-            return (Duty::Forget, self.mark_lost(why));
-        }
-        let until = st.valid_until_at;
-        if !self.opts.auto_renew {
-            return (Duty::At(until), Vec::new());
-        }
-        let ttl = match self.hold_until {
-            Some(end) => st.ttl.min(end.since(now)),
-            None => st.ttl,
-        };
-        if ttl < MIN_TTL {
-            return (Duty::At(until), Vec::new());
-        }
-        (Duty::Renew(ttl), Vec::new())
     }
 
-    /// The `WAIT` that follows this guard's extension, and the number of replicas it needs,
-    /// when [`min_replicas`](MutexOptions::min_replicas) is on.
+    /// The extension of this lease to `ttl`: the extend script with its token.
     pub(super) fn extend_request(&self, ttl: Duration) -> Call {
         Call::new(
             &scripts::EXTEND,
@@ -191,11 +167,7 @@ impl Lease {
             }
             st.renewals += 1;
             st.unconfirmed = None;
-            let next = if self.opts.auto_renew {
-                t0 + st.ttl / 3
-            } else {
-                st.valid_until
-            };
+            let next = self.next_at(&st, t0);
             let until = st.valid_until_at;
             let told: Vec<Callback> = self
                 .renewed
@@ -390,7 +362,31 @@ impl Lease {
 
 impl Renewable for Lease {
     fn due(&self) -> (Duty, Vec<Callback>) {
-        self.plan()
+        if !self.owned_here() {
+            return (Duty::Forget, Vec::new());
+        }
+        let now = self.now();
+        let st = self.state.lock();
+        if st.released || st.lost {
+            return (Duty::Forget, Vec::new());
+        }
+        if now >= st.valid_until {
+            let why = self.ran_out(&st);
+            drop(st);
+            return (Duty::Forget, self.mark_lost(why));
+        }
+        let until = st.valid_until_at;
+        if !self.opts.auto_renew {
+            return (Duty::At(until), Vec::new());
+        }
+        let ttl = match self.hold_until {
+            Some(end) => st.ttl.min(end.since(now)),
+            None => st.ttl,
+        };
+        if ttl < MIN_TTL {
+            return (Duty::At(until), Vec::new());
+        }
+        (Duty::Renew(ttl), Vec::new())
     }
 
     fn gate(&self) -> &LocalMutex<()> {

@@ -3,17 +3,33 @@
 
 use redis::{ConnectionInfo, RedisError};
 
-/// A client for a `rediss://` server whose certificate must chain to the CA in `pem`.
-#[cfg(feature = "tls-rustls")]
+/// A client for a `rediss://` server whose certificate must chain to the CA in `pem`, which
+/// is checked first (see [`check_ca`]).
 pub(crate) fn client_with_ca(info: ConnectionInfo, pem: &[u8]) -> Result<redis::Client, String> {
     check_ca(pem)?;
-    let certs = certificates(Some(pem)).unwrap_or_else(|| unreachable!("a CA was given"));
-    redis::Client::build_with_tls(info, certs).map_err(|e| e.to_string())
+    build_with_ca(info, pem).map_err(|e| e.to_string())
+}
+
+/// [`client_with_ca`] for a CA already checked: the connections that redmutex opens itself
+/// (cluster masters, sentinels and the masters they name).
+#[cfg(feature = "tls-rustls")]
+pub(crate) fn build_with_ca(info: ConnectionInfo, pem: &[u8]) -> redis::RedisResult<redis::Client> {
+    let certs = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem.to_vec()),
+    };
+    redis::Client::build_with_tls(info, certs)
 }
 
 #[cfg(not(feature = "tls-rustls"))]
-pub(crate) fn client_with_ca(_info: ConnectionInfo, _pem: &[u8]) -> Result<redis::Client, String> {
-    Err("redmutex was built without the tls-rustls feature".into())
+pub(crate) fn build_with_ca(
+    _info: ConnectionInfo,
+    _pem: &[u8],
+) -> redis::RedisResult<redis::Client> {
+    Err(RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        "redmutex was built without the tls-rustls feature",
+    )))
 }
 
 /// Checks that `pem` holds at least one readable certificate: redis-rs silently ignores input
@@ -40,16 +56,6 @@ pub(crate) fn check_ca(pem: &[u8]) -> Result<(), String> {
 #[cfg(not(feature = "tls-rustls"))]
 pub(crate) fn check_ca(_pem: &[u8]) -> Result<(), String> {
     Err("redmutex was built without the tls-rustls feature".into())
-}
-
-/// The certificates of a private CA, for the TLS connections that redmutex opens itself
-/// (cluster masters, sentinels and the masters they name).
-#[cfg(feature = "tls-rustls")]
-pub(crate) fn certificates(pem: Option<&[u8]>) -> Option<redis::TlsCertificates> {
-    pem.map(|pem| redis::TlsCertificates {
-        client_tls: None,
-        root_cert: Some(pem.to_vec()),
-    })
 }
 
 /// Makes `ring` the process's rustls provider unless one was chosen already: rustls cannot

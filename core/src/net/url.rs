@@ -203,8 +203,7 @@ impl Tls {
                 .set_redis_settings(settings.clone()),
         );
         match &self.ca {
-            Some(pem) => tls::client_with_ca(info, pem)
-                .map_err(|e| RedisError::from((redis::ErrorKind::InvalidClientConfig, "TLS", e))),
+            Some(pem) => tls::build_with_ca(info, pem),
             None => redis::Client::open(info),
         }
     }
