@@ -45,7 +45,7 @@ impl MutexGuard {
 
     /// The lock's name (its Redis key).
     pub fn name(&self) -> &[u8] {
-        &self.lease.keys.lock
+        &self.lease.spec.keys.lock
     }
 
     /// Whether we still hold the lock, answered locally: not released, not reported lost and
@@ -155,7 +155,7 @@ impl Drop for MutexGuard {
             Ok(_) => {}
             Err(e) => log::warn!(
                 "redmutex: releasing {} on drop: {e}",
-                String::from_utf8_lossy(&self.lease.keys.lock)
+                String::from_utf8_lossy(&self.lease.spec.keys.lock)
             ),
         }
     }
@@ -164,7 +164,7 @@ impl Drop for MutexGuard {
 impl std::fmt::Debug for MutexGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MutexGuard")
-            .field("name", &String::from_utf8_lossy(&self.lease.keys.lock))
+            .field("name", &String::from_utf8_lossy(&self.lease.spec.keys.lock))
             .field("fence", &self.lease.fence)
             .field("held", &self.is_held())
             .finish_non_exhaustive()

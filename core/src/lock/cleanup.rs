@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::keys::Keys;
+use super::proto::Spec;
 use super::scripts::{Call, release_call};
 use super::token;
 use crate::net::{self, Node};
-use crate::options::MutexOptions;
 
 /// One clean-up: a release of one token on some nodes.
 pub(crate) struct Cleanup {
@@ -35,23 +34,16 @@ pub(crate) struct Cleanup {
 
 impl Cleanup {
     /// A clean-up of `token`'s key on `nodes` until `until`, starting now.
-    pub(crate) fn new(
-        keys: &Keys,
-        token: &[u8],
-        opts: &MutexOptions,
-        node_timeout: Duration,
-        nodes: Vec<usize>,
-        until: Instant,
-    ) -> Cleanup {
+    pub(crate) fn new(spec: &Spec, token: &[u8], nodes: Vec<usize>, until: Instant) -> Cleanup {
         let now = Instant::now();
         Cleanup {
-            release: release_call(keys, token, opts, false),
+            release: release_call(&spec.keys, token, &spec.opts, false),
             nodes,
             at: now,
             until,
-            settled_after: now + node_timeout,
-            node_timeout,
-            retry_delay: opts.retry_delay,
+            settled_after: now + spec.node_timeout,
+            node_timeout: spec.node_timeout,
+            retry_delay: spec.opts.retry_delay,
         }
     }
 }

@@ -9,6 +9,7 @@ mod clock;
 mod keys;
 mod lease;
 mod policy;
+pub(crate) mod proto;
 mod release;
 mod renew;
 mod reply;

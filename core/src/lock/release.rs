@@ -5,16 +5,15 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use redis::Value;
-
 use super::clock::Stamp;
 use super::lease::Lease;
+use super::proto::release::ReleaseRound;
 use super::renew::{Renewable, Renewal, fire};
 use super::scripts::{Call, release_call};
 use super::tally::Tally;
 use super::token;
 use crate::error::{Error, ErrorKind, NodeReport};
-use crate::net::{self, Answer};
+use crate::net;
 use crate::options::check_ttl;
 
 impl Lease {
@@ -27,17 +26,16 @@ impl Lease {
             ));
         }
         let _op = self.op.lock();
+        let now = self.now();
         let (lost, valid_until) = {
             let mut st = self.state.lock();
-            if st.released {
+            let Ok(lost) = st.hold.release(now) else {
                 return Err(Error::new(
                     ErrorKind::NotHeld,
                     "the lock was already released",
                 ));
-            }
-            st.released = true;
-            let lost = (st.lost || self.now() >= st.valid_until).then(|| self.why_lost(&st).0);
-            (lost, st.valid_until)
+            };
+            (lost, st.hold.valid_until)
         };
         self.lost_cv.notify_all();
         let tally = self.release_everywhere(valid_until);
@@ -46,8 +44,8 @@ impl Lease {
         self.callbacks.lock().clear();
         self.voters.renewer.forget();
         let report = Released::from_tally(&tally);
-        let n = self.voters.nodes.len();
-        if lost.is_some() || tally.refused > n - self.voters.quorum {
+        let n = self.spec.n;
+        if lost.is_some() || tally.refused > n - self.spec.quorum {
             let what = match lost {
                 Some(why) => format!("the lock was lost before it was released: {why}"),
                 None => "the lock was lost before it was released".to_owned(),
@@ -57,7 +55,7 @@ impl Lease {
                     .with_kind(ErrorKind::Lost),
             );
         }
-        if tally.yes >= self.voters.quorum {
+        if tally.yes >= self.spec.quorum {
             return Ok(report);
         }
         Err(Error::from_report(
@@ -76,44 +74,29 @@ impl Lease {
     /// lock's validity, after which it expires by itself.
     fn release_everywhere(&self, valid_until: Stamp) -> Tally {
         let nodes = &self.voters.nodes;
-        let n = nodes.len();
-        let call = release_call(&self.keys, &self.token, &self.opts, true);
+        let call = release_call(&self.spec.keys, &self.token, &self.spec.opts, true);
         let give_up = (Instant::now() + self.voters.connect_timeout)
             .min(self.voters.clock.instant_of(valid_until));
-        let mut answers: Vec<Answer> = (0..n).map(|_| Ok(Vec::new())).collect();
-        let mut ask: Vec<usize> = (0..n).collect();
+        let mut round = ReleaseRound::new(&self.spec, valid_until);
         loop {
-            let mut calls: Vec<&[Call]> = vec![&[]; n];
-            for &i in &ask {
+            let mut calls: Vec<&[Call]> = vec![&[]; nodes.len()];
+            for &i in round.asked() {
                 calls[i] = std::slice::from_ref(&call);
             }
-            let round = net::exchange(nodes, &calls, Instant::now() + self.node_timeout, None);
-            for (i, mut answer) in round.into_iter().enumerate() {
-                if !ask.contains(&i) {
-                    continue;
+            let deadline = Instant::now() + self.spec.node_timeout;
+            let answers = net::exchange(nodes, &calls, deadline, None);
+            let now = self.now();
+            let asked = round.asked().to_vec();
+            for (i, answer) in answers.into_iter().enumerate() {
+                if asked.contains(&i) {
+                    round.answer(i, answer, now);
                 }
-                // Within the validity, our key can only be missing because a release of ours
-                // already ran there: an earlier round whose reply was lost, or the same
-                // request run twice (the transport sends it again on a fresh connection when
-                // a pooled one turns out dead after the write). Released, then; past the
-                // validity, missing means it expired: lost.
-                if self.now() < valid_until
-                    && let Ok(values) = &mut answer
-                    && let Some(Ok(v @ Value::Int(0))) = values.first_mut()
-                {
-                    *v = Value::Int(1);
-                }
-                answers[i] = answer;
             }
-            let tally = Tally::of_ints(nodes, &answers, 0, None);
-            ask.retain(|&i| !matches!(&answers[i], Ok(v) if matches!(v.first(), Some(Ok(_)))));
-            if tally.yes >= self.voters.quorum
-                || tally.refused > n - self.voters.quorum
-                || ask.is_empty()
-            {
+            let (tally, done) = round.settle(nodes);
+            if done {
                 return tally;
             }
-            let pause = token::jitter(self.opts.retry_delay);
+            let pause = token::jitter(self.spec.opts.retry_delay);
             if Instant::now() + pause > give_up {
                 return tally;
             }
@@ -160,14 +143,14 @@ impl Lease {
         let nodes = &self.voters.nodes;
         let t0 = self.now();
         let mut calls = vec![self.extend_request(ttl)];
-        let replicas = self.opts.min_replicas;
+        let replicas = self.spec.opts.min_replicas;
         if let Some((n, timeout)) = replicas {
             calls.push(Call::wait(n, timeout));
         }
         let answers = net::exchange(
             nodes,
             &vec![&calls[..]; nodes.len()],
-            Instant::now() + self.node_timeout + self.opts.replica_wait(),
+            Instant::now() + self.spec.node_timeout + self.spec.opts.replica_wait(),
             None,
         );
         let tally = Tally::of_ints(nodes, &answers, 0, replicas.map(|(n, _)| (1, n)));

@@ -28,11 +28,11 @@ impl Plan {
     /// Asks every node for the holder, its PTTL and the fence counter.
     pub(crate) fn status(&self) -> Result<LockStatus, Error> {
         let nodes = &self.voters.nodes;
-        let call = Call::new(&scripts::STATUS, &[&self.keys.lock, &self.keys.fence], &[]);
+        let call = Call::new(&scripts::STATUS, &[&self.spec.keys.lock, &self.spec.keys.fence], &[]);
         let answers = net::exchange(
             nodes,
             &vec![std::slice::from_ref(&call); nodes.len()],
-            Instant::now() + self.node_timeout,
+            Instant::now() + self.spec.node_timeout,
             None,
         );
         let mut tally = Tally::default();
@@ -47,11 +47,11 @@ impl Plan {
                     if !holder.is_empty() {
                         seen.push((holder, pttl));
                     }
-                    tally.push(node, NodeOutcome::Ok);
+                    tally.push(&**node, NodeOutcome::Ok);
                 }
-                Ok(Some(Err(e))) | Err(e) => tally.fail(node, e),
+                Ok(Some(Err(e))) | Err(e) => tally.fail(&**node, e),
                 other => tally.push(
-                    node,
+                    &**node,
                     NodeOutcome::Error(format!("unexpected reply {other:?}")),
                 ),
             }

@@ -29,6 +29,31 @@ pub(crate) struct Tally {
     lasting: Option<bool>,
 }
 
+/// What the tally needs to know of a node: its name for reports, and whether it follows a
+/// failover (a refused connection then does not say the node is down).
+pub(crate) trait Seat {
+    fn name(&self) -> &str;
+    fn follows_failover(&self) -> bool;
+}
+
+impl Seat for Node {
+    fn name(&self) -> &str {
+        Node::name(self)
+    }
+    fn follows_failover(&self) -> bool {
+        Node::follows_failover(self)
+    }
+}
+
+impl<T: Seat + ?Sized> Seat for Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn follows_failover(&self) -> bool {
+        (**self).follows_failover()
+    }
+}
+
 /// How many of `n` nodes must agree: a majority.
 pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
@@ -50,7 +75,7 @@ impl Tally {
     }
 
     /// Records a node that could not be asked or answered with an error.
-    pub(crate) fn fail(&mut self, node: &Node, e: NetError) {
+    pub(crate) fn fail(&mut self, node: &dyn Seat, e: NetError) {
         self.failed += 1;
         // Only a refused connection says the node is down: a connection dropped after it was
         // established (CLIENT KILL, a proxy) may work again on the next try, and a master
@@ -70,7 +95,7 @@ impl Tally {
         self.source.get_or_insert(e);
     }
 
-    pub(crate) fn push(&mut self, node: &Node, outcome: NodeOutcome) {
+    pub(crate) fn push(&mut self, node: &dyn Seat, outcome: NodeOutcome) {
         match outcome {
             NodeOutcome::Ok => self.yes += 1,
             NodeOutcome::Missing => {
@@ -94,8 +119,8 @@ impl Tally {
     ///
     /// With `replicas = Some((k, n))`, call `k` of each node is a `WAIT` that followed call
     /// `j`: a yes counts only if it reported at least `n` replicas.
-    pub(crate) fn of_ints(
-        nodes: &[Arc<Node>],
+    pub(crate) fn of_ints<S: Seat>(
+        nodes: &[S],
         answers: &[Answer],
         j: usize,
         replicas: Option<(usize, u32)>,

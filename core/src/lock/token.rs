@@ -47,17 +47,14 @@ pub(crate) fn new_token(label: &str) -> Result<Vec<u8>, Error> {
     Ok(token)
 }
 
-/// A uniformly random duration in `[base/2, base*3/2]`: retries from many clients spread out.
-pub(crate) fn jitter(base: Duration) -> Duration {
-    let r = getrandom::u64().unwrap_or(0x9e37_79b9_7f4a_7c15);
-    let half = base / 2;
-    let span = base.as_nanos() as u64;
-    half + Duration::from_nanos(if span == 0 { 0 } else { r % (span + 1) })
+/// A random number for the protocol's choices (`proto/` takes them as arguments).
+pub(crate) fn random() -> u64 {
+    getrandom::u64().unwrap_or(0x9e37_79b9_7f4a_7c15)
 }
 
-/// A random index below `n` (n > 0).
-pub(crate) fn pick(n: usize) -> usize {
-    (getrandom::u64().unwrap_or(0) % n as u64) as usize
+/// A random duration in `[base/2, base*3/2]`: retries from many clients spread out.
+pub(crate) fn jitter(base: Duration) -> Duration {
+    super::proto::acquisition::jitter(base, random())
 }
 
 #[cfg(test)]

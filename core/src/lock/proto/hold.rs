@@ -1,0 +1,224 @@
+//! The lease's state as a state machine: held until the validity runs out, renewed by
+//! extensions that a quorum confirms in time, lost (with the reason) or released. Every
+//! reading of the lease clock comes in as an argument.
+
+use std::time::Duration;
+
+use super::Spec;
+use crate::error::{NodeOutcome, NodeReport};
+use crate::lock::clock::Stamp;
+use crate::lock::tally::Tally;
+use crate::options::{MIN_TTL, drift};
+
+/// Why a lease was lost: a sentence and, after a renewal round, what each node answered.
+pub(crate) type Why = (String, Vec<NodeReport>);
+
+/// One lease's state.
+pub(crate) struct Hold {
+    /// On the lease clock: it keeps running while the machine is suspended.
+    pub(crate) valid_until: Stamp,
+    /// The TTL renewals ask for.
+    pub(crate) ttl: Duration,
+    pub(crate) lost: bool,
+    /// Why it was lost, once it was.
+    pub(crate) why: Option<Why>,
+    /// What the nodes answered to the last renewal, while it is not confirmed.
+    pub(crate) unconfirmed: Option<Vec<NodeReport>>,
+    pub(crate) released: bool,
+    pub(crate) renewals: u64,
+    auto_renew: bool,
+    retry_delay: Duration,
+    max_hold: Option<Duration>,
+    /// When renewal stops for good (`max_hold`).
+    hold_until: Option<Stamp>,
+    n: usize,
+    quorum: usize,
+}
+
+/// What a lease needs when its time to be looked at comes.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Due {
+    /// Released or lost: nothing more to do.
+    Forget,
+    /// Its validity ran out just now, for this reason.
+    RanOut(Why),
+    /// Nothing to renew; look again at this reading (its validity deadline).
+    At(Stamp),
+    /// Renew it with this TTL.
+    Renew(Duration),
+}
+
+/// What the answers to one extension did.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Extended {
+    /// Confirmed by a quorum in time; look again at this reading.
+    Renewed(Stamp),
+    /// Not confirmed yet, but still valid: try again at this reading.
+    Retry(Stamp),
+    /// It is lost now, for this reason.
+    Lost(Why),
+    /// It was already released or lost.
+    Gone,
+}
+
+impl Hold {
+    /// A lease granted by a round sent at `t0`, valid until `valid_until`.
+    pub(crate) fn new(spec: &Spec, t0: Stamp, valid_until: Stamp) -> Hold {
+        let opts = &spec.opts;
+        Hold {
+            valid_until,
+            ttl: opts.ttl,
+            lost: false,
+            why: None,
+            unconfirmed: None,
+            released: false,
+            renewals: 0,
+            auto_renew: opts.auto_renew,
+            retry_delay: opts.retry_delay,
+            max_hold: opts.max_hold,
+            hold_until: opts.max_hold.map(|h| t0 + h),
+            n: spec.n,
+            quorum: spec.quorum,
+        }
+    }
+
+    /// Whether it is held at `now`: not released, not lost, within the validity.
+    pub(crate) fn is_held(&self, now: Stamp) -> bool {
+        !self.lost && !self.released && now < self.valid_until
+    }
+
+    /// After a grant or renewal at `t0`: a third of the lease on, to renew; or, without
+    /// renewal, the end of the validity.
+    pub(crate) fn next_at(&self, t0: Stamp) -> Stamp {
+        if self.auto_renew {
+            t0 + self.ttl / 3
+        } else {
+            self.valid_until
+        }
+    }
+
+    /// What the lease needs at `now`.
+    pub(crate) fn due(&self, now: Stamp) -> Due {
+        if self.released || self.lost {
+            return Due::Forget;
+        }
+        if now >= self.valid_until {
+            return Due::RanOut(self.ran_out());
+        }
+        if !self.auto_renew {
+            return Due::At(self.valid_until);
+        }
+        let ttl = match self.hold_until {
+            Some(end) => self.ttl.min(end.since(now)),
+            None => self.ttl,
+        };
+        if ttl < MIN_TTL {
+            return Due::At(self.valid_until);
+        }
+        Due::Renew(ttl)
+    }
+
+    /// Applies the answers to an extension sent at `t0` with `ttl`, at `now`: a renewal counts
+    /// only if a quorum confirmed it before the current validity ran out. `set_ttl` makes
+    /// `ttl` the one later renewals ask for (a user's extend).
+    pub(crate) fn extended(
+        &mut self,
+        t0: Stamp,
+        ttl: Duration,
+        tally: &Tally,
+        now: Stamp,
+        set_ttl: bool,
+    ) -> Extended {
+        let (n, quorum) = (self.n, self.quorum);
+        if self.released || self.lost {
+            return Extended::Gone;
+        }
+        let new_deadline = t0 + ttl.saturating_sub(drift(ttl));
+        if tally.yes >= quorum && now < self.valid_until && now < new_deadline {
+            self.valid_until = new_deadline;
+            if set_ttl {
+                self.ttl = ttl;
+            }
+            self.renewals += 1;
+            self.unconfirmed = None;
+            return Extended::Renewed(self.next_at(t0));
+        }
+        // Nodes that said "not yours" can never confirm: past n - quorum of them, no renewal
+        // can succeed, so the loss is reported now rather than at the validity deadline. A
+        // node that refuses the connection may be restarting with the key on disk: it is
+        // asked again within the validity, like a slow one.
+        if tally.refused > n - quorum || now >= self.valid_until {
+            let taken = tally
+                .reports
+                .iter()
+                .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. }));
+            let why = if tally.refused > n - quorum && taken {
+                "another owner has it (a renewal was refused)"
+            } else if tally.refused > n - quorum {
+                "it was gone from Redis when it was renewed (expired or deleted)"
+            } else if tally.down > n - quorum {
+                "too many of its nodes are down to renew it"
+            } else {
+                "its validity ran out before a quorum confirmed a renewal"
+            };
+            return Extended::Lost((why.to_owned(), tally.reports.clone()));
+        }
+        self.unconfirmed = Some(tally.reports.clone());
+        let retry = self
+            .retry_delay
+            .min(self.valid_until.since(now) / 3)
+            .max(Duration::from_millis(1));
+        Extended::Retry((now + retry).min(self.valid_until))
+    }
+
+    /// Why a lease whose validity ran out without a refused renewal was lost, and what the
+    /// nodes said to the last renewal.
+    pub(crate) fn ran_out(&self) -> Why {
+        // The last renewal before max_hold is cut to end with it (less the drift).
+        if self
+            .hold_until
+            .is_some_and(|end| self.valid_until + drift(self.ttl) >= end)
+        {
+            let hold = self.max_hold.unwrap_or_default().as_millis();
+            (format!("its max_hold of {hold} ms ran out"), Vec::new())
+        } else if !self.auto_renew {
+            ("its TTL ran out (auto-renew is off)".to_owned(), Vec::new())
+        } else if let Some(nodes) = &self.unconfirmed {
+            (
+                "its validity ran out before a quorum confirmed a renewal".to_owned(),
+                nodes.clone(),
+            )
+        } else {
+            (
+                "its validity ran out before it was renewed (the process or its renew thread \
+                 was held up)"
+                    .to_owned(),
+                Vec::new(),
+            )
+        }
+    }
+
+    /// Why a lease that is lost (or whose validity ran out) was lost.
+    pub(crate) fn why_lost(&self) -> Why {
+        self.why.clone().unwrap_or_else(|| self.ran_out())
+    }
+
+    /// Marks it lost for `why`; `false` when it already was lost or released.
+    pub(crate) fn lose(&mut self, why: Why) -> bool {
+        if self.lost || self.released {
+            return false;
+        }
+        self.lost = true;
+        self.why = Some(why);
+        true
+    }
+
+    /// Marks it released; at `now`, `Err(())` when it already was, else why it had been lost
+    /// before (if it had).
+    pub(crate) fn release(&mut self, now: Stamp) -> Result<Option<String>, ()> {
+        if std::mem::replace(&mut self.released, true) {
+            return Err(());
+        }
+        Ok((self.lost || now >= self.valid_until).then(|| self.why_lost().0))
+    }
+}

@@ -1,0 +1,82 @@
+//! The lock protocol without I/O: state machines that take events in (a node's answer, the
+//! lease clock's reading, the time since a call began, a random number) and hand out what to
+//! send, to whom, and when to look again. Nothing here reads a clock, draws a random number
+//! or touches a socket: the blocking drivers (`acquire.rs`, `wait.rs`, `release.rs`,
+//! `renew.rs`) run these machines over the transport, and the project's simulator runs the
+//! very same machines in a simulated world (see `sim_support` in the crate root).
+//!
+//! - [`round`]: one acquisition round, counted answer by answer, with the fence write-back
+//!   and the verdict on the validity.
+//! - [`acquisition`]: one call that takes the lock: after each round, whether to return,
+//!   wait for a release (and where, and how long), pause, or try again.
+//! - [`hold`]: the lease's state: when to renew, what a renewal's answers mean, why it was
+//!   lost.
+//! - [`release`]: the release round: what counts as released, and whom to ask again.
+
+pub(crate) mod acquisition;
+pub(crate) mod hold;
+pub(crate) mod release;
+pub(crate) mod round;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::keys::Keys;
+use super::tally::quorum;
+use crate::error::Error;
+use crate::options::{MAX_NAME_LEN, MIN_TTL, MutexOptions};
+
+/// One lock as its calls use it: its keys and options, checked once, and the number of nodes.
+#[derive(Clone)]
+pub(crate) struct Spec {
+    pub(crate) keys: Arc<Keys>,
+    pub(crate) opts: MutexOptions,
+    /// Each request's time limit.
+    pub(crate) node_timeout: Duration,
+    pub(crate) n: usize,
+    pub(crate) quorum: usize,
+}
+
+impl Spec {
+    /// Checks the name and the options.
+    pub(crate) fn new(
+        keys: Arc<Keys>,
+        opts: MutexOptions,
+        node_timeout: Duration,
+        n: usize,
+    ) -> Result<Spec, Error> {
+        let name = &keys.lock;
+        if name.is_empty() || name.len() > MAX_NAME_LEN {
+            return Err(Error::invalid(format!(
+                "a lock name must be 1 to {MAX_NAME_LEN} bytes, got {}",
+                name.len()
+            )));
+        }
+        opts.validate()?;
+        Ok(Spec {
+            keys,
+            opts,
+            node_timeout,
+            n,
+            quorum: quorum(n),
+        })
+    }
+
+    /// The lease of a grant: the TTL, shortened so it ends with `max_hold`.
+    pub(crate) fn grant_ttl(&self) -> Duration {
+        match self.opts.max_hold {
+            Some(h) => self.opts.ttl.min(h.max(MIN_TTL)),
+            None => self.opts.ttl,
+        }
+    }
+
+    /// How long a round announces its caller as a waiter: past the longest wait it may do
+    /// before its next round; nothing when it will not wait.
+    pub(crate) fn announce(&self, will_wait: bool) -> Duration {
+        if will_wait {
+            self.opts.wait_cap + self.node_timeout + Duration::from_millis(10)
+        } else {
+            Duration::ZERO
+        }
+    }
+}

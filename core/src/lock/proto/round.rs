@@ -1,0 +1,326 @@
+//! One acquisition round as a state machine: the requests it sends to every node, each
+//! node's answer as it comes in, the fence write-back, and the verdict on the lease clock's
+//! reading that the driver hands in. It reads no clock, draws no random number and touches
+//! no socket.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::Spec;
+use crate::error::{Error, ErrorKind, NodeOutcome};
+use crate::lock::clock::Stamp;
+use crate::lock::reply::{bytes, int};
+use crate::lock::scripts::{self, Call, millis, release_call};
+use crate::lock::tally::{Seat, Tally, replicas_outcome};
+use crate::net::{Answer, Failure};
+use crate::options::drift;
+
+/// One round: the acquire script on every node, counted as the answers arrive.
+pub(crate) struct AcquireRound {
+    token: Vec<u8>,
+    /// On the lease clock, read before the first request left: every grant's expiry on a
+    /// server starts after it.
+    t0: Stamp,
+    ttl: Duration,
+    quorum: usize,
+    fencing: bool,
+    min_replicas: Option<u32>,
+    /// Sent to every node: the acquire script, then any `WAIT`.
+    calls: Vec<Call>,
+    /// Releases this round's token: for grants the round does not keep.
+    undo: Call,
+    tally: Tally,
+    answered: Vec<bool>,
+    /// Nodes that granted, with the fence counter each returned.
+    granted: Vec<(usize, u64)>,
+    /// The shortest remaining TTL among the nodes that said "taken".
+    hint: Option<Duration>,
+    /// Nodes that said "taken": a release there wakes a waiter.
+    wake_from: Vec<usize>,
+    /// Nodes whose script failed midway (it may have stored the token) or that granted
+    /// without enough replicas.
+    failed_midway: Vec<usize>,
+    /// Nodes whose connection broke after the request may have reached them, so that the
+    /// undo queued behind it could not follow.
+    unanswered: Vec<usize>,
+    /// The fence counter's key, for the write-back.
+    fence_key: Vec<u8>,
+    /// The fence write-back: the fence, and the granting nodes still behind it.
+    raising: Option<(u64, Vec<usize>)>,
+}
+
+/// A round that a quorum granted within the validity: the lease.
+pub(crate) struct Grant {
+    pub(crate) token: Vec<u8>,
+    pub(crate) fence: u64,
+    pub(crate) t0: Stamp,
+    pub(crate) valid_until: Stamp,
+}
+
+/// A round that did not take the lock.
+pub(crate) struct Refused {
+    pub(crate) token: Vec<u8>,
+    /// Releases the round's token where it may be stored.
+    pub(crate) undo: Call,
+    /// Nodes to send `undo` to now: they granted, or their script failed midway.
+    pub(crate) undo_on: Vec<usize>,
+    /// Nodes to clean up in the background, on fresh connections (see
+    /// [`AcquireRound::answer`]), until the lease clock reads `clean_until`.
+    pub(crate) clean_up: Vec<usize>,
+    pub(crate) clean_until: Stamp,
+    pub(crate) next: Next,
+}
+
+/// What the caller of a refused round should do.
+pub(crate) enum Next {
+    /// Someone else holds it (or a split vote): wait, at most `hint`, preferably on one of
+    /// `wake_from`.
+    Busy {
+        hint: Option<Duration>,
+        wake_from: Vec<usize>,
+    },
+    /// Fewer than a quorum of nodes answered.
+    Unreachable(Error),
+}
+
+impl AcquireRound {
+    /// A round with `token`, its clock read at `t0`. `waited` says whether this call has
+    /// waited for a release (only such callers may take a lock that is being handed off);
+    /// `announce` how long to announce this call as a waiter (zero: it will not wait), by
+    /// the id `waiter`.
+    pub(crate) fn new(
+        spec: &Spec,
+        token: Vec<u8>,
+        t0: Stamp,
+        waited: bool,
+        announce: Duration,
+        waiter: &[u8],
+    ) -> AcquireRound {
+        let (opts, keys) = (&spec.opts, &spec.keys);
+        let flag = |on: bool| if on { &b"1"[..] } else { &b"0"[..] };
+        let ttl = spec.grant_ttl();
+        let acquire = Call::new(
+            &scripts::ACQUIRE,
+            &[&keys.lock, &keys.fence, &keys.waiters, &keys.handoff],
+            &[
+                &token,
+                &millis(ttl),
+                flag(opts.fencing),
+                flag(waited),
+                &millis(announce),
+                waiter,
+            ],
+        );
+        let undo = release_call(keys, &token, opts, false);
+        let mut calls = vec![acquire];
+        if let Some((replicas, timeout)) = opts.min_replicas {
+            calls.push(Call::wait(replicas, timeout));
+        }
+        AcquireRound {
+            token,
+            t0,
+            ttl,
+            quorum: spec.quorum,
+            fencing: opts.fencing,
+            min_replicas: opts.min_replicas.map(|(n, _)| n),
+            calls,
+            undo,
+            tally: Tally::default(),
+            answered: vec![false; spec.n],
+            granted: Vec::new(),
+            hint: None,
+            wake_from: Vec::new(),
+            failed_midway: Vec::new(),
+            unanswered: Vec::new(),
+            fence_key: keys.fence.clone(),
+            raising: None,
+        }
+    }
+
+    /// The round's token.
+    pub(crate) fn token(&self) -> &[u8] {
+        &self.token
+    }
+
+    /// What to send to every node, in order.
+    pub(crate) fn calls(&self) -> &[Call] {
+        &self.calls
+    }
+
+    /// Releases this round's token: queued behind the requests of a node that does not
+    /// answer in time, so that a late grant there is undone in order.
+    pub(crate) fn undo(&self) -> &Call {
+        &self.undo
+    }
+
+    /// Counts node `i`'s answer (`seat` names it). A second answer from one node is ignored.
+    pub(crate) fn answer(&mut self, i: usize, seat: &dyn Seat, answer: Answer) {
+        if std::mem::replace(&mut self.answered[i], true) {
+            return;
+        }
+        let tally = &mut self.tally;
+        let (answer, waited) = match answer {
+            Ok(mut v) => {
+                let waited = (v.len() > 1).then(|| v.pop()).flatten();
+                (Ok(v.pop()), waited)
+            }
+            Err(e) => (Err(e), None),
+        };
+        match answer {
+            Ok(Some(Ok(Value::Array(items)))) if int(items.first().unwrap_or(&Value::Nil)) == 1 => {
+                let outcome = match self.min_replicas {
+                    Some(wanted) => replicas_outcome(waited.as_ref(), wanted),
+                    None => NodeOutcome::Ok,
+                };
+                if outcome == NodeOutcome::Ok {
+                    let fence = int(items.get(1).unwrap_or(&Value::Nil)).max(0) as u64;
+                    self.granted.push((i, fence));
+                } else {
+                    // The node granted, but too few replicas have it: undo it there.
+                    self.failed_midway.push(i);
+                }
+                tally.push(seat, outcome);
+            }
+            Ok(Some(Ok(Value::Array(items)))) if items.len() == 3 => {
+                let pttl = int(&items[1]);
+                if pttl >= 0 {
+                    let d = Duration::from_millis(pttl as u64);
+                    self.hint = Some(self.hint.map_or(d, |h| h.min(d)));
+                } else if pttl == -2 {
+                    self.hint = Some(Duration::ZERO);
+                }
+                self.wake_from.push(i);
+                tally.push(
+                    seat,
+                    NodeOutcome::Taken {
+                        holder: bytes(&items[2]),
+                        pttl_ms: pttl,
+                    },
+                );
+            }
+            // A script that failed midway may have stored our token before it failed.
+            Ok(Some(Err(e))) => {
+                self.failed_midway.push(i);
+                tally.fail(seat, e)
+            }
+            Err(e) => {
+                // The undo queued behind the request could not be written: the connection
+                // broke after the request may have reached the server.
+                if e.followup_lost() || e.failure() == Failure::Dropped {
+                    self.unanswered.push(i);
+                }
+                tally.fail(seat, e)
+            }
+            other => tally.push(
+                seat,
+                NodeOutcome::Error(format!("unexpected reply {other:?}")),
+            ),
+        }
+    }
+
+    /// Whether the answers so far decide the round: a quorum granted, or too few nodes are
+    /// left to make one.
+    pub(crate) fn decided(&self) -> bool {
+        let pending = self.answered.iter().filter(|a| !**a).count();
+        self.granted.len() >= self.quorum || self.granted.len() + pending < self.quorum
+    }
+
+    /// The fence write-back that a quorum's grant needs before it counts: the largest
+    /// counter among the granting nodes, written to those that returned less, so that any
+    /// later quorum overlaps a node whose counter is already at least this fence. `None`
+    /// when nothing is to be written.
+    pub(crate) fn fence_raise(&mut self) -> Option<(Call, Vec<usize>)> {
+        if !self.fencing || self.granted.len() < self.quorum {
+            return None;
+        }
+        let max = self.granted.iter().map(|(_, f)| *f).max().unwrap_or(0);
+        let behind: Vec<usize> = self
+            .granted
+            .iter()
+            .filter(|(_, f)| *f < max)
+            .map(|(i, _)| *i)
+            .collect();
+        if behind.is_empty() {
+            return None;
+        }
+        self.raising = Some((max, behind.clone()));
+        let raise = Call::new(
+            &scripts::FENCE_MAX,
+            &[&self.fence_key],
+            &[max.to_string().as_bytes()],
+        );
+        Some((raise, behind))
+    }
+
+    /// Counts node `i`'s answer to the fence write-back: `ok` when it confirmed.
+    pub(crate) fn raised(&mut self, i: usize, ok: bool) {
+        if let Some((_, behind)) = &mut self.raising
+            && ok
+        {
+            behind.retain(|b| *b != i);
+        }
+    }
+
+    /// The verdict, on the lease clock's reading `now`: the lease when a quorum granted, its
+    /// fence reached a quorum, and the validity has not run out by now; otherwise what to
+    /// undo and what to do next.
+    pub(crate) fn finish(self, now: Stamp) -> Result<Grant, Refused> {
+        let fence = match &self.raising {
+            _ if !self.fencing => Some(0),
+            None => self.granted.iter().map(|(_, f)| *f).max(),
+            Some((max, behind)) => {
+                (self.granted.len() - behind.len() >= self.quorum).then_some(*max)
+            }
+        };
+        let valid_until = self.t0 + self.ttl.saturating_sub(drift(self.ttl));
+        if self.granted.len() >= self.quorum
+            && let Some(fence) = fence
+            && now < valid_until
+        {
+            return Ok(Grant {
+                token: self.token,
+                fence,
+                t0: self.t0,
+                valid_until,
+            });
+        }
+        // Not held: undo every grant, and on nodes whose script failed midway. Nodes that did
+        // not answer in time have the undo queued behind our request, unless their connection
+        // broke: they get it again on a fresh connection, in the background. Nodes that said
+        // "taken" never stored our token.
+        let undo_on = self
+            .granted
+            .iter()
+            .map(|(i, _)| *i)
+            .chain(self.failed_midway.iter().copied())
+            .collect();
+        let answered = self.tally.yes + self.tally.refused;
+        let next = if answered >= self.quorum {
+            // A split vote or a late grant: nobody may hold it right now, so do not wait for
+            // the holder's whole TTL.
+            let hint = if self.wake_from.is_empty() || self.granted.len() >= self.quorum {
+                Some(Duration::ZERO)
+            } else {
+                self.hint
+            };
+            Next::Busy {
+                hint,
+                wake_from: self.wake_from,
+            }
+        } else {
+            Next::Unreachable(self.tally.into_error(
+                "fewer than a quorum of nodes answered",
+                ErrorKind::NoQuorum,
+            ))
+        };
+        Err(Refused {
+            clean_until: self.t0 + self.ttl,
+            token: self.token,
+            undo: self.undo,
+            undo_on,
+            clean_up: self.unanswered,
+            next,
+        })
+    }
+}
