@@ -51,7 +51,7 @@
 //! | --- | --- | --- |
 //! | public API | `client.rs` (`Client`, `ClientBuilder`, `SentinelMaster`), `mutex.rs` (`Mutex`), `guard.rs` (`MutexGuard`, the handle only) | the lock protocol, the transport (to open nodes), the vocabulary |
 //! | vocabulary | `error.rs` (`Error`, `ErrorKind`, the per-node report), `options.rs` (`MutexOptions` and the bounds) | the transport's failure kinds |
-//! | lock protocol (`lock/`) | `scripts.rs` (the Lua scripts and their invocations, with the `NOSCRIPT` reload), `reply.rs`, `keys.rs`, `token.rs`, `tally.rs` (votes and the quorum rule), `acquire.rs` (rounds, validity, fences), `wait.rs` (waiting for a release), `lease.rs` (validity, renewal, loss and its reason), `release.rs` (release and extension), `renew.rs` (the renew thread), `cleanup.rs` (token-checked releases sent again in the background), `clock.rs` (the lease clock), `policy.rs` (the eviction check), `status.rs`, `voters.rs` | the transport's fan-out and blocking call, the vocabulary |
+//! | lock protocol (`lock/`) | `scripts.rs` (the Lua scripts and their invocations, with the `NOSCRIPT` reload), `reply.rs`, `keys.rs`, `token.rs`, `tally.rs` (votes and the quorum rule), `proto/` (the protocol's decisions as I/O-free state machines that read no clock, draw no random number and touch no socket: `round.rs` one acquisition round with its fence and verdict, `acquisition.rs` a call across rounds, `hold.rs` the lease's state, `release.rs` the release round), their blocking drivers `acquire.rs`, `wait.rs` (waiting for a release), `lease.rs` (the lease with its clock, callbacks and waits), `release.rs` (release and extension), `renew.rs` (the renew thread), `cleanup.rs` (token-checked releases sent again in the background), `clock.rs` (the lease clock), `policy.rs` (the eviction check), `status.rs`, `voters.rs` | the transport's fan-out and blocking call, the vocabulary |
 //! | transport (`net/`) | `request.rs` (what it sends: RESP bytes and a key slot), `conn.rs` (deadlines, pipelines), `endpoint.rs` (a pool per server), `node.rs`, `sentinel.rs`, `cluster.rs` and `slots.rs` (routing), `url.rs`, `tls.rs`, `fanout.rs`, `leg.rs` and `gather.rs` (one round to every node under one deadline), `block.rs` (a blocking pop with requests behind it), `error.rs` (typed failures) | nothing above it: it knows no lock, token or fence |
 //!
 //! `sync.rs` (the process-local locks) and `process.rs` (state that a forked child gets its
@@ -85,15 +85,8 @@ pub use error::{Error, ErrorKind, NodeOutcome, NodeReport, Result, TryLockError}
 pub use guard::MutexGuard;
 pub use lock::{LockStatus, Released};
 pub use mutex::Mutex;
-/// Internals that the project's own simulator (`redmutex-sim`) drives; not part of the API.
 #[doc(hidden)]
-pub mod sim_support {
-    /// Each Lua script the lock sends, by name (`acquire`, `release`, …), with its exact
-    /// source text.
-    pub fn scripts() -> Vec<(&'static str, &'static str)> {
-        crate::lock::script_sources()
-    }
-}
+pub mod sim_support;
 
 pub use options::{
     DEFAULT_TTL, MAX_NAME_LEN, MAX_TTL, MIN_TTL, MutexOptions, default_node_timeout, drift,

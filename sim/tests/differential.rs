@@ -175,7 +175,10 @@ impl Gen {
                     ms if self.rng.chance(0.5) => ms,
                     _ => "0",
                 };
-                vec![token, ttl, f, w, announce]
+                // The waiter's id: the announcement's member (its `PEXPIREAT` and the
+                // release's signal follow from it).
+                let waiter = self.pick(&["w1", "w2", "w1", ""]);
+                vec![token, ttl, f, w, announce, waiter]
             }
             "release" => {
                 let handoff = if self.rng.chance(0.5) { "0" } else { self.ms() };
@@ -307,9 +310,20 @@ impl Gen {
     }
 }
 
-/// Equal, or both PTTL-sized and within the in-flight slack.
+/// Equal, or both PTTL-sized and within the in-flight slack, or both Unix times in ms (a
+/// waiter's announcement, scored by the server's `TIME`) within the same slack.
 fn same(a: &Reply, b: &Reply) -> bool {
+    let unix_ms = |b: &[u8]| {
+        std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .filter(|t| *t > 1_000_000_000_000)
+    };
     match (a, b) {
+        (Reply::Bulk(x), Reply::Bulk(y)) if x != y => match (unix_ms(x), unix_ms(y)) {
+            (Some(x), Some(y)) => (x - y).abs() <= TTL_SLACK_MS,
+            _ => false,
+        },
         (Reply::Int(x), Reply::Int(y)) => {
             x == y || (*x > 1000 && *y > 1000 && (x - y).abs() <= TTL_SLACK_MS)
         }

@@ -10,6 +10,16 @@ use std::time::{Duration, Instant};
 pub(crate) struct Stamp(Duration);
 
 impl Stamp {
+    /// The reading `us` microseconds after the clock's origin (a simulated clock's).
+    pub(crate) fn from_micros(us: u64) -> Stamp {
+        Stamp(Duration::from_micros(us))
+    }
+
+    /// Microseconds since the clock's origin.
+    pub(crate) fn micros(self) -> u64 {
+        self.0.as_micros() as u64
+    }
+
     /// The time from `earlier` to this reading (zero if `earlier` is later).
     pub(crate) fn since(self, earlier: Stamp) -> Duration {
         self.0.saturating_sub(earlier.0)

@@ -5,7 +5,7 @@
 
 mod acquire;
 mod cleanup;
-mod clock;
+pub(crate) mod clock;
 mod keys;
 mod lease;
 mod policy;
@@ -13,9 +13,9 @@ pub(crate) mod proto;
 mod release;
 mod renew;
 mod reply;
-mod scripts;
+pub(crate) mod scripts;
 mod status;
-mod tally;
+pub(crate) mod tally;
 mod token;
 mod voters;
 mod wait;
@@ -29,3 +29,4 @@ pub(crate) use scripts::{named as script_sources, preload};
 pub use status::LockStatus;
 pub(crate) use token::default_label;
 pub(crate) use voters::Voters;
+pub(crate) use wait::server_block as wait_server_block;

@@ -28,7 +28,11 @@ impl Plan {
     /// Asks every node for the holder, its PTTL and the fence counter.
     pub(crate) fn status(&self) -> Result<LockStatus, Error> {
         let nodes = &self.voters.nodes;
-        let call = Call::new(&scripts::STATUS, &[&self.spec.keys.lock, &self.spec.keys.fence], &[]);
+        let call = Call::new(
+            &scripts::STATUS,
+            &[&self.spec.keys.lock, &self.spec.keys.fence],
+            &[],
+        );
         let answers = net::exchange(
             nodes,
             &vec![std::slice::from_ref(&call); nodes.len()],

@@ -2,9 +2,11 @@
 //! protocol core: the client never reads a clock, draws a random number or touches a socket;
 //! the world hands it inputs with the time and randomness, and carries out its outputs.
 //!
-//! The model client in [`model`] implements it today; the core's lock state machines are
-//! meant to replace it behind the same trait.
+//! Two clients implement it: [`core`], whose every decision is made by the core's own
+//! I/O-free protocol machines, and [`model`], a stand-in that follows the design with the
+//! real scripts and can be told to make each of the negative controls' mistakes.
 
+pub mod core;
 pub mod model;
 
 use std::fmt;

@@ -66,12 +66,22 @@ pub static COMMANDS: &[Command] = &[
     Command {
         name: "pexpire",
         arity: -3,
-        run: |db, a| expire(db, a, "pexpire", 1),
+        run: |db, a| expire(db, a, "pexpire", 1, false),
     },
     Command {
         name: "expire",
         arity: -3,
-        run: |db, a| expire(db, a, "expire", 1000),
+        run: |db, a| expire(db, a, "expire", 1000, false),
+    },
+    Command {
+        name: "pexpireat",
+        arity: -3,
+        run: |db, a| expire(db, a, "pexpireat", 1, true),
+    },
+    Command {
+        name: "expireat",
+        arity: -3,
+        run: |db, a| expire(db, a, "expireat", 1000, true),
     },
     Command {
         name: "incr",
@@ -262,9 +272,10 @@ fn ttl(db: &mut Db, a: &[Vec<u8>], ms: bool) -> Reply {
     }
 }
 
-/// `PEXPIRE`/`EXPIRE key time [NX|XX|GT|LT]` with Redis 7 semantics: no expiry counts as an
-/// infinite TTL (GT never applies to it, LT always does); a time already past deletes the key.
-fn expire(db: &mut Db, a: &[Vec<u8>], name: &str, unit: i64) -> Reply {
+/// `PEXPIRE`/`EXPIRE key time [NX|XX|GT|LT]` with Redis 7 semantics, and with `absolute`
+/// `PEXPIREAT`/`EXPIREAT key unix-time …`: no expiry counts as an infinite TTL (GT never
+/// applies to it, LT always does); a time already past deletes the key.
+fn expire(db: &mut Db, a: &[Vec<u8>], name: &str, unit: i64, absolute: bool) -> Reply {
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for opt in &a[2..] {
         match upper(opt).as_slice() {
@@ -288,10 +299,8 @@ fn expire(db: &mut Db, a: &[Vec<u8>], name: &str, unit: i64) -> Reply {
         return Reply::not_integer();
     };
     let bad_time = || Reply::err(format!("ERR invalid expire time in '{name}' command"));
-    let Some(when) = n
-        .checked_mul(unit)
-        .and_then(|w| w.checked_add(db.now as i64))
-    else {
+    let base = if absolute { 0 } else { db.now as i64 };
+    let Some(when) = n.checked_mul(unit).and_then(|w| w.checked_add(base)) else {
         return bad_time();
     };
     let now = db.now as i64;

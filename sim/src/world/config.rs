@@ -5,6 +5,15 @@ use crate::checker::Violation;
 use crate::client::model::{Controls, ModelOptions};
 use crate::rng::Rng;
 
+/// Which lock client runs in the world.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Driver {
+    /// The core's own protocol machines ([`crate::client::core`]).
+    Core,
+    /// The model client ([`crate::client::model`]), which can make the controls' mistakes.
+    Model,
+}
+
 /// Everything a run is decided by; [`Config::from_seed`] derives one from a seed.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -24,14 +33,20 @@ pub struct Config {
     pub faults: usize,
     /// The network's behaviour.
     pub network: Network,
+    /// Which client drives the lock.
+    pub driver: Driver,
     /// The model client's deliberate mistakes (none in a correct run).
     pub controls: Controls,
+    /// Whether the clients keep going to the run's end (lock clients do; a scripted client
+    /// in a test may stop).
+    pub endless: bool,
     /// Keep every trace line (for printing and comparing), not only their hash.
     pub keep_trace: bool,
 }
 
 impl Config {
-    /// The run that `seed` decides: 1, 3 or 5 nodes, three clients, a 1 s TTL.
+    /// The run that `seed` decides: 1, 3 or 5 nodes, three clients, a 1 s TTL. The clients
+    /// are the core's own machines, or the model client when a control asks for a mistake.
     pub fn from_seed(seed: u64, controls: Controls) -> Config {
         let mut rng = Rng::new(seed ^ 0xC0FF_EE00);
         Config {
@@ -49,7 +64,13 @@ impl Config {
                 late: 0.03,
                 cut: 0.01,
             },
+            driver: if controls == Controls::default() {
+                Driver::Core
+            } else {
+                Driver::Model
+            },
             controls,
+            endless: true,
             keep_trace: false,
         }
     }

@@ -12,7 +12,8 @@ mod view;
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::checker::{Checker, Limits};
+use crate::checker::{Checker, Limits, Violation};
+use crate::client::core::CoreClient;
 use crate::client::model::{ModelClient, drift_us};
 use crate::client::{Client, Input, RequestId};
 use crate::redis::Server;
@@ -21,7 +22,7 @@ use clock::Clock;
 use faults::{Fault, fault_len};
 use view::WorldView;
 
-pub use config::{Config, Outcome};
+pub use config::{Config, Driver, Outcome};
 
 /// An input on its way to a client.
 #[derive(Debug)]
@@ -114,10 +115,17 @@ pub struct World {
 }
 
 impl World {
-    /// Builds the world that `cfg` describes, with model clients.
+    /// Builds the world that `cfg` describes, with the clients it names.
     pub fn new(cfg: Config) -> World {
         let opts = cfg.model();
-        World::with_clients(cfg, |i| Box::new(ModelClient::new(i, opts.clone())))
+        match cfg.driver {
+            Driver::Core => {
+                World::with_clients(cfg, |i| Box::new(CoreClient::new(i, opts.clone())))
+            }
+            Driver::Model => {
+                World::with_clients(cfg, |i| Box::new(ModelClient::new(i, opts.clone())))
+            }
+        }
     }
 
     /// Builds the world that `cfg` describes, with the clients `make` returns for each index
@@ -263,6 +271,18 @@ impl World {
             if self.checker.violation.is_some() {
                 break;
             }
+        }
+        // Every client always has something scheduled (a pause, a timer, a request): a world
+        // that runs out of events before its end has a client that stopped for good.
+        if self.cfg.endless
+            && self.checker.violation.is_none()
+            && self.queue.is_empty()
+            && self.now < end
+        {
+            self.checker.violation = Some(Violation {
+                at: self.now,
+                what: "the clients stopped: nothing was left to happen before the run's end".into(),
+            });
         }
         Outcome {
             violation: self.checker.violation.clone(),

@@ -265,7 +265,7 @@ impl AcquireRound {
     /// The verdict, on the lease clock's reading `now`: the lease when a quorum granted, its
     /// fence reached a quorum, and the validity has not run out by now; otherwise what to
     /// undo and what to do next.
-    pub(crate) fn finish(self, now: Stamp) -> Result<Grant, Refused> {
+    pub(crate) fn finish(self, now: Stamp) -> Result<Grant, Box<Refused>> {
         let fence = match &self.raising {
             _ if !self.fencing => Some(0),
             None => self.granted.iter().map(|(_, f)| *f).max(),
@@ -309,18 +309,18 @@ impl AcquireRound {
                 wake_from: self.wake_from,
             }
         } else {
-            Next::Unreachable(self.tally.into_error(
-                "fewer than a quorum of nodes answered",
-                ErrorKind::NoQuorum,
-            ))
+            Next::Unreachable(
+                self.tally
+                    .into_error("fewer than a quorum of nodes answered", ErrorKind::NoQuorum),
+            )
         };
-        Err(Refused {
+        Err(Box::new(Refused {
             clean_until: self.t0 + self.ttl,
             token: self.token,
             undo: self.undo,
             undo_on,
             clean_up: self.unanswered,
             next,
-        })
+        }))
     }
 }

@@ -322,7 +322,7 @@ impl ModelClient {
                 self.settle(now, rng, out)
             }
             Timer::Resend(no) if no == phase => self.resend(out),
-            Timer::FenceDeadline(no) if no == phase => {
+            Timer::FenceDeadline(no) if no == phase && matches!(self.state, State::Fencing(..)) => {
                 if let State::Fencing(round, ..) = std::mem::replace(&mut self.state, State::Idle) {
                     self.fail_round(round, now, rng, out);
                 }

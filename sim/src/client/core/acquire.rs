@@ -1,0 +1,187 @@
+//! Driving the acquisition: the call across rounds, each round to its verdict, the fence
+//! write-back, the undo of a refused round, and the wait for a release.
+
+use super::*;
+use redmutex::sim_support::Step;
+
+impl CoreClient {
+    pub(super) fn start_call(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        out.push(Output::Note(Note::Wants));
+        self.call = Some((
+            Acquisition::new(&self.lock, None, CONNECT_TIMEOUT),
+            now.mono,
+        ));
+        self.start_round(now, rng, out);
+    }
+
+    pub(super) fn start_round(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        let Some((call, begun)) = &self.call else {
+            return;
+        };
+        let started = now.mono - begun;
+        let token = format!("client{}:{:016x}", self.id, rng.next_u64()).into_bytes();
+        let waiter = format!("waiter:{}", self.id).into_bytes();
+        out.push(Output::Note(Note::Attempt {
+            token: token.clone(),
+        }));
+        // t0 before the first request leaves: every grant's expiry starts after it.
+        let round = Round::new(
+            &self.lock,
+            token,
+            now.boot,
+            call.waited(),
+            call.will_wait(started),
+            &waiter,
+        );
+        let no = self.fresh();
+        for node in 0..self.opts.nodes {
+            for argv in round.requests() {
+                self.send(node, argv, Purpose::Acquire, out);
+            }
+        }
+        self.state = State::Acquiring {
+            no,
+            round,
+            started,
+            answered: vec![false; self.opts.nodes],
+        };
+        let deadline = now.mono + self.opts.node_timeout;
+        self.wake(deadline, Timer::RoundDeadline(no), out);
+    }
+
+    pub(super) fn acquire_reply(
+        &mut self,
+        node: usize,
+        reply: Option<core::Reply>,
+        now: Now,
+        rng: &mut Rng,
+        out: &mut Vec<Output>,
+    ) {
+        let State::Acquiring {
+            round, answered, ..
+        } = &mut self.state
+        else {
+            return;
+        };
+        answered[node] = true;
+        round.answer(&self.lock, node, reply.map(|r| vec![r]));
+        if round.decided() || answered.iter().all(|a| *a) {
+            self.settle_round(now, rng, out);
+        }
+    }
+
+    /// The round's answers are in (or its time is up): write the fence back, or finish.
+    pub(super) fn settle_round(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        if !matches!(self.state, State::Acquiring { .. }) {
+            return;
+        }
+        let State::Acquiring {
+            no,
+            mut round,
+            started,
+            answered,
+        } = std::mem::replace(&mut self.state, State::Idle)
+        else {
+            return;
+        };
+        self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
+        let silent: Vec<usize> = (0..answered.len()).filter(|&n| !answered[n]).collect();
+        for &node in &silent {
+            round.timed_out(&self.lock, node);
+        }
+        if let Some((argv, behind)) = round.fence_raise() {
+            for &node in &behind {
+                self.send(node, argv.clone(), Purpose::Fence, out);
+            }
+            self.state = State::Fencing {
+                no,
+                round,
+                started,
+                behind,
+                silent,
+            };
+            self.wake(
+                now.mono + self.opts.node_timeout,
+                Timer::FenceDeadline(no),
+                out,
+            );
+            return;
+        }
+        self.state = State::Fencing {
+            no,
+            round,
+            started,
+            behind: Vec::new(),
+            silent,
+        };
+        self.finish_round(now, rng, out);
+    }
+
+    pub(super) fn fence_reply(
+        &mut self,
+        node: usize,
+        reply: Option<core::Reply>,
+        now: Now,
+        rng: &mut Rng,
+        out: &mut Vec<Output>,
+    ) {
+        let State::Fencing { round, behind, .. } = &mut self.state else {
+            return;
+        };
+        round.raised(node, matches!(reply, Some(Ok(_))));
+        behind.retain(|n| *n != node);
+        if behind.is_empty() {
+            self.finish_round(now, rng, out);
+        }
+    }
+
+    /// The verdict: the lease, or the undo and the call's next step.
+    pub(super) fn finish_round(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        if !matches!(self.state, State::Fencing { .. }) {
+            return;
+        }
+        let State::Fencing {
+            no,
+            round,
+            started,
+            silent,
+            ..
+        } = std::mem::replace(&mut self.state, State::Idle)
+        else {
+            return;
+        };
+        self.pending.retain(|_, p| p.purpose != Purpose::Fence);
+        let token = round.token().to_vec();
+        let refused = match round.finish(now.boot) {
+            // A late grant of a node that has not answered yet is part of the lock: its
+            // renewals and its release go to every node.
+            Ok(grant) => return self.hold(no, grant, now, rng, out),
+            Err(refused) => refused,
+        };
+        // A node that has not answered gets the undo behind its request, in order on the
+        // same connection: a late grant is undone as it runs.
+        for node in silent.into_iter().chain(refused.undo_on.iter().copied()) {
+            self.send(node, refused.undo.clone(), Purpose::Undo, out);
+        }
+        if !refused.clean_up.is_empty() {
+            let until = refused.clean_until;
+            self.clean_up(refused.undo.clone(), refused.clean_up.clone(), until, out);
+        }
+        out.push(Output::Note(Note::AttemptOver { token }));
+        let Some((call, begun)) = &mut self.call else {
+            return;
+        };
+        match call.after(refused.next, started, now.mono - *begun, rng.next_u64()) {
+            Step::Fail(_) => self.think(now, rng, out),
+            Step::Again => self.start_round(now, rng, out),
+            Step::Pause(d) => self.wake(now.mono + d, Timer::Retry, out),
+            Step::Wait { node, block, .. } => {
+                let no = self.fresh();
+                self.state = State::Waiting { no, node };
+                let argv = self.lock.blpop(block);
+                self.send(node, argv, Purpose::Wait, out);
+                self.wake(now.mono + block + 2_000, Timer::WaitOver(no), out);
+            }
+        }
+    }
+}

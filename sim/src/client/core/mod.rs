@@ -1,0 +1,351 @@
+//! A lock client whose every decision is made by the core's own I/O-free protocol machines
+//! (`redmutex::sim_support`, over `lock/proto` in the core): the acquisition round with its
+//! fence write-back and verdict, the call across rounds (wait, pause, give up), the lease
+//! (renewal, loss and its reason) and the release. This file is only the driver that the
+//! core's blocking transport is in a real process: it sends what the machines ask for,
+//! hands them the replies and the clock readings, and keeps the timers.
+//!
+//! What the driver does as the core's transport does: a round is sent to every node at once
+//! and ends when its answers decide it, or at its deadline; a node that did not answer in
+//! time gets the round's undo queued behind its request on the same connection; a node whose
+//! connection broke gets it on a new connection, again until it answers or the key would
+//! have expired; a script the server lost is sent again with its text. What it leaves out: a
+//! single node's next round pipelined behind the wait (it waits, then sends the round), and
+//! the early end of a wait by `CLIENT UNBLOCK` (the connection is closed instead).
+
+mod acquire;
+mod hold;
+
+use std::collections::BTreeMap;
+
+use redis::Value;
+use redmutex::sim_support::{self as core, Acquisition, Argv, Hold, Lock, Release, Round};
+
+use super::model::ModelOptions;
+use super::{Client, Input, Note, Now, Output, RequestId};
+use crate::redis::Reply;
+use crate::rng::Rng;
+
+/// The lock's name on every node (the same as the model client's).
+pub use super::model::LOCK;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Purpose {
+    Acquire,
+    Undo,
+    Fence,
+    Wait,
+    Extend,
+    Release,
+    Cleanup,
+}
+
+#[derive(Debug)]
+struct Pending {
+    node: usize,
+    purpose: Purpose,
+    argv: Argv,
+}
+
+/// What a timer was for; a timer of a phase that has passed is ignored.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Timer {
+    Think,
+    Retry,
+    RoundDeadline(u64),
+    FenceDeadline(u64),
+    WaitOver(u64),
+    Renew(u64),
+    RenewDeadline(u64),
+    Use(u64),
+    HoldOver(u64),
+    ReleaseDeadline(u64),
+    ReleaseAgain(u64),
+    Cleanup(u64),
+}
+
+/// A renewal in flight.
+struct Renewing {
+    t0: u64,
+    ttl: u64,
+    replies: Vec<Option<Vec<core::Reply>>>,
+    answered: usize,
+}
+
+enum State {
+    Idle,
+    Acquiring {
+        no: u64,
+        round: Round,
+        started: u64,
+        answered: Vec<bool>,
+    },
+    /// Writing the fence back (or straight to the verdict, with nobody behind).
+    Fencing {
+        no: u64,
+        round: Round,
+        started: u64,
+        behind: Vec<usize>,
+        /// Nodes that had not answered when the round was decided.
+        silent: Vec<usize>,
+    },
+    Waiting {
+        no: u64,
+        node: usize,
+    },
+    Holding {
+        no: u64,
+        token: Vec<u8>,
+        fence: u64,
+        hold: Hold,
+        renewing: Option<Renewing>,
+    },
+    Releasing {
+        no: u64,
+        release: Release,
+        /// Which asked nodes answered in the current try.
+        answered: Vec<bool>,
+        token: Vec<u8>,
+        /// When to stop asking (monotonic µs).
+        give_up: u64,
+    },
+}
+
+/// A clean-up: an undo that must reach some nodes on new connections.
+struct Cleanup {
+    argv: Argv,
+    nodes: Vec<usize>,
+    /// The key has expired by itself once the boot clock reads this.
+    until: u64,
+}
+
+/// The client.
+pub struct CoreClient {
+    id: usize,
+    opts: ModelOptions,
+    lock: Lock,
+    state: State,
+    /// The current call that takes the lock, and when it began (monotonic µs).
+    call: Option<(Acquisition, u64)>,
+    pending: BTreeMap<RequestId, Pending>,
+    timers: BTreeMap<u64, Timer>,
+    cleanups: BTreeMap<u64, Cleanup>,
+    next: u64,
+}
+
+/// How long a call rides over an outage (µs).
+const CONNECT_TIMEOUT: u64 = 1_000_000;
+
+impl CoreClient {
+    /// A client numbered `id`, with the model client's timings.
+    pub fn new(id: usize, opts: ModelOptions) -> CoreClient {
+        let lock = Lock::new(
+            LOCK.as_bytes(),
+            opts.nodes,
+            opts.ttl_ms * 1000,
+            opts.node_timeout,
+            opts.wait_cap,
+            opts.retry_max / 2 + 1,
+            opts.handoff_window,
+        );
+        CoreClient {
+            id,
+            opts,
+            lock,
+            state: State::Idle,
+            call: None,
+            pending: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            cleanups: BTreeMap::new(),
+            next: 0,
+        }
+    }
+
+    fn fresh(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    fn wake(&mut self, at: u64, t: Timer, out: &mut Vec<Output>) {
+        let token = self.fresh();
+        self.timers.insert(token, t);
+        out.push(Output::WakeAt { mono: at, token });
+    }
+
+    /// The monotonic reading at which the boot clock reads `boot` (they run at one rate).
+    fn mono_of(now: Now, boot: u64) -> u64 {
+        now.mono + boot.saturating_sub(now.boot)
+    }
+
+    fn send(&mut self, node: usize, argv: Argv, purpose: Purpose, out: &mut Vec<Output>) {
+        let id = self.fresh();
+        out.push(Output::Send {
+            node,
+            id,
+            argv: argv.clone(),
+        });
+        self.pending.insert(
+            id,
+            Pending {
+                node,
+                purpose,
+                argv,
+            },
+        );
+    }
+
+    fn phase(&self) -> u64 {
+        match &self.state {
+            State::Idle => 0,
+            State::Acquiring { no, .. }
+            | State::Fencing { no, .. }
+            | State::Waiting { no, .. }
+            | State::Holding { no, .. }
+            | State::Releasing { no, .. } => *no,
+        }
+    }
+
+    fn think(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        self.state = State::Idle;
+        self.call = None;
+        let at = now.mono + rng.below(self.opts.think_max + 1);
+        self.wake(at, Timer::Think, out);
+    }
+
+    /// Sends `argv` to `nodes` on new connections, again until each answers or `until`.
+    fn clean_up(&mut self, argv: Argv, nodes: Vec<usize>, until: u64, out: &mut Vec<Output>) {
+        let no = self.fresh();
+        for &node in &nodes {
+            out.push(Output::Reconnect { node });
+            self.send(node, argv.clone(), Purpose::Cleanup, out);
+        }
+        self.cleanups.insert(no, Cleanup { argv, nodes, until });
+    }
+
+    fn on_timer(&mut self, t: Timer, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        let phase = self.phase();
+        let idle = matches!(self.state, State::Idle);
+        match t {
+            Timer::Think if idle => self.start_call(now, rng, out),
+            Timer::Retry if idle && self.call.is_some() => self.start_round(now, rng, out),
+            Timer::RoundDeadline(no) if no == phase => self.settle_round(now, rng, out),
+            Timer::FenceDeadline(no) if no == phase => self.finish_round(now, rng, out),
+            Timer::WaitOver(no) if no == phase => {
+                if let State::Waiting { node, .. } = self.state {
+                    self.pending.retain(|_, p| p.purpose != Purpose::Wait);
+                    out.push(Output::Reconnect { node });
+                }
+                self.start_round(now, rng, out);
+            }
+            Timer::Renew(no) if no == phase => self.renew(now, rng, out),
+            Timer::RenewDeadline(no) if no == phase => self.renewal_over(now, rng, out),
+            Timer::Use(no) if no == phase => self.use_it(no, now, rng, out),
+            Timer::HoldOver(no) if no == phase => self.release(now, rng, out),
+            Timer::ReleaseDeadline(no) if no == phase => self.release_over(now, rng, out),
+            Timer::ReleaseAgain(no) if no == phase => self.send_release(now, out),
+            Timer::Cleanup(no) => self.cleanup_again(no, now, out),
+            _ => {}
+        }
+    }
+
+    fn cleanup_again(&mut self, no: u64, now: Now, out: &mut Vec<Output>) {
+        let Some(c) = self.cleanups.get(&no) else {
+            return;
+        };
+        if now.boot >= c.until || c.nodes.is_empty() {
+            self.cleanups.remove(&no);
+            return;
+        }
+        let (argv, nodes) = (c.argv.clone(), c.nodes.clone());
+        for node in nodes {
+            out.push(Output::Reconnect { node });
+            self.send(node, argv.clone(), Purpose::Cleanup, out);
+        }
+    }
+
+    fn on_reply(
+        &mut self,
+        id: RequestId,
+        reply: Option<Reply>,
+        now: Now,
+        rng: &mut Rng,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(p) = self.pending.remove(&id) else {
+            return;
+        };
+        let reply = reply.map(to_core);
+        if let Some(again) = reply.as_ref().and_then(|r| core::resend(&p.argv, r)) {
+            return self.send(p.node, again, p.purpose, out);
+        }
+        match p.purpose {
+            Purpose::Acquire => self.acquire_reply(p.node, reply, now, rng, out),
+            Purpose::Fence => self.fence_reply(p.node, reply, now, rng, out),
+            Purpose::Wait if reply.is_some() => {
+                if matches!(self.state, State::Waiting { node, .. } if node == p.node) {
+                    self.start_round(now, rng, out);
+                }
+            }
+            Purpose::Extend => self.extend_reply(p.node, reply, now, rng, out),
+            Purpose::Release => self.release_reply(p.node, reply, now, rng, out),
+            Purpose::Cleanup => {
+                let answered = reply.is_some();
+                for c in self.cleanups.values_mut() {
+                    if c.argv == p.argv && answered {
+                        c.nodes.retain(|n| *n != p.node);
+                    }
+                }
+                if !answered {
+                    let at = now.mono + self.opts.retry_max / 2 + 1;
+                    let nos: Vec<u64> = self
+                        .cleanups
+                        .iter()
+                        .filter(|(_, c)| c.argv == p.argv)
+                        .map(|(no, _)| *no)
+                        .collect();
+                    for no in nos {
+                        self.wake(at, Timer::Cleanup(no), out);
+                    }
+                }
+                self.cleanups.retain(|_, c| !c.nodes.is_empty());
+            }
+            Purpose::Undo | Purpose::Wait => {}
+        }
+    }
+}
+
+/// A simulated server's reply as the core's machines read it.
+fn to_core(reply: Reply) -> core::Reply {
+    fn value(reply: Reply) -> Result<Value, String> {
+        Ok(match reply {
+            Reply::Status(s) if s == "OK" => Value::Okay,
+            Reply::Status(s) => Value::SimpleString(s),
+            Reply::Error(e) => return Err(e),
+            Reply::Int(i) => Value::Int(i),
+            Reply::Bulk(b) => Value::BulkString(b),
+            Reply::Nil | Reply::NilArray => Value::Nil,
+            Reply::Array(items) => Value::Array(
+                items
+                    .into_iter()
+                    .map(|r| value(r).unwrap_or(Value::Nil))
+                    .collect(),
+            ),
+        })
+    }
+    value(reply)
+}
+
+impl Client for CoreClient {
+    fn handle(&mut self, input: Input, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        match input {
+            Input::Start => self.think(now, rng, out),
+            Input::Wake { token } => {
+                if let Some(t) = self.timers.remove(&token) {
+                    self.on_timer(t, now, rng, out);
+                }
+            }
+            Input::Reply { id, reply, .. } => self.on_reply(id, Some(reply), now, rng, out),
+            Input::Failed { id, .. } => self.on_reply(id, None, now, rng, out),
+        }
+    }
+}
