@@ -17,6 +17,7 @@ mod lockers;
 mod phase;
 mod proc;
 mod publish;
+mod quorum;
 mod renew;
 mod report;
 mod stats;

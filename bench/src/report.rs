@@ -339,7 +339,9 @@ pub fn markdown(d: &Document) -> String {
 const METHOD: &str = "## Method\n\n\
 - **baseline**: `PING` on one node with redis-rs's blocking `Connection` (`query`), timed with \
 `Instant`. The *5-node PING* context row writes `PING` to five connections, then reads the five \
-replies: the floor of one scatter/gather round on this machine.\n\
+replies: the floor of one scatter/gather round on this machine. The *until 3 answered* row \
+writes `PING` to five raw sockets and stops the clock at the third reply (`poll(2)` on one \
+thread; the two late replies are read after the clock stops): the floor of a quorum round.\n\
 - **uncontended**: `try_lock()` + `unlock()` of a free lock with default options (TTL 30 s, \
 auto-renew, fencing), one client, pooled connections. The baseline, 5-node PING, redmutex and \
 redlock rows take turns in rounds of 10 samples each (500 rounds in a full run), and every \

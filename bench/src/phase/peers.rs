@@ -5,6 +5,7 @@
 
 use crate::external::{self, CProgram, External, Python};
 use crate::handoff::Handoff;
+use crate::phase::latency::ratio;
 use crate::phase::{Ctx, Notes, progress};
 use crate::report::{Row, handoff_row};
 use crate::uncontended::Uncontended;
@@ -51,13 +52,19 @@ pub struct Measured<'a> {
 pub fn rows(m: &Measured, notes: &mut Notes) -> Vec<Row> {
     let compare = m.handoff;
     let mut rows = Vec::new();
-    for (label, s) in [
-        ("redlock 2.0.0: uncontended, 1 node", &m.unc.redlock1),
-        ("redlock 2.0.0: uncontended, 5 nodes", &m.unc.redlock5),
-    ] {
-        if let Some(s) = s {
-            rows.push(Row::latency(label, s.clone()));
-        }
+    if let Some(s) = &m.unc.redlock1 {
+        rows.push(Row::latency(
+            "redlock 2.0.0: uncontended, 1 node",
+            s.clone(),
+        ));
+    }
+    if let Some(s) = &m.unc.redlock5 {
+        rows.push(
+            Row::latency("redlock 2.0.0: uncontended, 5 nodes", s.clone()).result(format!(
+                "{} the 3-of-5 PING",
+                ratio(s.median(), m.unc.ping5q.median())
+            )),
+        );
     }
     for (label, h) in compare.iter().filter(|(l, _)| l.starts_with("redlock")) {
         rows.push(handoff_row(label, h));
