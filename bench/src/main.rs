@@ -20,6 +20,7 @@ mod publish;
 mod quorum;
 mod renew;
 mod report;
+mod rslock;
 mod stats;
 mod svg;
 mod uncontended;

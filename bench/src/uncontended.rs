@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::lockers::{Locker, RedlockLocker, RedmutexLocker, TTL};
 use crate::quorum::QuorumPing;
+use crate::rslock::RslockChild;
 use crate::stats::{Samples, ns};
 
 /// One measurement: a name, how it samples, and how many samples per round.
@@ -93,6 +94,9 @@ pub struct Uncontended {
     pub redmutex5: Samples,
     pub redlock1: Option<Samples>,
     pub redlock5: Option<Samples>,
+    /// The `rslock` crate (async, in a child process), TTL 10 s.
+    pub rslock1: Option<Samples>,
+    pub rslock5: Option<Samples>,
 }
 
 pub struct Plan {
@@ -100,7 +104,7 @@ pub struct Plan {
     pub per_round: usize,
     /// Samples per round of the `redlock` rows (a new TCP connection per node and call).
     pub per_round_redlock: usize,
-    /// Measure the peers' rows too (redlock).
+    /// Measure the peers' rows too (redlock, rslock).
     pub with_peers: bool,
     /// `between` runs after every this many rounds.
     pub between_every: usize,
@@ -188,6 +192,15 @@ pub fn run(
         measures.push(Measure::timed("redlock5", plan.per_round_redlock, || {
             try_unlock(&mut r5)
         }));
+        let key = "bench:uncontended:rslock";
+        let mut s1 = RslockChild::start(&[one.to_owned()], key)?;
+        let mut s5 = RslockChild::start(five, key)?;
+        measures.push(Measure::own("rslock1", plan.per_round, move |n| {
+            s1.samples(n)
+        }));
+        measures.push(Measure::own("rslock5", plan.per_round, move |n| {
+            s5.samples(n)
+        }));
     }
 
     // Warm-up: connections, loaded scripts, the renew thread, caches.
@@ -217,6 +230,8 @@ pub fn run(
         redmutex5: take("redmutex5").unwrap_or_default(),
         redlock1: take("redlock1"),
         redlock5: take("redlock5"),
+        rslock1: take("rslock1"),
+        rslock5: take("rslock5"),
     })
 }
 

@@ -93,17 +93,22 @@ fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
     ]
 }
 
-/// `try_lock` + `unlock` on 1 and on 5 nodes, against their floors.
+/// `try_lock` + `unlock` on 1 and on 5 nodes, against their floors (and rslock's rows, when
+/// measured).
 fn uncontended_rows(unc: &Uncontended, base: u64) -> Vec<Row> {
     let (r1, r5) = (unc.redmutex1.median(), unc.redmutex5.median());
     let u1 = r1 as f64 / base.max(1) as f64;
     let u5 = r5 as f64 / r1.max(1) as f64;
+    let mut one = vec![format!("{} that floor", ratio(r1, unc.floor1.median()))];
+    if let Some(s) = &unc.rslock1 {
+        one.push(format!("{} rslock's 1-node row", ratio(r1, s.median())));
+    }
     vec![
         Row::latency(
             "uncontended, 1 node: try_lock + unlock",
             unc.redmutex1.clone(),
         )
-        .result(format!("{} that floor", ratio(r1, unc.floor1.median())))
+        .result(one.join("; "))
         .target("median ≤ 2.3×", Mark::of(u1 <= 2.3)),
         Row::latency(
             "uncontended, 5 nodes: try_lock + unlock",
