@@ -5,6 +5,7 @@
 //! __contend-child URLS KEY COUNTER N            N read-modify-write critical sections
 //! __renew-child   URL LOCKS HOLD_MS TTL_MS      hold LOCKS auto-renewed locks for HOLD_MS
 //! __churn-child   URL N                         N try_lock + unlock cycles; memory kept
+//! __rslock-child  URLS KEY                      the rslock rows (see `crate::rslock`)
 //! ```
 //! URLS is comma-separated. Every child prints `ready` once set up and `error MESSAGE` on
 //! failure; timestamps are CLOCK_MONOTONIC nanoseconds.
@@ -30,6 +31,7 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         CONTEND_CHILD => contend_child(rest),
         RENEW_CHILD => renew_child(rest),
         CHURN_CHILD => churn_child(rest),
+        crate::rslock::CHILD => crate::rslock::child(rest),
         _ => return None,
     };
     Some(match result {
@@ -41,19 +43,19 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
     })
 }
 
-fn say(line: &str) {
+pub fn say(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
 }
 
-fn arg<'a>(args: &'a [String], i: usize, what: &str) -> Result<&'a str, String> {
+pub fn arg<'a>(args: &'a [String], i: usize, what: &str) -> Result<&'a str, String> {
     args.get(i)
         .map(String::as_str)
         .ok_or_else(|| format!("missing argument {what}"))
 }
 
-fn urls(s: &str) -> Vec<String> {
+pub fn urls(s: &str) -> Vec<String> {
     s.split(',').map(str::to_owned).collect()
 }
 

@@ -339,10 +339,12 @@ pub fn markdown(d: &Document) -> String {
 const METHOD: &str = "## Method\n\n\
 - **baseline**: `PING` on one node with redis-rs's blocking `Connection` (`query`), timed with \
 `Instant`. The *5-node PING* context row writes `PING` to five connections, then reads the five \
-replies: the floor of one scatter/gather round on this machine.\n\
+replies: the floor of one scatter/gather round on this machine. The *until 3 answered* row \
+writes `PING` to five raw sockets and stops the clock at the third reply (`poll(2)` on one \
+thread; the two late replies are read after the clock stops): the floor of a quorum round.\n\
 - **uncontended**: `try_lock()` + `unlock()` of a free lock with default options (TTL 30 s, \
-auto-renew, fencing), one client, pooled connections. The baseline, 5-node PING, redmutex and \
-redlock rows take turns in rounds of 10 samples each (500 rounds in a full run), and every \
+auto-renew, fencing), one client, pooled connections. The baseline, 5-node PING, redmutex, \
+redlock and rslock rows take turns in rounds of 10 samples each (500 rounds in a full run), and every \
 50 rounds a chunk of the Python and C rows runs in their own processes, so load from \
 elsewhere falls on all of them alike. Short PING probes between the later phases show how far \
 the machine drifted. On a virtual machine a round trip costs several times more while the \
@@ -367,7 +369,10 @@ threads named `redmutex-renew` (`/proc/self/task/*/comm`) and checks every key i
 still holds its token. Growth is the highest VmRSS during the hold minus VmRSS before the \
 first lock (client, connection and renew thread already up).\n\
 - **comparisons**: the `redlock` crate (its waiter retries 3 × with a random 0–200 ms sleep, \
-then starts over; a new connection per node and call), redis-py's `Lock` (polls every \
+then starts over; a new connection per node and call), the `rslock` crate (Redlock on async \
+redis-rs, one multiplexed connection per node; `lock` + `unlock` with a 10 s TTL, timed \
+inside a tokio current-thread runtime in a child process of its own, which takes turns with \
+the other uncontended rows round by round), redis-py's `Lock` (polls every \
 100 ms) and python-redis-lock (`BLPOP` on a signal list), all with default settings and a \
 30 s TTL, measured by the same code paths; the Python ones by `bench/python/locks.py` in the \
 repository's `.venv` (pins in `bench/python/requirements.txt`). The redmutex Python and C \

@@ -11,14 +11,73 @@
 use std::time::{Duration, Instant};
 
 use crate::lockers::{Locker, RedlockLocker, RedmutexLocker, TTL};
+use crate::quorum::QuorumPing;
+use crate::rslock::RslockChild;
 use crate::stats::{Samples, ns};
 
-/// One measurement: a name, a sample function, and how many samples per round.
+/// One measurement: a name, how it samples, and how many samples per round.
 struct Measure<'a> {
     name: &'static str,
     per_round: usize,
-    sample: Box<dyn FnMut() -> Result<(), String> + 'a>,
+    sample: Sample<'a>,
     samples: Vec<u64>,
+}
+
+/// How a measurement takes its samples.
+enum Sample<'a> {
+    /// One sample per call, timed around the call.
+    Timed(Box<dyn FnMut() -> Result<(), String> + 'a>),
+    /// N samples per call, timed by the measurement itself (untimed work between samples, or
+    /// timed in another process).
+    Own(Box<dyn FnMut(usize) -> Result<Vec<u64>, String> + 'a>),
+}
+
+impl<'a> Measure<'a> {
+    fn timed(
+        name: &'static str,
+        per_round: usize,
+        f: impl FnMut() -> Result<(), String> + 'a,
+    ) -> Measure<'a> {
+        Measure {
+            name,
+            per_round,
+            sample: Sample::Timed(Box::new(f)),
+            samples: Vec::new(),
+        }
+    }
+
+    fn own(
+        name: &'static str,
+        per_round: usize,
+        f: impl FnMut(usize) -> Result<Vec<u64>, String> + 'a,
+    ) -> Measure<'a> {
+        Measure {
+            name,
+            per_round,
+            sample: Sample::Own(Box::new(f)),
+            samples: Vec::new(),
+        }
+    }
+
+    /// `n` samples, kept only if `keep`.
+    fn run(&mut self, n: usize, keep: bool) -> Result<(), String> {
+        let r = match &mut self.sample {
+            Sample::Timed(f) => (0..n).try_for_each(|_| {
+                let t = Instant::now();
+                f()?;
+                if keep {
+                    self.samples.push(ns(t.elapsed()));
+                }
+                Ok(())
+            }),
+            Sample::Own(f) => f(n).map(|mut v| {
+                if keep {
+                    self.samples.append(&mut v);
+                }
+            }),
+        };
+        r.map_err(|e| format!("{}: {e}", self.name))
+    }
 }
 
 pub struct Uncontended {
@@ -26,6 +85,8 @@ pub struct Uncontended {
     pub ping: Samples,
     /// `PING` written to five nodes, then the five replies read: the floor of a 5-node round.
     pub ping5: Samples,
+    /// `PING` written to five nodes, done when three replied: the floor of a quorum round.
+    pub ping5q: Samples,
     /// `SET NX PX`, then a compare-and-delete script, with redis-rs alone: the least a lock
     /// whose release is safe costs on a Redis without a compare-and-delete command (7.x).
     pub floor1: Samples,
@@ -33,6 +94,9 @@ pub struct Uncontended {
     pub redmutex5: Samples,
     pub redlock1: Option<Samples>,
     pub redlock5: Option<Samples>,
+    /// The `rslock` crate (async, in a child process), TTL 10 s.
+    pub rslock1: Option<Samples>,
+    pub rslock5: Option<Samples>,
 }
 
 pub struct Plan {
@@ -40,7 +104,8 @@ pub struct Plan {
     pub per_round: usize,
     /// Samples per round of the `redlock` rows (a new TCP connection per node and call).
     pub per_round_redlock: usize,
-    pub with_redlock: bool,
+    /// Measure the peers' rows too (redlock, rslock).
+    pub with_peers: bool,
     /// `between` runs after every this many rounds.
     pub between_every: usize,
 }
@@ -76,101 +141,75 @@ pub fn run(
     let mut m5 = RedmutexLocker::open(five, "bench:uncontended")?;
     let mut r1 = RedlockLocker::open(&[one.to_owned()], "bench:uncontended:redlock");
     let mut r5 = RedlockLocker::open(five, "bench:uncontended:redlock");
+    let mut quorum = QuorumPing::open(five)?;
 
     let mut measures: Vec<Measure> = vec![
-        Measure {
-            name: "ping",
-            per_round: plan.per_round,
-            sample: Box::new(|| {
-                let pong: String = redis::cmd("PING")
-                    .query(&mut ping_conn)
+        Measure::timed("ping", plan.per_round, || {
+            let pong: String = redis::cmd("PING")
+                .query(&mut ping_conn)
+                .map_err(|e| e.to_string())?;
+            debug_assert_eq!(pong, "PONG");
+            Ok(())
+        }),
+        Measure::timed("ping5", plan.per_round, || {
+            for c in five_conns.iter_mut() {
+                c.send_packed_command(&ping_packed)
                     .map_err(|e| e.to_string())?;
-                debug_assert_eq!(pong, "PONG");
-                Ok(())
-            }),
-            samples: Vec::new(),
-        },
-        Measure {
-            name: "ping5",
-            per_round: plan.per_round,
-            sample: Box::new(|| {
-                for c in five_conns.iter_mut() {
-                    c.send_packed_command(&ping_packed)
-                        .map_err(|e| e.to_string())?;
-                }
-                for c in five_conns.iter_mut() {
-                    c.recv_response().map_err(|e| e.to_string())?;
-                }
-                Ok(())
-            }),
-            samples: Vec::new(),
-        },
-        Measure {
-            name: "floor1",
-            per_round: plan.per_round,
-            sample: Box::new(|| {
-                let (key, token) = ("bench:uncontended:floor", "floor-token");
-                let set: Option<String> = redis::cmd("SET")
-                    .arg(key)
-                    .arg(token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(TTL.as_millis() as u64)
-                    .query(&mut floor_conn)
-                    .map_err(|e| e.to_string())?;
-                let deleted: i64 = compare_and_delete
-                    .key(key)
-                    .arg(token)
-                    .invoke(&mut floor_conn)
-                    .map_err(|e| e.to_string())?;
-                match (set, deleted) {
-                    (Some(_), 1) => Ok(()),
-                    _ => Err(format!("{key} was not free")),
-                }
-            }),
-            samples: Vec::new(),
-        },
-        Measure {
-            name: "redmutex1",
-            per_round: plan.per_round,
-            sample: Box::new(|| try_unlock(&mut m1)),
-            samples: Vec::new(),
-        },
-        Measure {
-            name: "redmutex5",
-            per_round: plan.per_round,
-            sample: Box::new(|| try_unlock(&mut m5)),
-            samples: Vec::new(),
-        },
+            }
+            for c in five_conns.iter_mut() {
+                c.recv_response().map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }),
+        Measure::own("ping5q", plan.per_round, move |n| quorum.samples(n)),
+        Measure::timed("floor1", plan.per_round, || {
+            let (key, token) = ("bench:uncontended:floor", "floor-token");
+            let set: Option<String> = redis::cmd("SET")
+                .arg(key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(TTL.as_millis() as u64)
+                .query(&mut floor_conn)
+                .map_err(|e| e.to_string())?;
+            let deleted: i64 = compare_and_delete
+                .key(key)
+                .arg(token)
+                .invoke(&mut floor_conn)
+                .map_err(|e| e.to_string())?;
+            match (set, deleted) {
+                (Some(_), 1) => Ok(()),
+                _ => Err(format!("{key} was not free")),
+            }
+        }),
+        Measure::timed("redmutex1", plan.per_round, || try_unlock(&mut m1)),
+        Measure::timed("redmutex5", plan.per_round, || try_unlock(&mut m5)),
     ];
-    if plan.with_redlock {
-        measures.push(Measure {
-            name: "redlock1",
-            per_round: plan.per_round_redlock,
-            sample: Box::new(|| try_unlock(&mut r1)),
-            samples: Vec::new(),
-        });
-        measures.push(Measure {
-            name: "redlock5",
-            per_round: plan.per_round_redlock,
-            sample: Box::new(|| try_unlock(&mut r5)),
-            samples: Vec::new(),
-        });
+    if plan.with_peers {
+        measures.push(Measure::timed("redlock1", plan.per_round_redlock, || {
+            try_unlock(&mut r1)
+        }));
+        measures.push(Measure::timed("redlock5", plan.per_round_redlock, || {
+            try_unlock(&mut r5)
+        }));
+        let key = "bench:uncontended:rslock";
+        let mut s1 = RslockChild::start(&[one.to_owned()], key)?;
+        let mut s5 = RslockChild::start(five, key)?;
+        measures.push(Measure::own("rslock1", plan.per_round, move |n| {
+            s1.samples(n)
+        }));
+        measures.push(Measure::own("rslock5", plan.per_round, move |n| {
+            s5.samples(n)
+        }));
     }
 
     // Warm-up: connections, loaded scripts, the renew thread, caches.
     for m in measures.iter_mut() {
-        for _ in 0..m.per_round.min(50) {
-            (m.sample)().map_err(|e| format!("{}: {e}", m.name))?;
-        }
+        m.run(m.per_round.min(50), false)?;
     }
     for round in 1..=plan.rounds {
         for m in measures.iter_mut() {
-            for _ in 0..m.per_round {
-                let t = Instant::now();
-                (m.sample)().map_err(|e| format!("{}: {e}", m.name))?;
-                m.samples.push(ns(t.elapsed()));
-            }
+            m.run(m.per_round, true)?;
         }
         if round % plan.between_every.max(1) == 0 {
             between()?;
@@ -185,11 +224,14 @@ pub fn run(
     Ok(Uncontended {
         ping: take("ping").unwrap_or_default(),
         ping5: take("ping5").unwrap_or_default(),
+        ping5q: take("ping5q").unwrap_or_default(),
         floor1: take("floor1").unwrap_or_default(),
         redmutex1: take("redmutex1").unwrap_or_default(),
         redmutex5: take("redmutex5").unwrap_or_default(),
         redlock1: take("redlock1"),
         redlock5: take("redlock5"),
+        rslock1: take("rslock1"),
+        rslock5: take("rslock5"),
     })
 }
 

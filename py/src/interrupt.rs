@@ -5,19 +5,96 @@
 //! (for Redis, or for the first connection to it) runs on a helper thread while this one runs
 //! the handlers every `SIGNAL_CHECK`. On other threads no handler would ever run, so the call
 //! runs in place.
+//!
+//! The helper is one thread kept for the next call: starting a thread per call costs more
+//! than a round trip to a local Redis. A call takes it out of its slot and puts it back when
+//! done, so a call that a signal handler makes meanwhile gets a helper of its own; an
+//! interrupted call leaves its helper to finish the work in the background, and the next call
+//! starts another.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
+use crate::sync::lock;
+
 /// The longest a blocking call waits without running Python's signal handlers, so that
 /// Ctrl-C interrupts it well within 100 ms. It is also the lock's `wait_cap`: a waiter blocks
 /// on Redis at most this long before it tries again.
 pub(crate) const SIGNAL_CHECK: Duration = Duration::from_millis(50);
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// A helper thread, fed through its queue; it ends when the queue's sender is dropped.
+struct Helper {
+    /// The process that started it: a forked child inherits the slot but not the thread.
+    pid: u32,
+    jobs: Sender<Job>,
+}
+
+/// The idle helper, if any.
+static IDLE: Mutex<Option<Helper>> = Mutex::new(None);
+
+impl Helper {
+    /// The idle helper of this process, or a new one.
+    fn take() -> PyResult<Helper> {
+        let pid = std::process::id();
+        let idle = lock(&IDLE).take();
+        match idle {
+            Some(h) if h.pid == pid => Ok(h),
+            stale => {
+                // Inherited from the parent process: its thread does not exist here, and its
+                // queue's state is the parent's; leave it untouched.
+                std::mem::forget(stale);
+                Helper::start(pid)
+            }
+        }
+    }
+
+    fn start(pid: u32) -> PyResult<Helper> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        thread::Builder::new()
+            .name("redmutex-call".into())
+            .spawn(move || {
+                for job in queue {
+                    // A panic drops the job's answer sender: its caller sees an error.
+                    let _ = catch_unwind(AssertUnwindSafe(job));
+                }
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+        Ok(Helper { pid, jobs })
+    }
+
+    /// Runs `job` on this helper, or on a new one if this one is gone (it cannot be, short
+    /// of a bug).
+    fn run(self, job: Job) -> PyResult<Helper> {
+        match self.jobs.send(job) {
+            Ok(()) => Ok(self),
+            Err(mpsc::SendError(job)) => {
+                let h = Helper::start(self.pid)?;
+                h.jobs
+                    .send(job)
+                    .map_err(|_| PyRuntimeError::new_err("redmutex: the helper thread is gone"))?;
+                Ok(h)
+            }
+        }
+    }
+
+    /// Back in the slot for the next call, unless a helper is there already (one that a call
+    /// made from a signal handler started meanwhile): then this one ends.
+    fn put_back(self) {
+        let mut idle = lock(&IDLE);
+        if idle.is_none() {
+            *idle = Some(self);
+        }
+    }
+}
 
 /// Runs `work` with the GIL released and returns what it returns, or the exception of a
 /// signal handler (`KeyboardInterrupt`) that ran meanwhile: then `work` sees its flag set
@@ -33,26 +110,29 @@ pub(crate) fn call<T: Send + 'static>(
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&cancel);
     let (tx, mut rx) = mpsc::sync_channel(1);
-    thread::Builder::new()
-        .name("redmutex-call".into())
-        .spawn(move || {
-            // The caller may have gone (interrupted); then nobody needs the answer.
-            let _ = tx.send(work(&flag));
-        })
-        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+    let helper = Helper::take()?.run(Box::new(move || {
+        // The caller may have gone (interrupted); then nobody needs the answer.
+        let _ = tx.send(work(&flag));
+    }))?;
     loop {
         // A Receiver is not Sync: it goes with the wait and comes back.
         let (answer, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK), rx));
         rx = back;
         match answer {
-            Ok(value) => return Ok(value),
+            Ok(value) => {
+                helper.put_back();
+                return Ok(value);
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if let Err(e) = py.check_signals() {
                     cancel.store(true, Ordering::SeqCst);
+                    // The helper finishes `work`, then ends: its queue closes here.
+                    drop(helper);
                     return Err(e);
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
+                helper.put_back();
                 return Err(PyRuntimeError::new_err(
                     "redmutex: an internal error stopped the call",
                 ));

@@ -33,7 +33,7 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
             rounds: counts.rounds,
             per_round: counts.per_round,
             per_round_redlock: counts.per_round_redlock,
-            with_redlock: ctx.compare,
+            with_peers: ctx.compare,
             between_every: counts.rounds / counts.chunks,
         },
         &mut || {
@@ -78,6 +78,14 @@ fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
         Row::latency("context: PING to 5 nodes at once", unc.ping5.clone())
             .result("floor of a 5-node round"),
         Row::latency(
+            "context: PING to 5 nodes, until 3 answered",
+            unc.ping5q.clone(),
+        )
+        .result(format!(
+            "floor of a 5-node quorum round; {} the 5-node PING",
+            ratio(unc.ping5q.median(), unc.ping5.median())
+        )),
+        Row::latency(
             "context: SET NX PX + compare-and-delete script",
             unc.floor1.clone(),
         )
@@ -85,29 +93,38 @@ fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
     ]
 }
 
-/// `try_lock` + `unlock` on 1 and on 5 nodes, against their floors.
+/// `try_lock` + `unlock` on 1 and on 5 nodes, against their floors (and rslock's rows, when
+/// measured).
 fn uncontended_rows(unc: &Uncontended, base: u64) -> Vec<Row> {
-    let u1 = unc.redmutex1.median() as f64 / base.max(1) as f64;
-    let u5 = unc.redmutex5.median() as f64 / unc.redmutex1.median().max(1) as f64;
+    let (r1, r5) = (unc.redmutex1.median(), unc.redmutex5.median());
+    let u1 = r1 as f64 / base.max(1) as f64;
+    let u5 = r5 as f64 / r1.max(1) as f64;
+    let mut one = vec![format!("{} that floor", ratio(r1, unc.floor1.median()))];
+    if let Some(s) = &unc.rslock1 {
+        one.push(format!("{} rslock's 1-node row", ratio(r1, s.median())));
+    }
     vec![
         Row::latency(
             "uncontended, 1 node: try_lock + unlock",
             unc.redmutex1.clone(),
         )
-        .result(format!(
-            "{} that floor",
-            fmt_ratio(unc.redmutex1.median() as f64 / unc.floor1.median().max(1) as f64)
-        ))
+        .result(one.join("; "))
         .target("median ≤ 2.3×", Mark::of(u1 <= 2.3)),
         Row::latency(
             "uncontended, 5 nodes: try_lock + unlock",
             unc.redmutex5.clone(),
         )
         .result(format!(
-            "{} the 1-node row; {} the 5-node PING",
+            "{} the 1-node row; {} the 5-node PING; {} the 3-of-5 PING",
             fmt_ratio(u5),
-            fmt_ratio(unc.redmutex5.median() as f64 / unc.ping5.median().max(1) as f64)
+            ratio(r5, unc.ping5.median()),
+            ratio(r5, unc.ping5q.median())
         ))
         .target("≤ 1.3× the 1-node row", Mark::of(u5 <= 1.3)),
     ]
+}
+
+/// `a / b` for the table: `2.07×`.
+pub fn ratio(a: u64, b: u64) -> String {
+    fmt_ratio(a as f64 / b.max(1) as f64)
 }

@@ -1,12 +1,15 @@
-//! The peers: the locks users would pick instead (the redlock crate, the Python locks) and
-//! redmutex's own C binding. They are measured inside the other phases (so that they share
-//! the machine's state with the redmutex rows); this phase prepares them and turns what was
-//! measured into their rows, each peer's uncontended row followed by its hand-off row.
+//! The peers: the locks users would pick instead (the redlock and rslock crates, the Python
+//! locks) and redmutex's own C binding. They are measured inside the other phases (so that
+//! they share the machine's state with the redmutex rows); this phase prepares them and turns
+//! what was measured into their rows, each peer's uncontended row followed by its hand-off
+//! row (rslock has no hand-off row).
 
 use crate::external::{self, CProgram, External, Python};
 use crate::handoff::Handoff;
+use crate::phase::latency::ratio;
 use crate::phase::{Ctx, Notes, progress};
 use crate::report::{Row, handoff_row};
+use crate::rslock;
 use crate::uncontended::Uncontended;
 
 pub const C_NAME: &str = "redmutex-c";
@@ -51,17 +54,24 @@ pub struct Measured<'a> {
 pub fn rows(m: &Measured, notes: &mut Notes) -> Vec<Row> {
     let compare = m.handoff;
     let mut rows = Vec::new();
-    for (label, s) in [
-        ("redlock 2.0.0: uncontended, 1 node", &m.unc.redlock1),
-        ("redlock 2.0.0: uncontended, 5 nodes", &m.unc.redlock5),
-    ] {
-        if let Some(s) = s {
-            rows.push(Row::latency(label, s.clone()));
-        }
+    if let Some(s) = &m.unc.redlock1 {
+        rows.push(Row::latency(
+            "redlock 2.0.0: uncontended, 1 node",
+            s.clone(),
+        ));
+    }
+    if let Some(s) = &m.unc.redlock5 {
+        rows.push(
+            Row::latency("redlock 2.0.0: uncontended, 5 nodes", s.clone()).result(format!(
+                "{} the 3-of-5 PING",
+                ratio(s.median(), m.unc.ping5q.median())
+            )),
+        );
     }
     for (label, h) in compare.iter().filter(|(l, _)| l.starts_with("redlock")) {
         rows.push(handoff_row(label, h));
     }
+    rows.extend(rslock_rows(m.unc));
     for e in m.python {
         match &e.result {
             Ok(s) if e.name == "ping" => rows.push(
@@ -88,6 +98,26 @@ pub fn rows(m: &Measured, notes: &mut Notes) -> Vec<Row> {
         }
     }
     rows
+}
+
+/// rslock's rows (async, tokio current-thread runtime in a process of its own; TTL 10 s), the
+/// 5-node one against its 1-node row and the quorum floor.
+fn rslock_rows(unc: &Uncontended) -> Vec<Row> {
+    let (Some(one), Some(five)) = (&unc.rslock1, &unc.rslock5) else {
+        return Vec::new();
+    };
+    let label = format!("rslock {} (tokio)", rslock::VERSION);
+    vec![
+        Row::latency(format!("{label}: uncontended, 1 node"), one.clone()).result(format!(
+            "{} redmutex's 1-node row",
+            ratio(one.median(), unc.redmutex1.median())
+        )),
+        Row::latency(format!("{label}: uncontended, 5 nodes"), five.clone()).result(format!(
+            "{} its 1-node row; {} the 3-of-5 PING",
+            ratio(five.median(), one.median()),
+            ratio(five.median(), unc.ping5q.median())
+        )),
+    ]
 }
 
 fn skipped(rows: &mut Vec<Row>, notes: &mut Notes, e: &External, why: &str) {
