@@ -17,7 +17,7 @@ use crate::lock::proto::Spec;
 use crate::lock::proto::acquisition::{self, Acquisition as Calls, Then};
 use crate::lock::proto::hold::{self, Extended, Hold as HoldState};
 use crate::lock::proto::release::ReleaseRound;
-use crate::lock::proto::round::{self, AcquireRound};
+use crate::lock::proto::round::{self, AcquireRound, Requests};
 use crate::lock::scripts::{Call, millis, release_call};
 use crate::lock::tally::{Seat, Tally};
 use crate::lock::wait_server_block;
@@ -201,8 +201,8 @@ impl Lock {
     }
 }
 
-/// One acquisition round (the core's `AcquireRound`).
-pub struct Round(AcquireRound);
+/// One acquisition round (the core's `AcquireRound`) and what it sends.
+pub struct Round(AcquireRound, Requests);
 
 /// A round's grant.
 pub struct Grant {
@@ -244,14 +244,15 @@ impl Round {
         waiter: &[u8],
     ) -> Round {
         let announce = lock.spec.announce(will_wait);
-        Round(AcquireRound::new(
+        let (round, sent) = AcquireRound::new(
             &lock.spec,
             token,
             Stamp::from_micros(t0),
             waited,
             announce,
             if will_wait || waited { waiter } else { b"" },
-        ))
+        );
+        Round(round, sent)
     }
 
     /// The round's token.
@@ -261,12 +262,12 @@ impl Round {
 
     /// What to send to every node.
     pub fn requests(&self) -> Vec<Argv> {
-        self.0.calls().iter().map(argv).collect()
+        self.1.calls.iter().map(argv).collect()
     }
 
     /// The undo queued behind the requests of a node that did not answer in time.
     pub fn undo(&self) -> Argv {
-        argv(self.0.undo())
+        argv(&self.1.undo)
     }
 
     /// Node `i`'s replies; `None` when its connection broke.
@@ -284,6 +285,11 @@ impl Round {
         self.0.decided()
     }
 
+    /// Whether a quorum granted.
+    pub fn granted(&self) -> bool {
+        self.0.granted()
+    }
+
     /// The fence write-back, if one is needed: the request and the nodes behind.
     pub fn fence_raise(&mut self) -> Option<(Argv, Vec<usize>)> {
         self.0
@@ -298,6 +304,7 @@ impl Round {
 
     /// The verdict at `now` (boot, µs).
     pub fn finish(self, now: u64) -> Result<Grant, Box<Refused>> {
+        let undo = argv(&self.1.undo);
         match self.0.finish(Stamp::from_micros(now)) {
             Ok(g) => Ok(Grant {
                 token: g.token,
@@ -306,7 +313,7 @@ impl Round {
                 valid_until: g.valid_until.micros(),
             }),
             Err(r) => Err(Box::new(Refused {
-                undo: argv(&r.undo),
+                undo,
                 undo_on: r.undo_on,
                 clean_up: r.clean_up,
                 clean_until: r.clean_until.micros(),

@@ -32,7 +32,8 @@ const KEYS: &[&str] = &[
     "{lock}:handoff",
     "x",
 ];
-const VALUES: &[&str] = &["t1", "t2", "5", "abc", "-2"];
+/// "" is the value of a lock during a hand-off window.
+const VALUES: &[&str] = &["t1", "t2", "5", "abc", "-2", ""];
 /// Millisecond TTLs other than the long ones; "3" is the tiny one that must expire before the
 /// next step.
 const MS: &[&str] = &["3", "0", "-5", "abc"];
@@ -146,8 +147,8 @@ impl Gen {
     /// The keys a script is meant to get, or (sometimes) any keys from the pool.
     fn script_keys(&mut self, name: &str) -> Vec<&'static str> {
         let canonical: &[&str] = match name {
-            "acquire" => &[KEYS[0], KEYS[1], KEYS[3], KEYS[4]],
-            "release" => &[KEYS[0], KEYS[2], KEYS[3], KEYS[4]],
+            "acquire" => &[KEYS[0], KEYS[1], KEYS[3]],
+            "release" => &[KEYS[0], KEYS[2], KEYS[3]],
             "extend" => &[KEYS[0]],
             "fence_max" => &[KEYS[1]],
             _ => &[KEYS[0], KEYS[1]],

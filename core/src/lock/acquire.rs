@@ -10,13 +10,13 @@ use super::cleanup::Cleanup;
 use super::lease::Lease;
 use super::proto::Spec;
 use super::proto::acquisition::{Acquisition, Then};
-use super::proto::round::{AcquireRound, Next, Refused};
+use super::proto::round::{AcquireRound, Next, Refused, Requests};
 use super::renew::Renewable;
 use super::scripts::Call;
 use super::token;
 use super::voters::Voters;
 use crate::error::{Error, ErrorKind, TryLockError};
-use crate::net::{self, key_slot};
+use crate::net::{self, Enough, key_slot};
 use crate::options::{MutexOptions, default_node_timeout};
 
 /// One acquisition attempt's result.
@@ -110,27 +110,43 @@ impl Plan {
         }
     }
 
-    /// One Redlock round: ask every node at once, count the grants, check the validity.
+    /// One Redlock round: ask every node at once, count the grants as they come, and stop
+    /// reading once they decide the round (a quorum granted, or too few nodes are left to
+    /// make one): the slower nodes' replies are read before their connections' next use.
     fn attempt(&self, waited: bool, will_wait: bool) -> Result<Attempt, Error> {
         let nodes = &self.voters.nodes;
         // Before t0: opening a fresh client's first connections is not the lease's time.
         let slot = key_slot(&self.spec.keys.lock);
         net::warm_up(nodes, |_| Some(slot));
-        let mut round = self.round(waited, will_wait)?;
-        let answers = net::exchange(
+        let (mut round, sent) = self.round(waited, will_wait)?;
+        let mut pending: Vec<usize> = (0..nodes.len()).collect();
+        let answers = net::exchange_until(
             nodes,
-            &vec![round.calls(); nodes.len()],
+            &vec![&sent.calls[..]; nodes.len()],
             Instant::now() + self.spec.node_timeout + self.spec.opts.replica_wait(),
-            Some(round.undo()),
+            Some(&sent.undo),
+            &mut |i, answer| {
+                pending.retain(|&p| p != i);
+                round.answer(i, &*nodes[i], answer.clone());
+                match round.decided() && !pending.is_empty() {
+                    true => Enough::Yes {
+                        undo: !round.granted(),
+                    },
+                    false => Enough::No,
+                }
+            },
         );
-        for (i, answer) in answers.into_iter().enumerate() {
-            round.answer(i, &*nodes[i], answer);
-        }
-        Ok(self.settle(round))
+        // A grant refused later (its fence, its validity) is undone where it is still to come.
+        let unread: Vec<usize> = (0..nodes.len()).filter(|&i| answers[i].is_none()).collect();
+        Ok(self.settle(round, &sent, &unread))
     }
 
     /// A new round: a fresh token, the lease clock read just before it is sent.
-    pub(super) fn round(&self, waited: bool, will_wait: bool) -> Result<AcquireRound, Error> {
+    pub(super) fn round(
+        &self,
+        waited: bool,
+        will_wait: bool,
+    ) -> Result<(AcquireRound, Requests), Error> {
         let token = token::new_token(&self.label)?;
         // This call's announcements all go by the token of its first round that announced.
         let waiter: &[u8] = if will_wait || waited {
@@ -147,7 +163,13 @@ impl Plan {
 
     /// Ends a round whose answers are in: writes the fence back where a quorum granted, and
     /// either makes the lease or undoes what the round stored.
-    pub(super) fn settle(&self, mut round: AcquireRound) -> Attempt {
+    /// `unread` are nodes whose answer was left to come (the round ended at its quorum).
+    pub(super) fn settle(
+        &self,
+        mut round: AcquireRound,
+        sent: &Requests,
+        unread: &[usize],
+    ) -> Attempt {
         let inner = &*self.voters;
         let nodes = &inner.nodes;
         if let Some((raise, behind)) = round.fence_raise() {
@@ -162,6 +184,7 @@ impl Plan {
                 round.raised(i, ok);
             }
         }
+        let round_was_granted = round.granted();
         match round.finish(inner.clock.now()) {
             Ok(grant) => {
                 let lease = Arc::new(Lease::new(Arc::clone(&self.voters), &self.spec, grant));
@@ -170,8 +193,13 @@ impl Plan {
                 inner.renewer.schedule(next, weak, 0);
                 Attempt::Held(lease)
             }
-            Err(refused) => {
-                self.undo(&refused);
+            Err(mut refused) => {
+                // Where the answer was left to come with no undo behind it (the round looked
+                // granted), a late grant would stay: undo it there too.
+                if round_was_granted {
+                    refused.undo_on.extend_from_slice(unread);
+                }
+                self.undo(&refused, &sent.undo);
                 Attempt::Refused(refused.next)
             }
         }
@@ -179,7 +207,7 @@ impl Plan {
 
     /// Undoes what a refused round may have stored: now where it is known, in the background
     /// where the connection broke.
-    pub(super) fn undo(&self, refused: &Refused) {
+    pub(super) fn undo(&self, refused: &Refused, undo: &Call) {
         let inner = &*self.voters;
         if !refused.clean_up.is_empty() {
             let cleanup = Cleanup::new(
@@ -194,7 +222,7 @@ impl Plan {
             let nodes = &inner.nodes;
             let mut calls: Vec<&[Call]> = vec![&[]; nodes.len()];
             for &i in &refused.undo_on {
-                calls[i] = std::slice::from_ref(&refused.undo);
+                calls[i] = std::slice::from_ref(undo);
             }
             let deadline = Instant::now() + self.spec.node_timeout;
             net::exchange(nodes, &calls, deadline, None);

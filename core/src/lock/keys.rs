@@ -15,8 +15,6 @@ pub(crate) struct Keys {
     /// The waiters' announcements: a sorted set of waiter ids by when each announcement
     /// ends (server time, ms); it expires with the last of them.
     pub(crate) waiters: Vec<u8>,
-    /// Present for a short window after a release that had waiters: only waiters may take it.
-    pub(crate) handoff: Vec<u8>,
 }
 
 impl Keys {
@@ -29,7 +27,6 @@ impl Keys {
                 fence: Vec::new(),
                 wake: Vec::new(),
                 waiters: Vec::new(),
-                handoff: Vec::new(),
             };
         }
         Keys::new(&name)
@@ -49,7 +46,6 @@ impl Keys {
             // Not `:waiters`, the string key of earlier versions: an old and a new client on
             // one name must not meet a key of the other type.
             waiters: with(":waitq"),
-            handoff: with(":handoff"),
         }
     }
 }
@@ -99,7 +95,7 @@ mod tests {
             let k = Keys::new(name);
             assert_eq!(k.lock, name);
             let slot = key_slot(name);
-            for c in [&k.fence, &k.wake, &k.waiters, &k.handoff] {
+            for c in [&k.fence, &k.wake, &k.waiters] {
                 assert_eq!(key_slot(c), slot, "{:?} vs {:?}", c, name);
                 assert_ne!(c, &k.lock);
             }

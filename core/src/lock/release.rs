@@ -13,7 +13,7 @@ use super::scripts::{Call, release_call};
 use super::tally::Tally;
 use super::token;
 use crate::error::{Error, ErrorKind, NodeReport};
-use crate::net;
+use crate::net::{self, Enough};
 use crate::options::check_ttl;
 
 impl Lease {
@@ -38,12 +38,12 @@ impl Lease {
             (lost, st.hold.valid_until)
         };
         self.lost_cv.notify_all();
-        let tally = self.release_everywhere(valid_until);
+        let (tally, pending) = self.release_everywhere(valid_until);
         // Bookkeeping after the release is sent: a waiter's wake-up does not wait for it (no
         // callback runs once `released` is set, and the renew thread skips the guard).
         self.callbacks.lock().clear();
         self.voters.renewer.forget();
-        let report = Released::from_tally(&tally);
+        let report = Released::from_tally(&tally, pending);
         let n = self.spec.n;
         if lost.is_some() || tally.refused > n - self.spec.quorum {
             let what = match lost {
@@ -72,7 +72,9 @@ impl Lease {
     /// said "not yours", asks the nodes that failed again, like a lock call riding over an
     /// outage (a restart, a failover): for up to the connect timeout, and never past the
     /// lock's validity, after which it expires by itself.
-    fn release_everywhere(&self, valid_until: Stamp) -> Tally {
+    /// Returns the tally and how many nodes' answers were left to come (the release ended at
+    /// its quorum).
+    fn release_everywhere(&self, valid_until: Stamp) -> (Tally, usize) {
         let nodes = &self.voters.nodes;
         let call = release_call(&self.spec.keys, &self.token, &self.spec.opts, true);
         let give_up = (Instant::now() + self.voters.connect_timeout)
@@ -84,21 +86,33 @@ impl Lease {
                 calls[i] = std::slice::from_ref(&call);
             }
             let deadline = Instant::now() + self.spec.node_timeout;
-            let answers = net::exchange(nodes, &calls, deadline, None);
-            let now = self.now();
             let asked = round.asked().to_vec();
-            for (i, answer) in answers.into_iter().enumerate() {
-                if asked.contains(&i) {
-                    round.answer(i, answer, now);
+            // A release ends at its quorum too: the slower nodes' releases still run, and
+            // their replies are read before their connections' next use.
+            let mut left = asked.len();
+            let mut settled = None;
+            let answers = net::exchange_until(nodes, &calls, deadline, None, &mut |i, answer| {
+                round.answer(i, answer.clone(), self.now());
+                left -= 1;
+                let (tally, done) = round.settle(nodes);
+                let enough = done && left > 0;
+                settled = Some((tally, done));
+                match enough {
+                    true => Enough::Yes { undo: false },
+                    false => Enough::No,
                 }
-            }
-            let (tally, done) = round.settle(nodes);
+            });
+            let (tally, done) = match settled {
+                Some(s) => s,
+                None => round.settle(nodes),
+            };
             if done {
-                return tally;
+                let unread = asked.iter().filter(|&&i| answers[i].is_none()).count();
+                return (tally, unread);
             }
             let pause = token::jitter(self.spec.opts.retry_delay);
             if Instant::now() + pause > give_up {
-                return tally;
+                return (tally, 0);
             }
             std::thread::sleep(pause);
         }
@@ -117,17 +131,21 @@ pub struct Released {
     pub taken: usize,
     /// Nodes that could not be asked.
     pub failed: usize,
+    /// Nodes whose answer was not waited for: the release ended once a quorum confirmed it,
+    /// and still runs there (their reports say no answer came in time).
+    pub pending: usize,
     /// Each node's answer.
     pub nodes: Vec<NodeReport>,
 }
 
 impl Released {
-    fn from_tally(t: &Tally) -> Released {
+    fn from_tally(t: &Tally, pending: usize) -> Released {
         Released {
             released: t.yes,
             expired: t.missing,
             taken: t.refused - t.missing,
-            failed: t.failed,
+            failed: t.failed - pending.min(t.failed),
+            pending,
             nodes: t.reports.clone(),
         }
     }

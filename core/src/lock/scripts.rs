@@ -46,22 +46,25 @@ impl Script {
 
 /// Takes the lock when it is free; otherwise reports the holder and its remaining TTL.
 ///
-/// KEYS: lock, fence, waiters, handoff. ARGV: token, ttl ms, fencing (0/1), has waited (0/1),
-/// waiter announcement ms (0 = do not announce), waiter id.
+/// KEYS: lock, fence, waiters. ARGV: token, ttl ms, fencing (0/1), has waited (0/1), waiter
+/// announcement ms (0 = do not announce), waiter id.
 ///
 /// Returns `{1, fence}` on success, `{0, pttl, holder}` otherwise; while a hand-off window keeps
 /// the lock for waiters, `{0, the window's pttl, ''}` (no holder: the lock is free, but not
-/// for this caller yet). The same round run twice (its
-/// reply was lost and the request sent again on a fresh connection) finds its own token: that
-/// is its grant, with the fence the counter holds (nobody else can have been granted since).
+/// for this caller yet). The same round run twice (its reply was lost and the request sent
+/// again on a fresh connection) finds its own token: that is its grant, with the fence the
+/// counter holds (nobody else can have been granted since).
+///
+/// The uncontended path is the least a fenced lock does: `SET NX PX`, then `INCR` when
+/// fencing is on. The hand-off window is the lock key itself holding the empty value (never a
+/// token) for a few milliseconds after a release that had waiters: a plain `SET NX` fails on
+/// it, so only callers that have already waited take it over (a releaser that re-locks at once
+/// queues behind the waiters instead of starving them), and nobody pays for a hand-off check
+/// when nobody waits.
 ///
 /// Waiters announce themselves in a sorted set, each under its own id with the server time
 /// its announcement ends as the score; an announcement only grows (`GT`), one waiter's never
-/// shortens another's, and a waiter's grant removes its own. While a release is handing the
-/// lock to waiters (the `handoff` key), only callers that have already waited may take it: a
-/// releaser that re-locks at once queues behind the waiters instead of starving them. A
-/// waiter's grant ends the window; a caller that has not waited only gets that far when there
-/// is none, and is spared the deletes (every call a script makes costs server time).
+/// shortens another's, and a waiter's grant removes its own.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -74,24 +77,26 @@ local function announce()
     redis.call('PEXPIREAT', KEYS[3], last[2])
   end
 end
-if ARGV[4] == '0' and redis.call('EXISTS', KEYS[4]) == 1 then
-  announce()
-  return {0, redis.call('PTTL', KEYS[4]), ''}
+local function granted(fresh)
+  if ARGV[4] == '1' then redis.call('ZREM', KEYS[3], ARGV[6]) end
+  local fence = 0
+  if ARGV[3] == '1' then
+    if fresh then
+      fence = redis.call('INCR', KEYS[2])
+    else
+      fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+    end
+  end
+  return {1, fence}
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if ARGV[4] == '1' then
-    redis.call('DEL', KEYS[4])
-    redis.call('ZREM', KEYS[3], ARGV[6])
-  end
-  local fence = 0
-  if ARGV[3] == '1' then fence = redis.call('INCR', KEYS[2]) end
-  return {1, fence}
+  return granted(true)
 end
 local holder = redis.pcall('GET', KEYS[1])
-if holder == ARGV[1] then
-  local fence = 0
-  if ARGV[3] == '1' then fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0 end
-  return {1, fence}
+if holder == ARGV[1] then return granted(false) end
+if holder == '' and ARGV[4] == '1' then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return granted(true)
 end
 announce()
 if type(holder) ~= 'string' then holder = '' end
@@ -102,17 +107,18 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 
 /// Deletes the lock only if it still holds our token; when waiters are announced (expired
 /// announcements are dropped first), leaves one wake-up signal for one of them, kept until the
-/// last announcement ends (a waiter blocks no longer than that), and a short hand-off window.
-/// Without waiters, the release is a delete and a look at the waiters.
+/// last announcement ends (a waiter blocks no longer than that), and instead of deleting the
+/// lock keeps it for the waiters for a short hand-off window (the empty value, which no token
+/// is). Without waiters, the release is a delete and a look at the waiters.
 ///
-/// KEYS: lock, wake, waiters, handoff. ARGV: token, hand-off window ms.
-/// Returns 1 released, 0 missing (expired), -1 held by another value.
+/// KEYS: lock, wake, waiters. ARGV: token, hand-off window ms.
+/// Returns 1 released, 0 missing (expired, or a hand-off our own release left: the same
+/// release run twice), -1 held by another value.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local v = redis.pcall('GET', KEYS[1])
 if v == ARGV[1] then
-  redis.call('DEL', KEYS[1])
   if redis.call('EXISTS', KEYS[3]) == 1 then
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -123,13 +129,15 @@ if v == ARGV[1] then
       redis.call('RPUSH', KEYS[2], '1')
       redis.call('PEXPIREAT', KEYS[2], last[2])
       if tonumber(ARGV[2]) > 0 then
-        redis.call('SET', KEYS[4], '1', 'PX', ARGV[2])
+        redis.call('SET', KEYS[1], '', 'PX', ARGV[2])
+        return 1
       end
     end
   end
+  redis.call('DEL', KEYS[1])
   return 1
 end
-if v == false then return 0 end
+if v == false or v == '' then return 0 end
 return -1
 ",
     )
@@ -151,7 +159,7 @@ if v == ARGV[1] then
   end
   return 1
 end
-if v == false then return 0 end
+if v == false or v == '' then return 0 end
 return -1
 ",
     )
@@ -225,7 +233,7 @@ pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, hando
     };
     Call::new(
         &RELEASE,
-        &[&keys.lock, &keys.wake, &keys.waiters, &keys.handoff],
+        &[&keys.lock, &keys.wake, &keys.waiters],
         &[token, &millis(window)],
     )
 }

@@ -50,7 +50,7 @@ impl Plan {
         let mut blpop = redis::cmd("BLPOP");
         blpop.arg(spec.keys.wake.as_slice()).arg(secs);
         let slot = key_slot(&spec.keys.wake);
-        let then = round.as_ref().map_or(&[][..], |r| r.calls());
+        let then = round.as_ref().map_or(&[][..], |(_, sent)| &sent.calls[..]);
         let blocking = Blocking {
             node: &nodes[i],
             slot,
@@ -63,16 +63,16 @@ impl Plan {
             blocking,
             &then,
             spec.node_timeout + spec.opts.replica_wait(),
-            round.as_ref().map(|r| r.undo()),
+            round.as_ref().map(|(_, sent)| &sent.undo),
         );
         match (blocked, round.take()) {
-            (Blocked::Ended(Some(answer)), Some(mut round)) => {
+            (Blocked::Ended(Some(answer)), Some((mut round, sent))) => {
                 round.answer(0, &*nodes[0], answer);
-                return Ok(Some(self.settle(round)));
+                return Ok(Some(self.settle(round, &sent, &[])));
             }
             (Blocked::Ended(_) | Blocked::TimedOut, _) => return Ok(None),
             // The attempt behind the block may have run, and its undo could not follow it.
-            (Blocked::Failed, Some(round)) => {
+            (Blocked::Failed, Some((round, _))) => {
                 let until = started + spec.grant_ttl();
                 let cleanup = Cleanup::new(spec, round.token(), vec![i], until);
                 self.voters.renewer.clean_up(cleanup);

@@ -14,11 +14,41 @@ pub(crate) struct Connection {
     io: redis::Connection,
     /// `None` when the server would not say (an ACL user without `client|id`).
     pub(crate) id: Option<i64>,
+    /// Replies still to come for requests whose round ended without them (at its quorum):
+    /// read before the connection is used again.
+    owed: u32,
 }
 
 impl Connection {
     pub(crate) fn new(io: redis::Connection, id: Option<i64>) -> Connection {
-        Connection { io, id }
+        Connection { io, id, owed: 0 }
+    }
+
+    /// Notes `n` more replies to come.
+    pub(crate) fn owe(&mut self, n: u32) {
+        self.owed += n;
+    }
+
+    /// Reads (and drops) the replies still to come, waiting at most a millisecond: a reply of
+    /// a node that answers at all is long there by the next use. `false` when they did not
+    /// all come (a slow or frozen node): the connection is then out of step and must be
+    /// dropped; waiting for it would hold up the round that wants it, and every request that
+    /// round still has to send.
+    pub(crate) fn settle_owed(&mut self) -> bool {
+        if self.owed == 0 {
+            return true;
+        }
+        let wait = Duration::from_millis(1);
+        if self.io.set_read_timeout(Some(wait)).is_err() {
+            return false;
+        }
+        while self.owed > 0 {
+            if self.io.recv_response().is_err() {
+                return false;
+            }
+            self.owed -= 1;
+        }
+        true
     }
 }
 

@@ -124,9 +124,15 @@ impl Endpoint {
         matches!(self.target, Target::Sentinel(_))
     }
 
-    /// An idle connection, if there is one (the most recently used: it is the likeliest alive).
+    /// An idle connection, if there is one (the most recently used: it is the likeliest alive),
+    /// with the replies it still owes read first (see [`Connection::settle_owed`]).
     pub(crate) fn take(&self) -> Option<Connection> {
-        self.idle().lock().pop().map(|(c, _)| c)
+        loop {
+            let mut conn = self.idle().lock().pop().map(|(c, _)| c)?;
+            if conn.settle_owed() {
+                return Some(conn);
+            }
+        }
     }
 
     /// This process's idle connections. A forked child starts with none: it closes its copies

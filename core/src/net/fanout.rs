@@ -36,6 +36,41 @@ pub(crate) fn exchange<R: Request>(
     deadline: Instant,
     on_timeout: Option<&R>,
 ) -> Vec<Answer> {
+    exchange_until(nodes, requests, deadline, on_timeout, &mut |_, _| {
+        Enough::No
+    })
+    .into_iter()
+    .map(|a| a.unwrap_or_else(|| Err(NetError::timeout())))
+    .collect()
+}
+
+/// Whether the answers read so far decide a round (see [`exchange_until`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Enough {
+    /// Keep reading.
+    No,
+    /// Stop reading: the round is decided. With `undo`, `on_timeout` is written behind the
+    /// requests of every node whose answer was not read (the round failed, and what those
+    /// requests do must be undone as they run).
+    Yes { undo: bool },
+}
+
+/// Like [`exchange`], handing each node's answer to `enough` as it is read: once that says
+/// the round is decided, the answers not read yet are left to come (`None`) and the round
+/// returns at once — it ends at its quorum rather than with its slowest node. Their
+/// connections go back to the pool owing those replies, which are read before the
+/// connection's next use (a connection whose replies have not come by then is dropped), so
+/// that a late reply is never taken for another request's.
+///
+/// Only answers read from pooled connections of plain nodes end a round early: answers on
+/// connections being opened and cluster legs are all waited for, as in [`exchange`].
+pub(crate) fn exchange_until<R: Request>(
+    nodes: &[Arc<Node>],
+    requests: &[&[R]],
+    deadline: Instant,
+    on_timeout: Option<&R>,
+    enough: &mut dyn FnMut(usize, &Answer) -> Enough,
+) -> Vec<Option<Answer>> {
     debug_assert_eq!(nodes.len(), requests.len());
     let started = Instant::now();
     let asked = |i: usize| requests[i].first().map(|r| r.slot().unwrap_or(0));
@@ -53,7 +88,9 @@ pub(crate) fn exchange<R: Request>(
             let requests: Vec<&R> = requests.iter().collect();
             connect_and_run(&endpoint, &requests, false, deadline, on_timeout)
         });
-        return vec![typed(answer)];
+        let answer = typed(answer);
+        enough(0, &answer);
+        return vec![Some(answer)];
     }
     let mut legs = Vec::with_capacity(nodes.len());
     for (i, node) in nodes.iter().enumerate() {
@@ -70,7 +107,13 @@ pub(crate) fn exchange<R: Request>(
             Some(cluster) => split(cluster, i, requests[i], deadline, &mut legs),
         }
     }
-    let mut answers = run(&legs, requests, deadline, on_timeout);
+    let single = |i: usize| nodes[i].as_cluster().is_none();
+    let mut told = vec![false; nodes.len()];
+    let mut tell = |i: usize, raw: &Raw| {
+        told[i] = true;
+        enough(i, &typed(raw.clone()))
+    };
+    let (mut answers, unread) = run(&legs, requests, deadline, on_timeout, &single, &mut tell);
     for (leg, answer) in legs.iter_mut().zip(answers.iter_mut()) {
         if let Some(cluster) = nodes[leg.node].as_cluster() {
             follow(
@@ -83,7 +126,23 @@ pub(crate) fn exchange<R: Request>(
             );
         }
     }
-    gather(nodes, requests, legs, answers)
+    let unread: Vec<usize> = unread.iter().map(|&l| legs[l].node).collect();
+    let mut answers: Vec<Option<Answer>> = gather(nodes, requests, legs, answers)
+        .into_iter()
+        .map(Some)
+        .collect();
+    for i in unread {
+        answers[i] = None;
+    }
+    for (i, answer) in answers.iter().enumerate() {
+        if let Some(answer) = answer
+            && !told[i]
+            && !requests[i].is_empty()
+        {
+            enough(i, answer);
+        }
+    }
+    answers
 }
 
 /// Opens the first connection of each fresh node `i` for which `slot(i)` names the key slot
@@ -178,13 +237,17 @@ fn split<R: Request>(
     }
 }
 
-/// Sends every leg and gathers the replies: one answer per leg.
+/// Sends every leg and gathers the replies: one answer per leg, and the legs left unread
+/// because `tell` (asked about each answer of a leg to a `single` node as it is read) said
+/// the round was decided.
 fn run<R: Request>(
     legs: &[Leg],
     requests: &[&[R]],
     deadline: Instant,
     on_timeout: Option<&R>,
-) -> Vec<Raw> {
+    single: &dyn Fn(usize) -> bool,
+    tell: &mut dyn FnMut(usize, &Raw) -> Enough,
+) -> (Vec<Raw>, Vec<usize>) {
     let mut answers: Vec<Option<Raw>> = (0..legs.len()).map(|_| None).collect();
     let mut pooled = Vec::new();
     let mut fresh = Vec::new();
@@ -210,10 +273,11 @@ fn run<R: Request>(
                 deadline,
                 on_timeout,
             );
-            return vec![answer];
+            return (vec![answer], Vec::new());
         }
     }
 
+    let mut unread = Vec::new();
     std::thread::scope(|scope| {
         let spawn = |l: usize| {
             let leg = &legs[l];
@@ -236,7 +300,9 @@ fn run<R: Request>(
                 Err(e) => answers[l] = Some(Err(e.into())),
             }
         }
-        for (l, mut conn) in sent {
+        let mut sent = sent.into_iter();
+        let mut decided = None;
+        for (l, mut conn) in sent.by_ref() {
             let leg = &legs[l];
             let answer = receive(&mut conn, &leg_requests(leg), leg.asking, deadline);
             match answer {
@@ -248,18 +314,48 @@ fn run<R: Request>(
                     if let Ok(endpoint) = &leg.endpoint {
                         finish(endpoint, conn, &mut answer, on_timeout);
                     }
+                    let verdict = match single(leg.node) {
+                        true => tell(leg.node, &answer),
+                        false => Enough::No,
+                    };
                     answers[l] = Some(answer);
+                    if let Enough::Yes { undo } = verdict {
+                        decided = Some(undo);
+                        break;
+                    }
                 }
+            }
+        }
+        // Decided: the rest are not waited for; their connections owe the replies.
+        if let Some(undo) = decided {
+            for (l, mut conn) in sent {
+                let leg = &legs[l];
+                let mut owed = leg_requests(leg).len() as u32;
+                if undo && let Some(request) = on_timeout {
+                    let mut buf = Vec::new();
+                    request.write(&mut buf);
+                    if conn.send_packed_command(&buf).is_err() {
+                        continue;
+                    }
+                    owed += 1;
+                }
+                conn.owe(owed);
+                if let Ok(endpoint) = &leg.endpoint {
+                    endpoint.put(conn);
+                }
+                unread.push(l);
+                answers[l] = Some(Err(NetError::timeout()));
             }
         }
         for (l, t) in threads {
             answers[l] = Some(t.join().unwrap_or_else(|_| Err(NetError::timeout())));
         }
     });
-    answers
+    let answers = answers
         .into_iter()
         .map(|a| a.unwrap_or_else(|| Err(NetError::timeout())))
-        .collect()
+        .collect();
+    (answers, unread)
 }
 
 /// One exchange with one endpoint, on a pooled connection or a new one.

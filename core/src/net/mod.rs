@@ -24,7 +24,7 @@ pub(crate) use block::{Blocked, Blocking, block_then};
 pub(crate) use cluster::Cluster;
 pub(crate) use endpoint::{Probe, Setup};
 pub(crate) use error::{Failure, NetError};
-pub(crate) use fanout::{exchange, warm_up};
+pub(crate) use fanout::{Enough, exchange, exchange_until, warm_up};
 pub(crate) use leg::Answer;
 pub(crate) use node::Node;
 pub(crate) use request::{Command, Decimal, Request, array, bulk};

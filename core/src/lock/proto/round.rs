@@ -26,11 +26,9 @@ pub(crate) struct AcquireRound {
     quorum: usize,
     fencing: bool,
     min_replicas: Option<u32>,
-    /// Sent to every node: the acquire script, then any `WAIT`.
-    calls: Vec<Call>,
-    /// Releases this round's token: for grants the round does not keep.
-    undo: Call,
     tally: Tally,
+    /// The node of each of the tally's reports, in the order the answers came.
+    reported: Vec<usize>,
     answered: Vec<bool>,
     /// Nodes that granted, with the fence counter each returned.
     granted: Vec<(usize, u64)>,
@@ -50,6 +48,17 @@ pub(crate) struct AcquireRound {
     raising: Option<(u64, Vec<usize>)>,
 }
 
+/// What a round sends: made with the round, and kept by its driver while the round counts
+/// the answers.
+pub(crate) struct Requests {
+    /// Sent to every node: the acquire script, then any `WAIT`.
+    pub(crate) calls: Vec<Call>,
+    /// Releases the round's token: for grants the round does not keep, queued behind the
+    /// requests of a node that does not answer in time so that a late grant is undone in
+    /// order.
+    pub(crate) undo: Call,
+}
+
 /// A round that a quorum granted within the validity: the lease.
 pub(crate) struct Grant {
     pub(crate) token: Vec<u8>,
@@ -61,9 +70,7 @@ pub(crate) struct Grant {
 /// A round that did not take the lock.
 pub(crate) struct Refused {
     pub(crate) token: Vec<u8>,
-    /// Releases the round's token where it may be stored.
-    pub(crate) undo: Call,
-    /// Nodes to send `undo` to now: they granted, or their script failed midway.
+    /// Nodes to send the round's undo to now: they granted, or their script failed midway.
     pub(crate) undo_on: Vec<usize>,
     /// Nodes to clean up in the background, on fresh connections (see
     /// [`AcquireRound::answer`]), until the lease clock reads `clean_until`.
@@ -88,7 +95,7 @@ impl AcquireRound {
     /// A round with `token`, its clock read at `t0`. `waited` says whether this call has
     /// waited for a release (only such callers may take a lock that is being handed off);
     /// `announce` how long to announce this call as a waiter (zero: it will not wait), by
-    /// the id `waiter`.
+    /// the id `waiter`. Returns the round and what it sends.
     pub(crate) fn new(
         spec: &Spec,
         token: Vec<u8>,
@@ -96,13 +103,13 @@ impl AcquireRound {
         waited: bool,
         announce: Duration,
         waiter: &[u8],
-    ) -> AcquireRound {
+    ) -> (AcquireRound, Requests) {
         let (opts, keys) = (&spec.opts, &spec.keys);
         let flag = |on: bool| if on { &b"1"[..] } else { &b"0"[..] };
         let ttl = spec.grant_ttl();
         let acquire = Call::new(
             &scripts::ACQUIRE,
-            &[&keys.lock, &keys.fence, &keys.waiters, &keys.handoff],
+            &[&keys.lock, &keys.fence, &keys.waiters],
             &[
                 &token,
                 &millis(ttl),
@@ -117,16 +124,15 @@ impl AcquireRound {
         if let Some((replicas, timeout)) = opts.min_replicas {
             calls.push(Call::wait(replicas, timeout));
         }
-        AcquireRound {
+        let round = AcquireRound {
             token,
             t0,
             ttl,
             quorum: spec.quorum,
             fencing: opts.fencing,
             min_replicas: opts.min_replicas.map(|(n, _)| n),
-            calls,
-            undo,
             tally: Tally::default(),
+            reported: Vec::new(),
             answered: vec![false; spec.n],
             granted: Vec::new(),
             hint: None,
@@ -135,7 +141,8 @@ impl AcquireRound {
             unanswered: Vec::new(),
             fence_key: keys.fence.clone(),
             raising: None,
-        }
+        };
+        (round, Requests { calls, undo })
     }
 
     /// The round's token.
@@ -143,22 +150,12 @@ impl AcquireRound {
         &self.token
     }
 
-    /// What to send to every node, in order.
-    pub(crate) fn calls(&self) -> &[Call] {
-        &self.calls
-    }
-
-    /// Releases this round's token: queued behind the requests of a node that does not
-    /// answer in time, so that a late grant there is undone in order.
-    pub(crate) fn undo(&self) -> &Call {
-        &self.undo
-    }
-
     /// Counts node `i`'s answer (`seat` names it). A second answer from one node is ignored.
     pub(crate) fn answer(&mut self, i: usize, seat: &dyn Seat, answer: Answer) {
         if std::mem::replace(&mut self.answered[i], true) {
             return;
         }
+        self.reported.push(i);
         let tally = &mut self.tally;
         let (answer, waited) = match answer {
             Ok(mut v) => {
@@ -219,11 +216,21 @@ impl AcquireRound {
         }
     }
 
-    /// Whether the answers so far decide the round: a quorum granted, or too few nodes are
-    /// left to make one.
+    /// Whether the answers so far decide the round and what its caller sees: a quorum
+    /// granted; or too few nodes are left to make one, and it is settled whether a quorum
+    /// answered (the lock is busy) or cannot (too few nodes answered).
     pub(crate) fn decided(&self) -> bool {
         let pending = self.answered.iter().filter(|a| !**a).count();
-        self.granted.len() >= self.quorum || self.granted.len() + pending < self.quorum
+        let answered = self.tally.yes + self.tally.refused;
+        self.granted()
+            || (self.granted.len() + pending < self.quorum
+                && (answered >= self.quorum || answered + pending < self.quorum))
+    }
+
+    /// Whether a quorum granted (the verdict may still refuse: the fence write-back or the
+    /// validity).
+    pub(crate) fn granted(&self) -> bool {
+        self.granted.len() >= self.quorum
     }
 
     /// The fence write-back that a quorum's grant needs before it counts: the largest
@@ -265,7 +272,15 @@ impl AcquireRound {
     /// The verdict, on the lease clock's reading `now`: the lease when a quorum granted, its
     /// fence reached a quorum, and the validity has not run out by now; otherwise what to
     /// undo and what to do next.
-    pub(crate) fn finish(self, now: Stamp) -> Result<Grant, Box<Refused>> {
+    pub(crate) fn finish(mut self, now: Stamp) -> Result<Grant, Box<Refused>> {
+        // Reports in node order, whatever order the answers came in.
+        let mut order: Vec<(usize, _)> = self
+            .reported
+            .drain(..)
+            .zip(self.tally.reports.drain(..))
+            .collect();
+        order.sort_by_key(|(i, _)| *i);
+        self.tally.reports = order.into_iter().map(|(_, r)| r).collect();
         let fence = match &self.raising {
             _ if !self.fencing => Some(0),
             None => self.granted.iter().map(|(_, f)| *f).max(),
@@ -317,7 +332,6 @@ impl AcquireRound {
         Err(Box::new(Refused {
             clean_until: self.t0 + self.ttl,
             token: self.token,
-            undo: self.undo,
             undo_on,
             clean_up: self.unanswered,
             next,

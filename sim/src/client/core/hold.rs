@@ -228,7 +228,9 @@ impl CoreClient {
         };
         release.answer(node, reply.map(|r| vec![r]), now.boot);
         answered[node] = true;
-        if answered.iter().all(|a| *a) {
+        // Like the core, a release ends at its quorum: the others still run.
+        let (settled, _) = release.settle(&self.lock);
+        if settled || answered.iter().all(|a| *a) {
             self.release_over(now, rng, out);
         }
     }

@@ -52,7 +52,7 @@ impl ModelClient {
         self.script(
             node,
             "acquire",
-            &[LOCK, FENCE, WAITERS, HANDOFF],
+            &[LOCK, FENCE, WAITERS],
             &args,
             Purpose::Acquire,
             out,

@@ -17,7 +17,6 @@ pub const LOCK: &str = "lock";
 const FENCE: &str = "{lock}:fence";
 const WAKE: &str = "{lock}:wake";
 const WAITERS: &str = "{lock}:waitq";
-const HANDOFF: &str = "{lock}:handoff";
 
 /// Deliberate mistakes, each off in a correct client.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -271,14 +270,7 @@ impl ModelClient {
                 _ => 0,
             };
             let args = [token.to_vec(), Self::ms(window / 1000)];
-            self.script(
-                node,
-                "release",
-                &[LOCK, WAKE, WAITERS, HANDOFF],
-                &args,
-                purpose,
-                out,
-            );
+            self.script(node, "release", &[LOCK, WAKE, WAITERS], &args, purpose, out);
         }
     }
 
