@@ -123,6 +123,7 @@ impl Plan {
             Instant::now() + self.spec.node_timeout + self.spec.opts.replica_wait(),
             Some(round.undo()),
         );
+        super::shared::refusal(&self.spec, &answers)?;
         for (i, answer) in answers.into_iter().enumerate() {
             round.answer(i, &*nodes[i], answer);
         }

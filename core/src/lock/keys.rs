@@ -17,6 +17,15 @@ pub(crate) struct Keys {
     pub(crate) waiters: Vec<u8>,
     /// Present for a short window after a release that had waiters: only waiters may take it.
     pub(crate) handoff: Vec<u8>,
+    /// The read holds of a read-write lock: a sorted set of tokens by expiry (server time, ms).
+    pub(crate) readers: Vec<u8>,
+    /// Which of the announced waiters are readers (the same ids and scores as in `waiters`):
+    /// the others are writers, which new readers queue behind.
+    pub(crate) readq: Vec<u8>,
+    /// The permits held of a semaphore: a sorted set of tokens by expiry (server time, ms).
+    pub(crate) holders: Vec<u8>,
+    /// A semaphore's permit count while any permit is held.
+    pub(crate) permits: Vec<u8>,
 }
 
 impl Keys {
@@ -30,9 +39,28 @@ impl Keys {
                 wake: Vec::new(),
                 waiters: Vec::new(),
                 handoff: Vec::new(),
+                readers: Vec::new(),
+                readq: Vec::new(),
+                holders: Vec::new(),
+                permits: Vec::new(),
             };
         }
         Keys::new(&name)
+    }
+
+    /// The keys of a semaphore name: its waiters and wake-up list are its own, apart from
+    /// those of a mutex on the same name (the fence counter is shared: still one strictly
+    /// increasing sequence per name).
+    pub(crate) fn for_semaphore(name: Vec<u8>) -> Keys {
+        let mut keys = Keys::for_name(name);
+        if !keys.fence.is_empty() {
+            let prefix = companion_prefix(&keys.lock);
+            let with = |suffix: &str| [&prefix[..], suffix.as_bytes()].concat();
+            keys.wake = with(":semwake");
+            keys.waiters = with(":semwaitq");
+            keys.handoff = with(":semhandoff");
+        }
+        keys
     }
 
     pub(crate) fn new(name: &[u8]) -> Keys {
@@ -50,6 +78,10 @@ impl Keys {
             // one name must not meet a key of the other type.
             waiters: with(":waitq"),
             handoff: with(":handoff"),
+            readers: with(":readers"),
+            readq: with(":readq"),
+            holders: with(":holders"),
+            permits: with(":permits"),
         }
     }
 }
@@ -99,7 +131,10 @@ mod tests {
             let k = Keys::new(name);
             assert_eq!(k.lock, name);
             let slot = key_slot(name);
-            for c in [&k.fence, &k.wake, &k.waiters, &k.handoff] {
+            for c in [
+                &k.fence, &k.wake, &k.waiters, &k.handoff, &k.readers, &k.readq, &k.holders,
+                &k.permits,
+            ] {
                 assert_eq!(key_slot(c), slot, "{:?} vs {:?}", c, name);
                 assert_ne!(c, &k.lock);
             }

@@ -9,7 +9,8 @@ use super::clock::Stamp;
 use super::lease::Lease;
 use super::proto::release::ReleaseRound;
 use super::renew::{Renewable, Renewal, fire};
-use super::scripts::{Call, release_call};
+use super::scripts::Call;
+use super::shared::release_call;
 use super::tally::Tally;
 use super::token;
 use crate::error::{Error, ErrorKind, NodeReport};
@@ -74,7 +75,7 @@ impl Lease {
     /// lock's validity, after which it expires by itself.
     fn release_everywhere(&self, valid_until: Stamp) -> Tally {
         let nodes = &self.voters.nodes;
-        let call = release_call(&self.spec.keys, &self.token, &self.spec.opts, true);
+        let call = release_call(&self.spec, &self.token, true);
         let give_up = (Instant::now() + self.voters.connect_timeout)
             .min(self.voters.clock.instant_of(valid_until));
         let mut round = ReleaseRound::new(&self.spec, valid_until);
