@@ -52,7 +52,7 @@ impl Script {
 /// The mutex is also the write side of a read-write lock on the same name: while live read
 /// holds exist (the `readers` set, expired members dropped first), it is refused like a held
 /// lock, with the longest read hold's remaining time and no holder. Without readers this is
-/// one `EXISTS`.
+/// one `EXISTS` (none when the key is not passed, as by callers of earlier versions).
 ///
 /// Returns `{1, fence}` on success, `{0, pttl, holder}` otherwise; while a hand-off window keeps
 /// the lock for waiters, `{0, the window's pttl, ''}` (no holder: the lock is free, but not
@@ -83,7 +83,7 @@ if ARGV[4] == '0' and redis.call('EXISTS', KEYS[4]) == 1 then
   announce()
   return {0, redis.call('PTTL', KEYS[4]), ''}
 end
-if redis.call('EXISTS', KEYS[5]) == 1 then
+if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
