@@ -251,3 +251,40 @@ fn three_masters_keep_readers_and_writers_apart() {
     let w = other.try_write().unwrap();
     assert!(w.fence() > fence);
 }
+
+#[test]
+fn a_killed_reader_process_lets_the_writer_in_within_its_ttl() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(500);
+    let mut reader = Command::new(env!("CARGO_BIN_EXE_worker"))
+        .args([
+            "read",
+            &server.url(),
+            "kill:rw",
+            &ttl.as_millis().to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(reader.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("locked "), "worker said {line:?}");
+    let lock = Client::open(&server.url()).unwrap().rwlock("kill:rw");
+    std::thread::sleep(ttl * 3);
+    assert!(would_block(lock.try_write()));
+    lock.try_read().unwrap().unlock().unwrap();
+    reader.kill().unwrap();
+    reader.wait().unwrap();
+    let killed = Instant::now();
+    let write = lock.try_write_for(Duration::from_secs(5)).unwrap();
+    let back = killed.elapsed();
+    assert!(
+        back <= ttl + Duration::from_millis(150),
+        "in after {back:?}"
+    );
+    write.unlock().unwrap();
+}

@@ -1,6 +1,8 @@
 //! The counting semaphore on real redis-servers: at most N holders, permits that come back,
 //! hand-off within about a round trip, fences, and bad input answered before anything is sent.
 
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
@@ -15,6 +17,29 @@ fn someone_blocked(server: &RedisServer) -> bool {
         .query(&mut server.conn())
         .unwrap();
     list.lines().any(|l| l.contains("cmd=blpop"))
+}
+
+const WORKER: &str = env!("CARGO_BIN_EXE_worker");
+
+/// A worker process holding one permit (auto-renewed), once it says so.
+fn permit_holder(server: &RedisServer, name: &str, permits: u32, ttl_ms: u64) -> Child {
+    let mut child = Command::new(WORKER)
+        .args([
+            "permit",
+            &server.url(),
+            name,
+            &permits.to_string(),
+            &ttl_ms.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("locked "), "worker said {line:?}");
+    child
 }
 
 fn dbsize(server: &RedisServer) -> i64 {
@@ -285,5 +310,35 @@ fn several_independent_masters_are_refused() {
     );
     for s in &servers.0 {
         assert_eq!(dbsize(s), 0);
+    }
+}
+
+#[test]
+fn a_killed_holder_process_gives_its_permit_back_within_its_ttl() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(500);
+    let mut holders: Vec<Child> = (0..3)
+        .map(|_| permit_holder(&server, "kill:sem", 3, ttl.as_millis() as u64))
+        .collect();
+    let sem = Client::open(&server.url())
+        .unwrap()
+        .semaphore("kill:sem", 3);
+    // Renewed by their processes: still held after several TTLs.
+    std::thread::sleep(ttl * 3);
+    assert!(matches!(sem.try_acquire(), Err(TryLockError::WouldBlock)));
+    holders[0].kill().unwrap();
+    holders[0].wait().unwrap();
+    let killed = Instant::now();
+    let permit = sem.try_acquire_for(Duration::from_secs(5)).unwrap();
+    let back = killed.elapsed();
+    assert!(
+        back <= ttl + Duration::from_millis(150),
+        "back after {back:?}"
+    );
+    assert!(matches!(sem.try_acquire(), Err(TryLockError::WouldBlock)));
+    drop(permit);
+    for mut h in holders.into_iter().skip(1) {
+        h.kill().unwrap();
+        h.wait().unwrap();
     }
 }

@@ -4,6 +4,8 @@
 //! worker rmw   URLS KEY COUNTER N [TTL_MS]   N critical sections of GET/SET on COUNTER
 //! worker hold  URLS KEY TTL_MS               take the lock, print "locked FENCE", sleep
 //! worker loop  URLS KEY COUNTER SECS         critical sections until SECS have passed
+//! worker permit URLS KEY PERMITS TTL_MS      take a semaphore permit, print "locked FENCE", sleep
+//! worker read  URLS KEY TTL_MS               take a read hold, print "locked FENCE", sleep
 //! worker sections key=value…                  sections on several names, writing a history
 //! ```
 //! URLS is comma-separated; the counter lives on the first of them, or on `DATA_URL` when that
@@ -77,6 +79,29 @@ fn main() {
                 .lock()
                 .unwrap();
             println!("locked {}", guard.fence());
+            std::io::stdout().flush().unwrap();
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+        "permit" => {
+            let permits: u32 = args[4].parse().unwrap();
+            let ttl: u64 = args[5].parse().unwrap();
+            let permit = client
+                .semaphore(key, permits)
+                .ttl(Duration::from_millis(ttl))
+                .acquire()
+                .unwrap();
+            println!("locked {}", permit.fence());
+            std::io::stdout().flush().unwrap();
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+        "read" => {
+            let ttl: u64 = args[4].parse().unwrap();
+            let read = client
+                .rwlock(key)
+                .ttl(Duration::from_millis(ttl))
+                .read()
+                .unwrap();
+            println!("locked {}", read.fence());
             std::io::stdout().flush().unwrap();
             std::thread::sleep(Duration::from_secs(3600));
         }
