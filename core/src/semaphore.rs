@@ -19,6 +19,10 @@ use crate::options::MutexOptions;
 /// released on drop with a wake-up for one waiter, who learns of it within about one round
 /// trip.
 ///
+/// Waiters are served before newcomers: while waiters are announced, a caller that has not
+/// waited yet only takes a permit beyond one kept for each of them, so a holder that releases
+/// and re-acquires at once queues behind them.
+///
 /// All users of one name must give the same permit count: while any permit is held, a call
 /// with another count fails with [`ErrorKind::InvalidArgument`](crate::ErrorKind) naming both
 /// counts. Once no permit is held, the next grant may set another count.

@@ -198,7 +198,10 @@ fn a_lost_permit_is_reported() {
         .ttl(Duration::from_millis(200))
         .auto_renew(false);
     let permit = sem.acquire().unwrap();
+    let (told, heard) = std::sync::mpsc::channel();
+    permit.on_lost(move || told.send(()).unwrap());
     assert!(permit.wait_lost(Duration::from_secs(2)));
+    heard.recv_timeout(Duration::from_secs(2)).unwrap();
     assert_eq!(permit.check().unwrap_err().kind(), ErrorKind::Lost);
     assert_eq!(
         permit.extend(Duration::from_secs(1)).unwrap_err().kind(),

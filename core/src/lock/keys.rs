@@ -140,5 +140,15 @@ mod tests {
             }
         }
         assert_eq!(Keys::new(b"job").fence, b"{job}:fence");
+        for name in names {
+            let k = Keys::for_semaphore(name.to_vec());
+            let m = Keys::new(name);
+            assert_eq!(k.fence, m.fence, "one fence sequence per name");
+            for c in [&k.wake, &k.waiters, &k.handoff] {
+                assert_eq!(key_slot(c), key_slot(name));
+                assert!(![&m.wake, &m.waiters, &m.handoff].contains(&c));
+            }
+        }
+        assert!(Keys::for_semaphore(Vec::new()).wake.is_empty());
     }
 }
