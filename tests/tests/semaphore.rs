@@ -345,3 +345,34 @@ fn a_killed_holder_process_gives_its_permit_back_within_its_ttl() {
         h.wait().unwrap();
     }
 }
+
+/// A Redis Cluster is one voter: every key of a semaphore (and of a read-write lock) shares
+/// its name's slot, on whichever master serves it.
+#[test]
+fn a_cluster_serves_semaphores_and_read_write_locks() {
+    use redmutex_tests::cluster::RedisCluster;
+    let cluster = RedisCluster::start(3, 0);
+    let client = Client::builder()
+        .cluster(cluster.seed_urls())
+        .build()
+        .unwrap();
+    for i in 0..6 {
+        let name = format!("cl-sem-{i}");
+        let sem = client.semaphore(&name, 2);
+        let a = sem.acquire().unwrap();
+        let b = sem.try_acquire().unwrap();
+        assert!(b.fence() > a.fence());
+        assert!(matches!(sem.try_acquire(), Err(TryLockError::WouldBlock)));
+        assert_eq!(sem.status().unwrap().holders.len(), 2);
+        drop(a);
+        sem.try_acquire().unwrap().unlock().unwrap();
+
+        let rw = client.rwlock(format!("cl-rw-{i}"));
+        let read = rw.read().unwrap();
+        assert!(matches!(rw.try_write(), Err(TryLockError::WouldBlock)));
+        drop(read);
+        let write = rw.try_write().unwrap();
+        assert!(matches!(rw.try_read(), Err(TryLockError::WouldBlock)));
+        write.unlock().unwrap();
+    }
+}
