@@ -48,6 +48,17 @@ macro_rules! lease_guard {
                 self.lease.valid_until()
             }
 
+            /// Calls `observer` with the new [`valid_until`](Self::valid_until) right after
+            /// every confirmed renewal, on the thread that renewed. For the project's test
+            /// drivers; not part of the stable API.
+            #[doc(hidden)]
+            pub fn on_renewed(
+                &self,
+                observer: impl Fn(std::time::Instant) + Send + Sync + 'static,
+            ) {
+                self.lease.on_renewed(std::sync::Arc::new(observer));
+            }
+
             /// How many renewals (automatic or [`extend`](Self::extend)) succeeded so far.
             pub fn renewals(&self) -> u64 {
                 self.lease.renewals()

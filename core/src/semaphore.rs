@@ -142,7 +142,9 @@ impl Semaphore {
         self.take(deadline, Some(interrupted))
     }
 
-    /// The live permits, the count they were taken with, and the last fence number.
+    /// The live permits, the count they were taken with, and the last fence number. This
+    /// handle's own count is not compared with the stored one here (any valid count will do
+    /// for a look at a name).
     ///
     /// # Errors
     ///
