@@ -376,3 +376,90 @@ fn a_cluster_serves_semaphores_and_read_write_locks() {
         write.unlock().unwrap();
     }
 }
+
+/// Eight processes on three permits, one of them killed and one stopped for longer than the
+/// TTL mid-run (each spends most of its time holding a permit): no moment has more than three holds, where a hold ends at its release or at the
+/// last validity the library promised its holder, whichever is first. Fences are unique.
+#[test]
+fn eight_processes_killed_and_stopped_never_exceed_three_holds() {
+    use std::collections::HashMap;
+    let server = RedisServer::start();
+    let mut workers: Vec<Child> = (0..8)
+        .map(|_| {
+            Command::new(WORKER)
+                .args(["permits", &server.url(), "torture:sem", "3", "300"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let readers: Vec<_> = workers
+        .iter_mut()
+        .map(|w| {
+            let out = w.stdout.take().unwrap();
+            std::thread::spawn(move || {
+                BufReader::new(out)
+                    .lines()
+                    .map_while(Result::ok)
+                    .collect::<Vec<String>>()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    workers[0].kill().unwrap();
+    let stopped = workers[1].id() as i32;
+    // SAFETY: signalling a child process we started and have not reaped.
+    unsafe { libc::kill(stopped, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(700));
+    unsafe { libc::kill(stopped, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_millis(800));
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    // (start, end) of every hold, and every fence.
+    let mut holds: Vec<(i64, i64)> = Vec::new();
+    let mut fences = Vec::new();
+    for reader in readers {
+        let mut open: HashMap<u64, (i64, i64, Option<i64>)> = HashMap::new();
+        for line in reader.join().unwrap() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let seq: u64 = f[1].parse().unwrap();
+            let t: i64 = f[2].parse().unwrap();
+            match f[0] {
+                "acquire" => {
+                    fences.push(f[3].parse::<u64>().unwrap());
+                    open.insert(seq, (t, f[4].parse().unwrap(), None));
+                }
+                "renew" => {
+                    let h = open.get_mut(&seq).unwrap();
+                    h.1 = h.1.max(f[3].parse().unwrap());
+                }
+                "release" => open.get_mut(&seq).unwrap().2 = Some(t),
+                other => panic!("unknown line {other}"),
+            }
+        }
+        for (start, valid, released) in open.into_values() {
+            holds.push((start, released.map_or(valid, |r| r.min(valid))));
+        }
+    }
+    let mut edges: Vec<(i64, i32)> = holds.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
+    // At one instant, an end before a start: touching holds do not overlap.
+    edges.sort_unstable();
+    let (mut inside, mut most) = (0, 0);
+    for (_, d) in edges {
+        inside += d;
+        most = most.max(inside);
+    }
+    eprintln!("{} holds, at most {most} at once", holds.len());
+    assert!(most <= 3, "{most} holds overlapped");
+    assert!(
+        holds.len() > 50,
+        "too little progress: {} holds",
+        holds.len()
+    );
+    let n = fences.len();
+    fences.sort_unstable();
+    fences.dedup();
+    assert_eq!(fences.len(), n, "a fence was handed out twice");
+}

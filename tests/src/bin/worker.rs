@@ -6,6 +6,8 @@
 //! worker loop  URLS KEY COUNTER SECS         critical sections until SECS have passed
 //! worker permit URLS KEY PERMITS TTL_MS      take a semaphore permit, print "locked FENCE", sleep
 //! worker read  URLS KEY TTL_MS               take a read hold, print "locked FENCE", sleep
+//! worker permits URLS KEY PERMITS TTL_MS     permits held and released again until killed,
+//!                                            printing each grant, renewal and release
 //! worker sections key=value…                  sections on several names, writing a history
 //! ```
 //! URLS is comma-separated; the counter lives on the first of them, or on `DATA_URL` when that
@@ -105,6 +107,7 @@ fn main() {
             std::io::stdout().flush().unwrap();
             std::thread::sleep(Duration::from_secs(3600));
         }
+        "permits" => permit_history(&client, key, &args[4], &args[5]),
         other => panic!("unknown mode {other}"),
     }
 }
@@ -127,5 +130,47 @@ fn data_conn(urls: &[&str]) -> redis::Connection {
 fn release(guard: redmutex::MutexGuard) {
     if let Err(e) = guard.unlock() {
         eprintln!("worker: release: {e}");
+    }
+}
+
+/// Takes permits one after another, holding each a few milliseconds, until killed. Prints,
+/// one `write` per line: `acquire SEQ T_NS FENCE VALIDITY_NS`, `renew SEQ T_NS VALIDITY_NS`
+/// (from the renew thread, as renewals are confirmed) and `release SEQ T_NS` (before the
+/// release is sent), on `CLOCK_MONOTONIC`.
+fn permit_history(client: &Client, key: &str, permits: &str, ttl_ms: &str) {
+    use redmutex_tests::history::mono_ns;
+    use std::sync::Arc;
+    let base = (Instant::now(), mono_ns());
+    let ns = move |i: Instant| match i.checked_duration_since(base.0) {
+        Some(d) => base.1 + d.as_nanos() as i64,
+        None => base.1 - (base.0 - i).as_nanos() as i64,
+    };
+    let out = Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    let say = {
+        let out = Arc::clone(&out);
+        move |line: String| {
+            let mut o = out.lock().unwrap();
+            o.write_all(line.as_bytes()).unwrap();
+            o.flush().unwrap();
+        }
+    };
+    let sem = client
+        .semaphore(key, permits.parse().unwrap())
+        .ttl(Duration::from_millis(ttl_ms.parse().unwrap()));
+    let spread = u64::from(std::process::id());
+    for seq in 0u64.. {
+        let permit = sem.acquire().unwrap();
+        say(format!(
+            "acquire {seq} {} {} {}\n",
+            mono_ns(),
+            permit.fence(),
+            ns(permit.valid_until())
+        ));
+        let renewed = say.clone();
+        permit
+            .on_renewed(move |until| renewed(format!("renew {seq} {} {}\n", mono_ns(), ns(until))));
+        std::thread::sleep(Duration::from_millis(5 + (seq * 7 + spread) % 30));
+        say(format!("release {seq} {}\n", mono_ns()));
+        let _ = permit.unlock();
     }
 }
