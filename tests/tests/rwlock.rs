@@ -288,3 +288,116 @@ fn a_killed_reader_process_lets_the_writer_in_within_its_ttl() {
     );
     write.unlock().unwrap();
 }
+
+/// Six processes taking read and write holds, one killed and one stopped for longer than the
+/// TTL mid-run: no write hold overlaps any other hold, where a hold ends at its release or at
+/// the last validity promised to its holder, whichever is first; write fences are unique, no
+/// read's fence is ahead of the writes begun before it, and reads do overlap.
+#[test]
+fn six_processes_killed_and_stopped_never_overlap_a_write() {
+    use std::collections::HashMap;
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, Command, Stdio};
+    let server = RedisServer::start();
+    let mut workers: Vec<Child> = (0..6)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_worker"))
+                .args(["rw", &server.url(), "torture:rw", "300"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let readers: Vec<_> = workers
+        .iter_mut()
+        .map(|w| {
+            let out = w.stdout.take().unwrap();
+            std::thread::spawn(move || {
+                BufReader::new(out)
+                    .lines()
+                    .map_while(Result::ok)
+                    .collect::<Vec<String>>()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    workers[0].kill().unwrap();
+    let stopped = workers[1].id() as i32;
+    // SAFETY: signalling a child process we started and have not reaped.
+    unsafe { libc::kill(stopped, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(700));
+    unsafe { libc::kill(stopped, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_millis(800));
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    // (start, end, is a write, fence) of every hold.
+    let mut holds: Vec<(i64, i64, bool, u64)> = Vec::new();
+    for reader in readers {
+        let mut open: HashMap<u64, (i64, i64, Option<i64>, bool, u64)> = HashMap::new();
+        for line in reader.join().unwrap() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let seq: u64 = f[1].parse().unwrap();
+            let t: i64 = f[3].parse().unwrap();
+            match f[0] {
+                "acquire" => {
+                    let fence = f[4].parse().unwrap();
+                    open.insert(seq, (t, f[5].parse().unwrap(), None, f[2] == "w", fence));
+                }
+                "renew" => {
+                    let h = open.get_mut(&seq).unwrap();
+                    h.1 = h.1.max(f[4].parse().unwrap());
+                }
+                "release" => open.get_mut(&seq).unwrap().2 = Some(t),
+                other => panic!("unknown line {other}"),
+            }
+        }
+        for (start, valid, released, write, fence) in open.into_values() {
+            holds.push((
+                start,
+                released.map_or(valid, |r| r.min(valid)),
+                write,
+                fence,
+            ));
+        }
+    }
+    let writes: Vec<_> = holds.iter().filter(|h| h.2).collect();
+    let reads = holds.len() - writes.len();
+    assert!(
+        writes.len() > 10 && reads > 30,
+        "{} writes, {reads} reads",
+        writes.len()
+    );
+    for w in &writes {
+        for h in &holds {
+            if std::ptr::eq(*w, h) {
+                continue;
+            }
+            assert!(
+                h.1 <= w.0 || h.0 >= w.1,
+                "a write hold {w:?} overlapped {h:?}"
+            );
+        }
+    }
+    let mut fences: Vec<u64> = writes.iter().map(|w| w.3).collect();
+    let n = fences.len();
+    fences.sort_unstable();
+    fences.dedup();
+    assert_eq!(fences.len(), n, "a write fence was handed out twice");
+    let mut shared = 0;
+    for r in holds.iter().filter(|h| !h.2) {
+        let before = writes.iter().filter(|w| w.0 < r.0).map(|w| w.3).max();
+        assert!(
+            r.3 == 0 || before.is_some_and(|b| r.3 <= b),
+            "read fence {} ahead of the writes",
+            r.3
+        );
+        shared += holds
+            .iter()
+            .filter(|h| !h.2 && h.0 < r.1 && r.0 < h.1)
+            .count()
+            - 1;
+    }
+    assert!(shared > 0, "no two reads ever overlapped");
+}
