@@ -33,6 +33,11 @@
 //! that way interoperates. Companion keys (`{name}:fence`, `{name}:wake`, …) share the name's
 //! Redis Cluster slot.
 //!
+//! Beyond the mutex, the same leases serve a fleet-wide counting semaphore
+//! ([`Client::semaphore`] → [`Permit`]) and a read-write lock ([`Client::rwlock`] →
+//! [`ReadGuard`] / [`WriteGuard`]); the write side of a read-write lock is the mutex of the
+//! same name.
+//!
 //! # Guarantees and assumptions
 //!
 //! A guard is valid until [`MutexGuard::valid_until`]: the TTL minus the time the grant took
@@ -49,9 +54,9 @@
 //!
 //! | layer | files | what it may use |
 //! | --- | --- | --- |
-//! | public API | `client.rs` (`Client`, `ClientBuilder`, `SentinelMaster`), `mutex.rs` (`Mutex`), `guard.rs` (`MutexGuard`, the handle only) | the lock protocol, the transport (to open nodes), the vocabulary |
+//! | public API | `client.rs` (`Client`, `ClientBuilder`, `SentinelMaster`), `mutex.rs` (`Mutex`), `guard.rs` (`MutexGuard`, the handle only), `semaphore.rs` (`Semaphore`, `Permit`), `rwlock.rs` (`RwLock`, `ReadGuard`, `WriteGuard`), `lease_guard.rs` (the guard methods and option setters these share, as macros) | the lock protocol, the transport (to open nodes), the vocabulary |
 //! | vocabulary | `error.rs` (`Error`, `ErrorKind`, the per-node report), `options.rs` (`MutexOptions` and the bounds) | the transport's failure kinds |
-//! | lock protocol (`lock/`) | `scripts.rs` (the Lua scripts and their invocations, with the `NOSCRIPT` reload), `reply.rs`, `keys.rs`, `token.rs`, `tally.rs` (votes and the quorum rule), `proto/` (the protocol's decisions as I/O-free state machines that read no clock, draw no random number and touch no socket: `round.rs` one acquisition round with its fence and verdict, `acquisition.rs` a call across rounds, `hold.rs` the lease's state, `release.rs` the release round), their blocking drivers `acquire.rs`, `wait.rs` (waiting for a release), `lease.rs` (the lease with its clock, callbacks and waits), `release.rs` (release and extension), `renew.rs` (the renew thread), `cleanup.rs` (token-checked releases sent again in the background), `clock.rs` (the lease clock), `policy.rs` (the eviction check), `status.rs`, `voters.rs` | the transport's fan-out and blocking call, the vocabulary |
+//! | lock protocol (`lock/`) | `scripts.rs` (the Lua scripts and their invocations, with the `NOSCRIPT` reload), `reply.rs`, `keys.rs`, `token.rs`, `tally.rs` (votes and the quorum rule), `proto/` (the protocol's decisions as I/O-free state machines that read no clock, draw no random number and touch no socket: `round.rs` one acquisition round with its fence and verdict, `acquisition.rs` a call across rounds, `hold.rs` the lease's state, `release.rs` the release round), their blocking drivers `acquire.rs`, `wait.rs` (waiting for a release), `lease.rs` (the lease with its clock, callbacks and waits), `release.rs` (release and extension), `renew.rs` (the renew thread), `cleanup.rs` (token-checked releases sent again in the background), `clock.rs` (the lease clock), `policy.rs` (the eviction check), `status.rs`, `voters.rs`, `shared/` (the leases that share a name — a semaphore's permits, a read-write lock's read holds: `scripts.rs` their Lua scripts, `mod.rs` the calls of each kind of lease, `status.rs` their holders) | the transport's fan-out and blocking call, the vocabulary |
 //! | transport (`net/`) | `request.rs` (what it sends: RESP bytes and a key slot), `conn.rs` (deadlines, pipelines), `endpoint.rs` (a pool per server), `node.rs`, `sentinel.rs`, `cluster.rs` and `slots.rs` (routing), `url.rs`, `tls.rs`, `fanout.rs`, `leg.rs` and `gather.rs` (one round to every node under one deadline), `block.rs` (a blocking pop with requests behind it), `error.rs` (typed failures) | nothing above it: it knows no lock, token or fence |
 //!
 //! `sync.rs` (the process-local locks) and `process.rs` (state that a forked child gets its
@@ -71,11 +76,14 @@
 mod client;
 mod error;
 mod guard;
+mod lease_guard;
 mod lock;
 mod mutex;
 mod net;
 mod options;
 mod process;
+mod rwlock;
+mod semaphore;
 mod sync;
 
 pub use client::{
@@ -83,11 +91,14 @@ pub use client::{
 };
 pub use error::{Error, ErrorKind, NodeOutcome, NodeReport, Result, TryLockError};
 pub use guard::MutexGuard;
-pub use lock::{LockStatus, Released};
+pub use lock::{LockStatus, Released, RwLockStatus, SemaphoreStatus};
 pub use mutex::Mutex;
+pub use rwlock::{ReadGuard, RwLock, WriteGuard};
+pub use semaphore::{Permit, Semaphore};
 #[doc(hidden)]
 pub mod sim_support;
 
 pub use options::{
-    DEFAULT_TTL, MAX_NAME_LEN, MAX_TTL, MIN_TTL, MutexOptions, default_node_timeout, drift,
+    DEFAULT_TTL, MAX_NAME_LEN, MAX_PERMITS, MAX_TTL, MIN_TTL, MutexOptions, default_node_timeout,
+    drift,
 };

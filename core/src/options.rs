@@ -210,3 +210,6 @@ impl MutexOptions {
         Ok(())
     }
 }
+
+/// The most permits a semaphore may have.
+pub const MAX_PERMITS: u32 = 1024;

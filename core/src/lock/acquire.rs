@@ -120,6 +120,7 @@ impl Plan {
         net::warm_up(nodes, |_| Some(slot));
         let (mut round, sent) = self.round(waited, will_wait)?;
         let mut pending: Vec<usize> = (0..nodes.len()).collect();
+        let mut refusal = Ok(());
         let answers = net::exchange_until(
             nodes,
             &vec![&sent.calls[..]; nodes.len()],
@@ -127,6 +128,9 @@ impl Plan {
             Some(&sent.undo),
             &mut |i, answer| {
                 pending.retain(|&p| p != i);
+                if refusal.is_ok() {
+                    refusal = super::shared::refusal(&self.spec, std::slice::from_ref(answer));
+                }
                 round.answer(i, &*nodes[i], answer.clone());
                 match round.decided() && !pending.is_empty() {
                     true => Enough::Yes {
@@ -136,6 +140,7 @@ impl Plan {
                 }
             },
         );
+        refusal?;
         // A grant refused later (its fence, its validity) is undone where it is still to come.
         let unread: Vec<usize> = (0..nodes.len()).filter(|&i| answers[i].is_none()).collect();
         Ok(self.settle(round, &sent, &unread))

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use super::proto::Spec;
-use super::scripts::{Call, release_call};
+use super::scripts::Call;
+use super::shared::release_call;
 use super::token;
 use crate::net::{self, Node};
 
@@ -37,7 +38,7 @@ impl Cleanup {
     pub(crate) fn new(spec: &Spec, token: &[u8], nodes: Vec<usize>, until: Instant) -> Cleanup {
         let now = Instant::now();
         Cleanup {
-            release: release_call(&spec.keys, token, &spec.opts, false),
+            release: release_call(spec, token, false),
             nodes,
             at: now,
             until,

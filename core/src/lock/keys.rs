@@ -15,6 +15,15 @@ pub(crate) struct Keys {
     /// The waiters' announcements: a sorted set of waiter ids by when each announcement
     /// ends (server time, ms); it expires with the last of them.
     pub(crate) waiters: Vec<u8>,
+    /// The read holds of a read-write lock: a sorted set of tokens by expiry (server time, ms).
+    pub(crate) readers: Vec<u8>,
+    /// Which of the announced waiters are readers (the same ids and scores as in `waiters`):
+    /// the others are writers, which new readers queue behind.
+    pub(crate) readq: Vec<u8>,
+    /// The permits held of a semaphore: a sorted set of tokens by expiry (server time, ms).
+    pub(crate) holders: Vec<u8>,
+    /// A semaphore's permit count while any permit is held.
+    pub(crate) permits: Vec<u8>,
 }
 
 impl Keys {
@@ -27,9 +36,27 @@ impl Keys {
                 fence: Vec::new(),
                 wake: Vec::new(),
                 waiters: Vec::new(),
+                readers: Vec::new(),
+                readq: Vec::new(),
+                holders: Vec::new(),
+                permits: Vec::new(),
             };
         }
         Keys::new(&name)
+    }
+
+    /// The keys of a semaphore name: its waiters and wake-up list are its own, apart from
+    /// those of a mutex on the same name (the fence counter is shared: still one strictly
+    /// increasing sequence per name).
+    pub(crate) fn for_semaphore(name: Vec<u8>) -> Keys {
+        let mut keys = Keys::for_name(name);
+        if !keys.fence.is_empty() {
+            let prefix = companion_prefix(&keys.lock);
+            let with = |suffix: &str| [&prefix[..], suffix.as_bytes()].concat();
+            keys.wake = with(":semwake");
+            keys.waiters = with(":semwaitq");
+        }
+        keys
     }
 
     pub(crate) fn new(name: &[u8]) -> Keys {
@@ -46,6 +73,10 @@ impl Keys {
             // Not `:waiters`, the string key of earlier versions: an old and a new client on
             // one name must not meet a key of the other type.
             waiters: with(":waitq"),
+            readers: with(":readers"),
+            readq: with(":readq"),
+            holders: with(":holders"),
+            permits: with(":permits"),
         }
     }
 }
@@ -95,11 +126,23 @@ mod tests {
             let k = Keys::new(name);
             assert_eq!(k.lock, name);
             let slot = key_slot(name);
-            for c in [&k.fence, &k.wake, &k.waiters] {
+            for c in [
+                &k.fence, &k.wake, &k.waiters, &k.readers, &k.readq, &k.holders, &k.permits,
+            ] {
                 assert_eq!(key_slot(c), slot, "{:?} vs {:?}", c, name);
                 assert_ne!(c, &k.lock);
             }
         }
         assert_eq!(Keys::new(b"job").fence, b"{job}:fence");
+        for name in names {
+            let k = Keys::for_semaphore(name.to_vec());
+            let m = Keys::new(name);
+            assert_eq!(k.fence, m.fence, "one fence sequence per name");
+            for c in [&k.wake, &k.waiters] {
+                assert_eq!(key_slot(c), key_slot(name));
+                assert!(![&m.wake, &m.waiters].contains(&c));
+            }
+        }
+        assert!(Keys::for_semaphore(Vec::new()).wake.is_empty());
     }
 }

@@ -13,7 +13,8 @@ use super::proto::Spec;
 use super::proto::hold::{Due, Extended, Hold, Why};
 use super::proto::round::Grant;
 use super::renew::{Callback, Duty, Renewable, Renewal, fire};
-use super::scripts::{self, Call, millis};
+use super::scripts::Call;
+use super::shared;
 use super::tally::Tally;
 use super::voters::Voters;
 use crate::error::{Error, ErrorKind};
@@ -97,11 +98,7 @@ impl Lease {
 
     /// The extension of this lease to `ttl`: the extend script with its token.
     pub(super) fn extend_request(&self, ttl: Duration) -> Call {
-        Call::new(
-            &scripts::EXTEND,
-            &[&self.spec.keys.lock],
-            &[&self.token, &millis(ttl)],
-        )
+        shared::extend_call(&self.spec, &self.token, ttl)
     }
 
     /// Applies the answers to an extension sent at `t0` with `ttl` (see [`Hold::extended`]).

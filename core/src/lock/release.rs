@@ -9,7 +9,8 @@ use super::clock::Stamp;
 use super::lease::Lease;
 use super::proto::release::ReleaseRound;
 use super::renew::{Renewable, Renewal, fire};
-use super::scripts::{Call, release_call};
+use super::scripts::Call;
+use super::shared::release_call;
 use super::tally::Tally;
 use super::token;
 use crate::error::{Error, ErrorKind, NodeReport};
@@ -76,7 +77,7 @@ impl Lease {
     /// its quorum).
     fn release_everywhere(&self, valid_until: Stamp) -> (Tally, usize) {
         let nodes = &self.voters.nodes;
-        let call = release_call(&self.spec.keys, &self.token, &self.spec.opts, true);
+        let call = release_call(&self.spec, &self.token, true);
         let give_up = (Instant::now() + self.voters.connect_timeout)
             .min(self.voters.clock.instant_of(valid_until));
         let mut round = ReleaseRound::new(&self.spec, valid_until);

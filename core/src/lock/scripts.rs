@@ -23,7 +23,7 @@ pub(crate) struct Script {
 }
 
 impl Script {
-    fn new(source: &'static str) -> Script {
+    pub(crate) fn new(source: &'static str) -> Script {
         let hash = redis::Script::new(source).get_hash().to_owned();
         Script { source, hash }
     }
@@ -46,8 +46,13 @@ impl Script {
 
 /// Takes the lock when it is free; otherwise reports the holder and its remaining TTL.
 ///
-/// KEYS: lock, fence, waiters. ARGV: token, ttl ms, fencing (0/1), has waited (0/1), waiter
-/// announcement ms (0 = do not announce), waiter id.
+/// KEYS: lock, fence, waiters, readers. ARGV: token, ttl ms, fencing (0/1), has waited (0/1),
+/// waiter announcement ms (0 = do not announce), waiter id.
+///
+/// The mutex is also the write side of a read-write lock on the same name: while live read
+/// holds exist (the `readers` set, expired members dropped first), it is refused like a held
+/// lock, with the longest read hold's remaining time and no holder. Without readers this is
+/// one `EXISTS` (none when the key is not passed).
 ///
 /// Returns `{1, fence}` on success, `{0, pttl, holder}` otherwise; while a hand-off window keeps
 /// the lock for waiters, `{0, the window's pttl, ''}` (no holder: the lock is free, but not
@@ -88,6 +93,16 @@ local function granted(fresh)
     end
   end
   return {1, fence}
+end
+if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  if last[2] then
+    announce()
+    return {0, tonumber(last[2]) - now, ''}
+  end
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return granted(true)
@@ -191,7 +206,7 @@ return {holder, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2])
     )
 });
 
-/// Every script, loaded once on each new connection.
+/// The mutex's scripts, loaded once on each new connection (with those of `shared/`).
 pub(crate) fn preload() -> Arc<[redis::Cmd]> {
     all()
         .iter()

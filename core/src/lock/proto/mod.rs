@@ -26,10 +26,23 @@ use super::tally::quorum;
 use crate::error::Error;
 use crate::options::{MAX_NAME_LEN, MIN_TTL, MutexOptions};
 
+/// Which kind of lease a lock hands out; each kind has its own scripts (see `lock/shared/`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The mutex, which is also the write side of a read-write lock: the lock key itself.
+    Mutex,
+    /// One of this many permits of a counting semaphore.
+    Semaphore(u32),
+    /// A shared (read) hold of a read-write lock.
+    Read,
+}
+
 /// One lock as its calls use it: its keys and options, checked once, and the number of nodes.
 #[derive(Clone)]
 pub(crate) struct Spec {
     pub(crate) keys: Arc<Keys>,
+    /// The kind of lease (the mutex unless a semaphore or read lock says otherwise).
+    pub(crate) kind: Kind,
     pub(crate) opts: MutexOptions,
     /// Each request's time limit.
     pub(crate) node_timeout: Duration,
@@ -55,6 +68,7 @@ impl Spec {
         opts.validate()?;
         Ok(Spec {
             keys,
+            kind: Kind::Mutex,
             opts,
             node_timeout,
             n,

@@ -11,7 +11,8 @@ use super::Spec;
 use crate::error::{Error, ErrorKind, NodeOutcome};
 use crate::lock::clock::Stamp;
 use crate::lock::reply::{bytes, int};
-use crate::lock::scripts::{self, Call, millis, release_call};
+use crate::lock::scripts::{self, Call, millis};
+use crate::lock::shared;
 use crate::lock::tally::{Seat, Tally, replicas_outcome};
 use crate::net::{Answer, Failure};
 use crate::options::drift;
@@ -109,7 +110,7 @@ impl AcquireRound {
         let ttl = spec.grant_ttl();
         let acquire = Call::new(
             &scripts::ACQUIRE,
-            &[&keys.lock, &keys.fence, &keys.waiters],
+            &[&keys.lock, &keys.fence, &keys.waiters, &keys.readers],
             &[
                 &token,
                 &millis(ttl),
@@ -119,7 +120,10 @@ impl AcquireRound {
                 waiter,
             ],
         );
-        let undo = release_call(keys, &token, opts, false);
+        // Other kinds of lease (a semaphore's permit, a read lock) take their own scripts.
+        let acquire =
+            shared::acquire_call(spec, &token, waited, announce, waiter).unwrap_or(acquire);
+        let undo = shared::release_call(spec, &token, false);
         let mut calls = vec![acquire];
         if let Some((replicas, timeout)) = opts.min_replicas {
             calls.push(Call::wait(replicas, timeout));
