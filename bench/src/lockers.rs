@@ -1,8 +1,9 @@
-//! The Rust locks under test behind one small interface: redmutex and the `redlock` crate.
+//! The Rust locks under test behind one small interface: redmutex (its mutex, semaphore and
+//! read-write lock) and the `redlock` crate.
 
 use std::time::Duration;
 
-use redmutex::{Client, MutexGuard, TryLockError};
+use redmutex::{Client, MutexGuard, Permit, ReadGuard, Released, TryLockError, WriteGuard};
 
 /// The lease every lock of the benchmark uses: long enough never to expire during a sample.
 pub const TTL: Duration = Duration::from_secs(30);
@@ -21,6 +22,8 @@ pub trait Locker {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Impl {
     Redmutex,
+    /// redmutex's semaphore with one permit: its hand-off is a permit's.
+    Semaphore,
     Redlock,
     /// Not a lock: `RPUSH` wakes a `BLPOP`, the floor of any wake-up through a Redis list.
     Blpop,
@@ -30,6 +33,7 @@ impl Impl {
     pub fn parse(s: &str) -> Result<Impl, String> {
         match s {
             "redmutex" => Ok(Impl::Redmutex),
+            "semaphore" => Ok(Impl::Semaphore),
             "redlock" => Ok(Impl::Redlock),
             "blpop" => Ok(Impl::Blpop),
             _ => Err(format!("unknown lock implementation {s:?}")),
@@ -39,10 +43,18 @@ impl Impl {
     pub fn open(self, urls: &[String], key: &str) -> Result<Box<dyn Locker>, String> {
         Ok(match self {
             Impl::Redmutex => Box::new(RedmutexLocker::open(urls, key)?),
+            Impl::Semaphore => Box::new(Shared::semaphore(&client(urls)?, key, 1)),
             Impl::Redlock => Box::new(RedlockLocker::open(urls, key)),
             Impl::Blpop => Box::new(ListWake::open(&urls[0], key)?),
         })
     }
+}
+
+fn client(urls: &[String]) -> Result<Client, String> {
+    Client::builder()
+        .nodes(urls.iter().cloned())
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// redmutex with its default options (auto-renew, fencing, hand-off), TTL 30 s.
@@ -53,11 +65,7 @@ pub struct RedmutexLocker {
 
 impl RedmutexLocker {
     pub fn open(urls: &[String], key: &str) -> Result<RedmutexLocker, String> {
-        let client = Client::builder()
-            .nodes(urls.iter().cloned())
-            .build()
-            .map_err(|e| e.to_string())?;
-        Ok(RedmutexLocker::new(client.mutex(key).ttl(TTL)))
+        Ok(RedmutexLocker::new(client(urls)?.mutex(key).ttl(TTL)))
     }
 
     pub fn new(mutex: redmutex::Mutex) -> RedmutexLocker {
@@ -85,6 +93,104 @@ impl Locker for RedmutexLocker {
     fn unlock(&mut self) -> Result<(), String> {
         let guard = self.guard.take().ok_or("unlock without a guard")?;
         guard.unlock().map(drop).map_err(|e| e.to_string())
+    }
+}
+
+/// A guard of redmutex's other kinds, released the same way.
+enum Held {
+    Permit(Permit),
+    Read(ReadGuard),
+    Write(WriteGuard),
+}
+
+impl Held {
+    fn unlock(self) -> Result<Released, redmutex::Error> {
+        match self {
+            Held::Permit(g) => g.unlock(),
+            Held::Read(g) => g.unlock(),
+            Held::Write(g) => g.unlock(),
+        }
+    }
+}
+
+/// One attempt at a lock of another kind: a held guard, `None` when it is taken.
+type Attempt = Box<dyn FnMut(bool) -> Result<Option<Held>, String>>;
+
+/// redmutex's semaphore or either side of its read-write lock, default options, TTL 30 s.
+pub struct Shared {
+    take: Attempt,
+    held: Option<Held>,
+}
+
+fn attempt<G>(r: Result<G, TryLockError>, wrap: fn(G) -> Held) -> Result<Option<Held>, String> {
+    match r {
+        Ok(g) => Ok(Some(wrap(g))),
+        Err(TryLockError::WouldBlock) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+impl Shared {
+    /// A permit of a semaphore of `permits`.
+    pub fn semaphore(client: &Client, key: &str, permits: u32) -> Shared {
+        let sem = client.semaphore(key, permits).ttl(TTL);
+        Shared::new(Box::new(move |wait| {
+            let r = match wait {
+                true => sem.acquire().map_err(TryLockError::from),
+                false => sem.try_acquire(),
+            };
+            attempt(r, Held::Permit)
+        }))
+    }
+
+    /// A read hold of a read-write lock.
+    pub fn read(client: &Client, key: &str) -> Shared {
+        let rw = client.rwlock(key).ttl(TTL);
+        Shared::new(Box::new(move |wait| {
+            let r = match wait {
+                true => rw.read().map_err(TryLockError::from),
+                false => rw.try_read(),
+            };
+            attempt(r, Held::Read)
+        }))
+    }
+
+    /// The write side of a read-write lock.
+    pub fn write(client: &Client, key: &str) -> Shared {
+        let rw = client.rwlock(key).ttl(TTL);
+        Shared::new(Box::new(move |wait| {
+            let r = match wait {
+                true => rw.write().map_err(TryLockError::from),
+                false => rw.try_write(),
+            };
+            attempt(r, Held::Write)
+        }))
+    }
+
+    fn new(take: Attempt) -> Shared {
+        Shared { take, held: None }
+    }
+
+    /// A client of one node, for the uncontended rows.
+    pub fn client(url: &str) -> Result<Client, String> {
+        client(&[url.to_owned()])
+    }
+}
+
+impl Locker for Shared {
+    fn lock(&mut self) -> Result<(), String> {
+        self.held = Some((self.take)(true)?.ok_or("a blocking acquire came back without")?);
+        Ok(())
+    }
+
+    fn try_lock(&mut self) -> Result<bool, String> {
+        self.held = (self.take)(false)?;
+        Ok(self.held.is_some())
+    }
+
+    fn unlock(&mut self) -> Result<(), String> {
+        let held = self.held.take().ok_or("unlock without a guard")?;
+        held.unlock().map(drop).map_err(|e| e.to_string())
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::lockers::{Locker, RedlockLocker, RedmutexLocker, TTL};
+use crate::lockers::{Locker, RedlockLocker, RedmutexLocker, Shared, TTL};
 use crate::quorum::QuorumPing;
 use crate::rslock::RslockChild;
 use crate::stats::{Samples, ns};
@@ -92,6 +92,11 @@ pub struct Uncontended {
     pub floor1: Samples,
     pub redmutex1: Samples,
     pub redmutex5: Samples,
+    /// redmutex's other kinds on one node: a permit of a 3-permit semaphore, a read hold, the
+    /// write side of a read-write lock.
+    pub semaphore1: Samples,
+    pub read1: Samples,
+    pub write1: Samples,
     pub redlock1: Option<Samples>,
     pub redlock5: Option<Samples>,
     /// The `rslock` crate (async, in a child process), TTL 10 s.
@@ -142,6 +147,10 @@ pub fn run(
     let mut r1 = RedlockLocker::open(&[one.to_owned()], "bench:uncontended:redlock");
     let mut r5 = RedlockLocker::open(five, "bench:uncontended:redlock");
     let mut quorum = QuorumPing::open(five)?;
+    let kinds = Shared::client(one)?;
+    let mut sem1 = Shared::semaphore(&kinds, "bench:uncontended:semaphore", 3);
+    let mut read1 = Shared::read(&kinds, "bench:uncontended:read");
+    let mut write1 = Shared::write(&kinds, "bench:uncontended:write");
 
     let mut measures: Vec<Measure> = vec![
         Measure::timed("ping", plan.per_round, || {
@@ -184,6 +193,9 @@ pub fn run(
         }),
         Measure::timed("redmutex1", plan.per_round, || try_unlock(&mut m1)),
         Measure::timed("redmutex5", plan.per_round, || try_unlock(&mut m5)),
+        Measure::timed("semaphore1", plan.per_round, || try_unlock(&mut sem1)),
+        Measure::timed("read1", plan.per_round, || try_unlock(&mut read1)),
+        Measure::timed("write1", plan.per_round, || try_unlock(&mut write1)),
     ];
     if plan.with_peers {
         measures.push(Measure::timed("redlock1", plan.per_round_redlock, || {
@@ -228,6 +240,9 @@ pub fn run(
         floor1: take("floor1").unwrap_or_default(),
         redmutex1: take("redmutex1").unwrap_or_default(),
         redmutex5: take("redmutex5").unwrap_or_default(),
+        semaphore1: take("semaphore1").unwrap_or_default(),
+        read1: take("read1").unwrap_or_default(),
+        write1: take("write1").unwrap_or_default(),
         redlock1: take("redlock1"),
         redlock5: take("redlock5"),
         rslock1: take("rslock1"),

@@ -56,6 +56,14 @@ pub fn run(
         &plan(counts.handoff),
         &rust_child("redmutex", "bench:handoff:redmutex"),
     )?;
+    ctx.probe(drift)?;
+    progress("handoff: redmutex semaphore (1 permit)");
+    let semaphore = handoff::run(
+        "semaphore",
+        url,
+        &plan(counts.handoff),
+        &rust_child("semaphore", "bench:handoff:semaphore"),
+    )?;
     let mut compare: Vec<(String, Handoff)> = Vec::new();
     if ctx.compare {
         progress("handoff: redlock");
@@ -102,6 +110,15 @@ pub fn run(
         Row::latency("handoff, 1 node (2 processes)", redmutex.samples.clone())
             .result(blocked_at_release(&redmutex))
             .target("median ≤ 3×, p99 ≤ 10×", Mark::of(hm <= 3.0 && hp <= 10.0)),
+        Row::latency(
+            "handoff, semaphore permit, 1 node (2 processes)",
+            semaphore.samples.clone(),
+        )
+        .result(format!(
+            "{}; {} the mutex's hand-off",
+            blocked_at_release(&semaphore),
+            crate::phase::latency::ratio(semaphore.samples.median(), redmutex.samples.median())
+        )),
     ];
     Ok(Phase {
         rows,

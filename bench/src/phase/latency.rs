@@ -59,6 +59,7 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
     };
     let mut rows = baseline_rows(&unc);
     rows.extend(uncontended_rows(&unc, base));
+    rows.extend(kind_rows(&unc));
     Ok(Phase {
         rows,
         data: Latency {
@@ -121,6 +122,31 @@ fn uncontended_rows(unc: &Uncontended, base: u64) -> Vec<Row> {
             ratio(r5, unc.ping5q.median())
         ))
         .target("≤ 1.3× the 1-node row", Mark::of(u5 <= 1.3)),
+    ]
+}
+
+/// The semaphore's and the read-write lock's uncontended rows, against the mutex's.
+fn kind_rows(unc: &Uncontended) -> Vec<Row> {
+    let mutex = unc.redmutex1.median();
+    let row = |label: &str, s: &crate::stats::Samples| {
+        Row::latency(label, s.clone()).result(format!(
+            "{} the mutex's 1-node row",
+            ratio(s.median(), mutex)
+        ))
+    };
+    vec![
+        row(
+            "uncontended semaphore (3 permits), 1 node: try_acquire + unlock",
+            &unc.semaphore1,
+        ),
+        row(
+            "uncontended read lock, 1 node: try_read + unlock",
+            &unc.read1,
+        ),
+        row(
+            "uncontended write lock, 1 node: try_write + unlock",
+            &unc.write1,
+        ),
     ]
 }
 
