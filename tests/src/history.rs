@@ -607,8 +607,31 @@ pub fn recovery_ns(events: &[Event], key: &str, crashed: &str, crash_ns: i64) ->
         .min()
 }
 
+/// The most spans (start, end) that overlap at any moment: what a counting lock (a semaphore
+/// of N permits) must keep at N or less. At one instant an end counts before a start, so
+/// spans that only touch do not overlap.
+pub fn most_at_once(spans: &[(i64, i64)]) -> usize {
+    let mut edges: Vec<(i64, i32)> = spans.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
+    edges.sort_unstable();
+    let (mut inside, mut most) = (0i32, 0i32);
+    for (_, d) in edges {
+        inside += d;
+        most = most.max(inside);
+    }
+    most as usize
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn most_at_once_counts_overlaps_and_not_touching_spans() {
+        use super::most_at_once;
+        assert_eq!(most_at_once(&[]), 0);
+        assert_eq!(most_at_once(&[(0, 10), (10, 20), (20, 30)]), 1);
+        assert_eq!(most_at_once(&[(0, 10), (5, 20), (6, 7), (19, 30)]), 3);
+        assert_eq!(most_at_once(&[(0, 100), (1, 2), (3, 4), (5, 6)]), 2);
+    }
+
     use super::*;
 
     const MS: i64 = 1_000_000;

@@ -443,14 +443,7 @@ fn eight_processes_killed_and_stopped_never_exceed_three_holds() {
             holds.push((start, released.map_or(valid, |r| r.min(valid))));
         }
     }
-    let mut edges: Vec<(i64, i32)> = holds.iter().flat_map(|&(s, e)| [(s, 1), (e, -1)]).collect();
-    // At one instant, an end before a start: touching holds do not overlap.
-    edges.sort_unstable();
-    let (mut inside, mut most) = (0, 0);
-    for (_, d) in edges {
-        inside += d;
-        most = most.max(inside);
-    }
+    let most = redmutex_tests::history::most_at_once(&holds);
     eprintln!("{} holds, at most {most} at once", holds.len());
     assert!(most <= 3, "{most} holds overlapped");
     assert!(
