@@ -31,6 +31,10 @@ const KEYS: &[&str] = &[
     "{lock}:waitq",
     "{lock}:handoff",
     "x",
+    "{lock}:holders",
+    "{lock}:permits",
+    "{lock}:readers",
+    "{lock}:readq",
 ];
 /// "" is the value of a lock during a hand-off window.
 const VALUES: &[&str] = &["t1", "t2", "5", "abc", "-2", ""];
@@ -151,6 +155,11 @@ impl Gen {
             "release" => &[KEYS[0], KEYS[2], KEYS[3]],
             "extend" => &[KEYS[0]],
             "fence_max" => &[KEYS[1]],
+            "sem_acquire" => &[KEYS[6], KEYS[7], KEYS[1], KEYS[3]],
+            "read_acquire" => &[KEYS[0], KEYS[1], KEYS[3], KEYS[9], KEYS[8], KEYS[2]],
+            "shared_extend" => &[KEYS[6], KEYS[7]],
+            "shared_release" => &[KEYS[6], KEYS[2], KEYS[3], KEYS[0], KEYS[7]],
+            "shared_status" => &[KEYS[6], KEYS[7], KEYS[1]],
             _ => &[KEYS[0], KEYS[1]],
         };
         if self.rng.chance(0.75) {
@@ -185,8 +194,19 @@ impl Gen {
                 let handoff = if self.rng.chance(0.5) { "0" } else { self.ms() };
                 vec![token, self.ms(), handoff]
             }
-            "extend" => vec![token, self.ms()],
+            "extend" | "shared_extend" => vec![token, self.ms()],
             "fence_max" => vec![self.pick(&["0", "1", "2", "5", "abc"])],
+            "sem_acquire" | "read_acquire" => {
+                let mut args = self.script_args("acquire");
+                if name == "sem_acquire" {
+                    args.push(self.pick(&["1", "2", "3", "2"]));
+                }
+                args
+            }
+            "shared_release" => {
+                let handoff = if self.rng.chance(0.5) { "0" } else { self.ms() };
+                vec![token, handoff, self.pick(&["0", "1"])]
+            }
             _ => vec![],
         }
     }

@@ -149,6 +149,11 @@ pub static COMMANDS: &[Command] = &[
         run: zset::zrange,
     },
     Command {
+        name: "zrangebyscore",
+        arity: -4,
+        run: zset::zrangebyscore,
+    },
+    Command {
         name: "zremrangebyscore",
         arity: 4,
         run: zset::zremrangebyscore,

@@ -149,6 +149,35 @@ fn bound(b: &[u8]) -> Option<(f64, bool)> {
     }
 }
 
+/// `ZRANGEBYSCORE key min max [WITHSCORES]`: members with scores inside the bounds, in
+/// order (`LIMIT` is not supported: the scripts do not use it).
+pub fn zrangebyscore(db: &mut Db, a: &[Vec<u8>]) -> Reply {
+    let (Some((min, min_ex)), Some((max, max_ex))) = (bound(&a[1]), bound(&a[2])) else {
+        return Reply::err("ERR min or max is not a float");
+    };
+    let scores = match &a[3..] {
+        [] => false,
+        [w] if w.eq_ignore_ascii_case(b"WITHSCORES") => true,
+        _ => return Reply::syntax(),
+    };
+    let inside = |s: f64| {
+        (if min_ex { s > min } else { s >= min }) && (if max_ex { s < max } else { s <= max })
+    };
+    let z = match zset_mut(db, &a[0]) {
+        Err(e) => return e,
+        Ok(None) => return Reply::Array(vec![]),
+        Ok(Some(z)) => z,
+    };
+    let mut out = Vec::new();
+    for (m, score) in ordered(z).into_iter().filter(|(_, s)| inside(*s)) {
+        out.push(Reply::bulk(m));
+        if scores {
+            out.push(Reply::bulk(fmt_g17(score)));
+        }
+    }
+    Reply::Array(out)
+}
+
 pub fn zremrangebyscore(db: &mut Db, a: &[Vec<u8>]) -> Reply {
     let (Some((min, min_ex)), Some((max, max_ex))) = (bound(&a[1]), bound(&a[2])) else {
         return Reply::err("ERR min or max is not a float");

@@ -37,6 +37,19 @@ pub(crate) fn preload() -> Arc<[redis::Cmd]> {
         .collect()
 }
 
+/// Every script with its name, the mutex's first, for the simulator.
+pub(crate) fn named() -> Vec<(&'static str, &'static str)> {
+    let mut all = mutex_scripts::named();
+    all.extend([
+        ("sem_acquire", scripts::SEM_ACQUIRE.source()),
+        ("read_acquire", scripts::READ_ACQUIRE.source()),
+        ("shared_extend", scripts::SHARED_EXTEND.source()),
+        ("shared_release", scripts::SHARED_RELEASE.source()),
+        ("shared_status", scripts::SHARED_STATUS.source()),
+    ]);
+    all
+}
+
 fn scripts() -> [&'static Script; 5] {
     [
         &scripts::SEM_ACQUIRE,
