@@ -11,6 +11,7 @@ mod client;
 mod errors;
 mod gate;
 mod interrupt;
+mod lease;
 mod lock;
 mod status;
 mod sync;
