@@ -12,10 +12,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
+use pyo3::PyTraverseError;
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::PyTraverseError;
 use redmutex::{Error, ErrorKind, TryLockError};
 
 use crate::args::{self, Wait};
