@@ -9,6 +9,7 @@ import time
 import pytest
 
 import redmutex
+from sigint import interrupted_within
 
 
 def readers_key(name: str) -> str:
@@ -209,3 +210,17 @@ def test_bad_input_raises_clear_errors(client):
     with pytest.raises(ValueError):
         rw.write_lock().acquire(timeout=-5)
     assert not rw.read_lock().owned() and not rw.write_lock().owned()
+
+
+@pytest.mark.parametrize("side", ["read", "write"])
+def test_sigint_interrupts_a_waiting_side(client, name, side):
+    lock = client.lock(name)
+    rw = client.rwlock(name)
+    waiting = rw.read_lock() if side == "read" else rw.write_lock()
+    assert lock.acquire()
+    latency = interrupted_within(waiting.acquire, 0.2)
+    assert latency < 0.1, f"KeyboardInterrupt {latency * 1000:.0f} ms after SIGINT"
+    assert not waiting.owned()
+    lock.release()
+    with waiting:
+        assert waiting.owned()

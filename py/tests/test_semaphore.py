@@ -9,6 +9,7 @@ import pytest
 
 import redmutex
 from conftest import free_port
+from sigint import interrupted_within
 
 
 def holders_key(name: str) -> str:
@@ -246,3 +247,26 @@ def test_properties_and_repr(client, name):
     assert sem.ttl == 5.0
     assert sem.permits == 4
     assert repr(sem).startswith("<redmutex.Semaphore name=b'")
+
+
+def test_sigint_interrupts_a_waiting_acquire_and_leaves_nothing_held(client, name, r):
+    holder = client.semaphore(name, 1)
+    waiter = client.semaphore(name, 1)
+    assert holder.acquire()
+    latency = interrupted_within(waiter.acquire, 0.2)
+    assert latency < 0.1, f"KeyboardInterrupt {latency * 1000:.0f} ms after SIGINT"
+    assert not waiter.owned()
+    holder.release()
+    assert waiter.acquire(timeout=5)
+    waiter.release()
+    assert r("ZCARD", holders_key(name)) == 0
+
+
+def test_on_a_cluster(redis_cluster, name):
+    client = redmutex.Client(redis_cluster.url)
+    sem = client.semaphore(name, 2)
+    assert sem.acquire(blocking=False) and sem.acquire(blocking=False)
+    assert client.semaphore(name, 2).acquire(blocking=False) is False
+    sem.release(2)
+    with client.rwlock(name).read_lock() as read, client.rwlock(name).read_lock():
+        assert read.owned()
