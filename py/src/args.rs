@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
 
 /// The name of `obj`'s type, for messages.
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -150,6 +150,27 @@ pub(crate) fn name(obj: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, bool)> {
         )));
     }
     Ok((bytes, is_str))
+}
+
+/// A semaphore's permit count: an int (not bool) from 1 to `MAX_PERMITS`.
+pub(crate) fn permits(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let bad_type =
+        || PyTypeError::new_err(format!("permits must be an int, got {}", type_name(obj)));
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(bad_type());
+    }
+    let n: i128 = match obj.extract::<i64>() {
+        Ok(n) => n.into(),
+        Err(_) => i128::MAX,
+    };
+    match u32::try_from(n) {
+        Ok(n) if (1..=redmutex::MAX_PERMITS).contains(&n) => Ok(n),
+        _ => Err(PyValueError::new_err(format!(
+            "a semaphore must have 1 to {} permits, got {}",
+            redmutex::MAX_PERMITS,
+            obj.str()?
+        ))),
+    }
 }
 
 /// One Redis URL, or a list or tuple of them (several independent masters: Redlock).

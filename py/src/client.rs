@@ -12,6 +12,8 @@ use crate::args;
 use crate::errors;
 use crate::interrupt::SIGNAL_CHECK;
 use crate::lock::Lock;
+use crate::rwlock::RwLock;
+use crate::semaphore::Semaphore;
 
 /// The range the core accepts for connect and node timeouts.
 const MIN_TIMEOUT: Duration = Duration::from_millis(1);
@@ -127,31 +129,75 @@ impl Client {
         min_replicas: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Lock> {
         let (name, name_is_str) = args::name(name)?;
-        let ttl = match ttl.filter(|t| !t.is_none()) {
-            Some(t) => args::duration("ttl", t, redmutex::MIN_TTL, redmutex::MAX_TTL)?,
-            None => redmutex::DEFAULT_TTL,
-        };
-        let max_hold = args::optional_duration("max_hold", max_hold, redmutex::MIN_TTL, MAX_HOLD)?;
-        let on_lost = match on_lost.filter(|c| !c.is_none()) {
-            Some(c) if c.is_callable() => Some(c.clone().unbind()),
-            Some(c) => {
-                return Err(PyTypeError::new_err(format!(
-                    "on_lost must be callable or None, got {}",
-                    c.get_type().name()?
-                )));
-            }
-            None => None,
-        };
-        let opts = MutexOptions::default()
-            .with_ttl(ttl)
-            .with_auto_renew(auto_renew)
-            .with_max_hold(max_hold)
-            .with_fencing(fencing)
-            .with_wait_cap(SIGNAL_CHECK)
-            .with_min_replicas(args::min_replicas(min_replicas)?);
-        opts.validate().map_err(|e| errors::to_py(py, e))?;
+        let opts = lease_options(py, ttl, auto_renew, max_hold, fencing, min_replicas)?;
+        let on_lost = callable(on_lost)?;
         let mutex = self.inner.mutex(name).options(opts);
         Ok(Lock::new(mutex, name_is_str, on_lost))
+    }
+
+    /// A Semaphore of `permits` on `name`: at most that many holders at once, fleet-wide;
+    /// cheap, holds no connection and sends nothing until it is used.
+    ///
+    /// name: str or bytes, 1 to 512 bytes (its keys are "{name}:holders" and the like).
+    /// permits: the count, an int from 1 to 1024; every user of one name must give the same
+    ///     count while any permit is held (acquire() raises ValueError otherwise).
+    /// ttl, auto_renew, max_hold, fencing, on_lost: as for Client.lock(), for each permit.
+    ///
+    /// Needs one voter: a single server, Sentinel or a Cluster. On a client of several
+    /// independent masters every call raises ValueError: majorities granting different
+    /// permits need not share a node, so N permits could admit up to 2N-1 holders.
+    #[pyo3(
+        signature = (name, permits, ttl = None, *, auto_renew = true, max_hold = None, fencing = true, on_lost = None),
+        text_signature = "(self, name, permits, ttl=30.0, *, auto_renew=True, max_hold=None, fencing=True, on_lost=None)"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    fn semaphore(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        permits: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'_, PyAny>>,
+        fencing: bool,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Semaphore> {
+        let (name, name_is_str) = args::name(name)?;
+        let permits = args::permits(permits)?;
+        let opts = lease_options(py, ttl, auto_renew, max_hold, fencing, None)?;
+        let on_lost = callable(on_lost)?;
+        let semaphore = self.inner.semaphore(name, permits).options(opts);
+        Ok(Semaphore::new(semaphore, name_is_str, on_lost))
+    }
+
+    /// An RwLock on `name`: many readers or one writer at a time, fleet-wide; cheap, holds
+    /// no connection and sends nothing until it is used. Its write side is the lock of the
+    /// same name: Client.lock(name) and the writers of name exclude each other, and both
+    /// exclude its readers.
+    ///
+    /// name: str or bytes, 1 to 512 bytes (the Redis key of the write side).
+    /// ttl, auto_renew, max_hold, fencing, on_lost: as for Client.lock(), for each read and
+    ///     write hold.
+    #[pyo3(
+        signature = (name, ttl = None, *, auto_renew = true, max_hold = None, fencing = true, on_lost = None),
+        text_signature = "(self, name, ttl=30.0, *, auto_renew=True, max_hold=None, fencing=True, on_lost=None)"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    fn rwlock(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+        auto_renew: bool,
+        max_hold: Option<&Bound<'_, PyAny>>,
+        fencing: bool,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<RwLock> {
+        let (name, name_is_str) = args::name(name)?;
+        let opts = lease_options(py, ttl, auto_renew, max_hold, fencing, None)?;
+        let on_lost = callable(on_lost)?;
+        let rwlock = self.inner.rwlock(name).options(opts);
+        RwLock::new(py, rwlock, name_is_str, on_lost)
     }
 
     /// The nodes' addresses, without credentials.
@@ -182,6 +228,43 @@ fn warn(message: &str) {
             e.write_unraisable(py, None);
         }
     });
+}
+
+/// The options of a lock of any kind, checked before anything is sent.
+fn lease_options(
+    py: Python<'_>,
+    ttl: Option<&Bound<'_, PyAny>>,
+    auto_renew: bool,
+    max_hold: Option<&Bound<'_, PyAny>>,
+    fencing: bool,
+    min_replicas: Option<&Bound<'_, PyAny>>,
+) -> PyResult<MutexOptions> {
+    let ttl = match ttl.filter(|t| !t.is_none()) {
+        Some(t) => args::duration("ttl", t, redmutex::MIN_TTL, redmutex::MAX_TTL)?,
+        None => redmutex::DEFAULT_TTL,
+    };
+    let max_hold = args::optional_duration("max_hold", max_hold, redmutex::MIN_TTL, MAX_HOLD)?;
+    let opts = MutexOptions::default()
+        .with_ttl(ttl)
+        .with_auto_renew(auto_renew)
+        .with_max_hold(max_hold)
+        .with_fencing(fencing)
+        .with_wait_cap(SIGNAL_CHECK)
+        .with_min_replicas(args::min_replicas(min_replicas)?);
+    opts.validate().map_err(|e| errors::to_py(py, e))?;
+    Ok(opts)
+}
+
+/// `on_lost`: a callable or None.
+fn callable(on_lost: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyAny>>> {
+    match on_lost.filter(|c| !c.is_none()) {
+        Some(c) if c.is_callable() => Ok(Some(c.clone().unbind())),
+        Some(c) => Err(PyTypeError::new_err(format!(
+            "on_lost must be callable or None, got {}",
+            c.get_type().name()?
+        ))),
+        None => Ok(None),
+    }
 }
 
 /// `tls_ca_cert`: PEM bytes, or the path (str or os.PathLike) of a PEM file.

@@ -11,7 +11,10 @@ mod client;
 mod errors;
 mod gate;
 mod interrupt;
+mod lease;
 mod lock;
+mod rwlock;
+mod semaphore;
 mod status;
 mod sync;
 
@@ -24,6 +27,12 @@ fn _redmutex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<status::LockStatus>()?;
+    m.add_class::<semaphore::Semaphore>()?;
+    m.add_class::<status::SemaphoreStatus>()?;
+    m.add_class::<rwlock::RwLock>()?;
+    m.add_class::<rwlock::ReadLock>()?;
+    m.add_class::<rwlock::WriteLock>()?;
+    m.add_class::<status::RwLockStatus>()?;
     errors::register(m)?;
     Ok(())
 }

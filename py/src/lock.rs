@@ -1,77 +1,18 @@
 //! `Lock`: one lock name with its options, and the guards of its acquisitions, one per thread
-//! that acquired it.
-//!
-//! The guards sit in a slot that is locked only for moments, never across a network call or a
-//! call into Python: network calls work on a clone of a guard's `Arc`, with the GIL released.
-//! So no thread ever waits for the slot while holding the GIL, and a forked child never
-//! inherits the slot locked by a parent's network call.
+//! that acquired it (the machinery is `Holds`, shared with the other kinds of lock).
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::thread::{self, ThreadId};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use pyo3::PyTraverseError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use pyo3::{PyTraverseError, exceptions::PyKeyboardInterrupt};
-use redmutex::{ErrorKind, MutexGuard, TryLockError};
 
-use crate::args::{self, Wait};
-use crate::callbacks;
-use crate::errors::{self, not_held};
-use crate::gate::Gate;
-use crate::interrupt::{self, SIGNAL_CHECK};
+use crate::args::Wait;
+use crate::errors;
+use crate::interrupt;
+use crate::lease::{Holds, Words};
 use crate::status::LockStatus;
-use crate::sync::lock;
-
-/// One acquisition, and the thread that made it.
-struct Held {
-    thread: ThreadId,
-    guard: Arc<MutexGuard>,
-    /// Set when the lock is lost or released; wakes `wait_lost`.
-    ended: Arc<Flag>,
-    /// Closed on release: this acquisition's `on_lost` call never runs after that.
-    gate: Arc<Gate>,
-}
-
-impl Held {
-    /// Ends the acquisition's callbacks and releases it (best effort when dropped); call
-    /// without the GIL.
-    fn close(&self) {
-        self.ended.set();
-        self.gate.close();
-    }
-}
-
-/// The acquisition the calling thread acts on: its own, or, for a thread that made none
-/// (a watchdog, a timer), the most recent one.
-fn pick(held: &[Held]) -> Option<usize> {
-    let me = thread::current().id();
-    held.iter()
-        .rposition(|h| h.thread == me)
-        .or_else(|| held.len().checked_sub(1))
-}
-
-#[derive(Default)]
-struct Flag {
-    set: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Flag {
-    fn set(&self) {
-        *lock(&self.set) = true;
-        self.cv.notify_all();
-    }
-
-    fn wait(&self, timeout: Duration) {
-        let set = lock(&self.set);
-        if !*set {
-            drop(self.cv.wait_timeout(set, timeout));
-        }
-    }
-}
 
 /// A distributed lock on one name, made by Client.lock().
 ///
@@ -92,12 +33,9 @@ impl Flag {
 /// release goes on in the background (or the lease runs out).
 #[pyclass(module = "redmutex", name = "Lock", frozen)]
 pub struct Lock {
-    mutex: redmutex::Mutex,
+    holds: Holds<redmutex::Mutex>,
     name_is_str: bool,
     ttl: Duration,
-    slot: Mutex<Vec<Held>>,
-    /// The user's `on_lost` callable; shared so that `__clear__` can break cycles through it.
-    on_lost: Arc<Mutex<Option<Py<PyAny>>>>,
 }
 
 impl Lock {
@@ -106,109 +44,15 @@ impl Lock {
         name_is_str: bool,
         on_lost: Option<Py<PyAny>>,
     ) -> Lock {
+        let words = Words {
+            not_acquired: "this Lock is not acquired",
+            release_unheld: "release unlocked lock",
+        };
         Lock {
             ttl: mutex.current_options().ttl,
-            mutex,
+            holds: Holds::new(mutex, false, words, on_lost),
             name_is_str,
-            slot: Mutex::new(Vec::new()),
-            on_lost: Arc::new(Mutex::new(on_lost)),
         }
-    }
-
-    fn current(&self) -> Option<Arc<MutexGuard>> {
-        let held = lock(&self.slot);
-        pick(&held).map(|i| Arc::clone(&held[i].guard))
-    }
-
-    /// The current guard, or `NotHeldError`.
-    fn guard(&self, py: Python<'_>) -> PyResult<Arc<MutexGuard>> {
-        self.current()
-            .ok_or_else(|| not_held(py, "this Lock is not acquired"))
-    }
-
-    fn take_lock(&self, py: Python<'_>, wait: Wait) -> PyResult<bool> {
-        let mutex = self.mutex.clone();
-        let result = interrupt::call(py, move |cancel| {
-            let result = match wait {
-                Wait::Once => mutex.try_lock(),
-                Wait::Until(deadline) => {
-                    mutex.lock_interruptible(deadline, &mut || cancel.load(Ordering::SeqCst))
-                }
-            };
-            // The caller was interrupted and is gone: keep nothing it took meanwhile.
-            if cancel.load(Ordering::SeqCst)
-                && let Ok(guard) = result
-            {
-                drop(guard.unlock());
-                return None;
-            }
-            Some(result)
-        })?;
-        match result {
-            Some(Ok(guard)) => {
-                // A signal that arrived during the last attempt is raised now, and the lock is
-                // not kept: an interrupted acquire leaves nothing held.
-                if let Err(e) = py.check_signals() {
-                    py.detach(|| drop(guard.unlock()));
-                    return Err(e);
-                }
-                self.install(py, guard);
-                Ok(true)
-            }
-            Some(Err(TryLockError::WouldBlock)) => Ok(false),
-            Some(Err(e)) if e.kind() != ErrorKind::Interrupted => Err(errors::to_py(py, e.into())),
-            _ => Err(PyKeyboardInterrupt::new_err("the wait was interrupted")),
-        }
-    }
-
-    fn install(&self, py: Python<'_>, guard: MutexGuard) {
-        let ended = Arc::new(Flag::default());
-        let gate = Arc::new(Gate::new());
-        let guard = Arc::new(guard);
-        let (flag, call_gate) = (Arc::clone(&ended), Arc::clone(&gate));
-        let callable = Arc::clone(&self.on_lost);
-        // Runs on the core's renew thread, without the GIL.
-        guard.on_lost(move || {
-            flag.set();
-            callbacks::call_soon(callable, call_gate);
-        });
-        let me = thread::current().id();
-        let previous = {
-            let mut held = lock(&self.slot);
-            let previous = held
-                .iter()
-                .position(|h| h.thread == me)
-                .map(|i| held.remove(i));
-            held.push(Held {
-                thread: me,
-                guard,
-                ended,
-                gate,
-            });
-            previous
-        };
-        if let Some(old) = previous {
-            // This thread's lost acquisition that it never released; dropping it is a
-            // (refused) release.
-            py.detach(|| {
-                old.close();
-                drop(old);
-            });
-        }
-    }
-
-    fn release_inner(&self, py: Python<'_>) -> PyResult<()> {
-        let held = {
-            let mut held = lock(&self.slot);
-            pick(&held).map(|i| held.remove(i))
-        }
-        .ok_or_else(|| not_held(py, "release unlocked lock"))?;
-        // Interrupted, the release goes on in the background (or the lease runs out).
-        let result = interrupt::call(py, move |_| {
-            held.close();
-            held.guard.release()
-        })?;
-        result.map(drop).map_err(|e| errors::to_py(py, e))
     }
 }
 
@@ -238,13 +82,7 @@ impl Lock {
         blocking: Option<&Bound<'_, PyAny>>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        // Any truthy value, as threading.Lock.acquire takes it.
-        let blocking = match blocking {
-            Some(b) => b.is_truthy()?,
-            None => true,
-        };
-        let wait = args::wait(blocking, timeout)?;
-        self.take_lock(py, wait)
+        self.holds.acquire(py, blocking, timeout)
     }
 
     /// Releases the lock on every node (only where it still holds our token), and stops its
@@ -255,12 +93,12 @@ impl Lock {
     /// or LockConnectionError when not enough nodes confirmed (the lock then expires by its
     /// TTL).
     fn release(&self, py: Python<'_>) -> PyResult<()> {
-        self.release_inner(py)
+        self.holds.release(py)
     }
 
     /// Whether anyone holds the lock, this process or another: asks Redis. See owned().
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
-        let mutex = self.mutex.clone();
+        let mutex = self.holds.source().clone();
         interrupt::call(py, move |_| mutex.is_locked())?.map_err(|e| errors::to_py(py, e))
     }
 
@@ -269,7 +107,7 @@ impl Lock {
     ///
     /// Raises NoQuorumError or LockConnectionError when too few nodes answered.
     fn status(&self, py: Python<'_>) -> PyResult<LockStatus> {
-        let mutex = self.mutex.clone();
+        let mutex = self.holds.source().clone();
         let status =
             interrupt::call(py, move |_| mutex.status())?.map_err(|e| errors::to_py(py, e))?;
         Ok(LockStatus::new(py, status))
@@ -278,13 +116,13 @@ impl Lock {
     /// Whether this Lock holds the lock now, answered locally (no network): acquired, not
     /// released, not lost, and within its validity. False in a forked child.
     fn owned(&self) -> bool {
-        self.current().is_some_and(|g| g.is_held())
+        self.holds.owned()
     }
 
     /// Raises unless owned(): LockLostError when the lock was acquired but lost (its message
     /// says why), NotHeldError when it is not acquired. No network; call it before each step of the critical section.
     fn check(&self, py: Python<'_>) -> PyResult<()> {
-        self.guard(py)?.check().map_err(|e| errors::to_py(py, e))
+        self.holds.check(py)
     }
 
     /// Sets the lease to ttl seconds from now (redis-py's extend with replace_ttl=True);
@@ -295,9 +133,7 @@ impl Lock {
     /// Raises NotHeldError, LockLostError when the lock is gone or someone else has it,
     /// NoQuorumError when not enough nodes confirmed, ValueError for a bad ttl.
     fn extend(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<()> {
-        let ttl = args::duration("ttl", ttl, redmutex::MIN_TTL, redmutex::MAX_TTL)?;
-        let guard = self.guard(py)?;
-        interrupt::call(py, move |_| guard.extend(ttl))?.map_err(|e| errors::to_py(py, e))
+        self.holds.extend(py, ttl)
     }
 
     /// Blocks until the lock is lost (True), or timeout seconds pass or the lock is
@@ -305,36 +141,7 @@ impl Lock {
     /// The GIL is released while waiting, and Ctrl-C interrupts it.
     #[pyo3(signature = (timeout = None))]
     fn wait_lost(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        let deadline = args::deadline("timeout", timeout)?;
-        let ended = {
-            let held = lock(&self.slot);
-            match pick(&held) {
-                Some(i) => Arc::clone(&held[i].ended),
-                None => return Ok(false),
-            }
-        };
-        loop {
-            let guard = {
-                let held = lock(&self.slot);
-                match held.iter().find(|h| Arc::ptr_eq(&h.ended, &ended)) {
-                    Some(h) => Arc::clone(&h.guard),
-                    // Released (and maybe acquired again): this acquisition was not lost.
-                    None => return Ok(false),
-                }
-            };
-            if !guard.is_held() {
-                return Ok(true);
-            }
-            drop(guard);
-            let now = Instant::now();
-            let slice = match deadline {
-                Some(d) if d <= now => return Ok(false),
-                Some(d) => (d - now).min(SIGNAL_CHECK),
-                None => SIGNAL_CHECK,
-            };
-            py.detach(|| ended.wait(slice));
-            py.check_signals()?;
-        }
+        self.holds.wait_lost(py, timeout)
     }
 
     /// The fence number of the current acquisition: strictly greater than that of every
@@ -346,28 +153,20 @@ impl Lock {
     /// a stale holder never gets a number to write with.
     #[getter]
     fn fence(&self, py: Python<'_>) -> PyResult<u64> {
-        let guard = self.guard(py)?;
-        guard.check().map_err(|e| errors::to_py(py, e))?;
-        Ok(guard.fence())
+        self.holds.fence(py)
     }
 
     /// Seconds left of the current acquisition's validity (renewal moves it forward); 0.0
     /// when this Lock does not hold the lock. No network.
     #[getter]
     fn valid_for(&self) -> f64 {
-        match self.current() {
-            Some(g) if g.is_held() => g
-                .valid_until()
-                .saturating_duration_since(Instant::now())
-                .as_secs_f64(),
-            _ => 0.0,
-        }
+        self.holds.valid_for()
     }
 
     /// The lock's name (its Redis key), as given: str or bytes.
     #[getter]
     fn name<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let name = self.mutex.name();
+        let name = self.holds.source().name();
         if self.name_is_str {
             Ok(String::from_utf8_lossy(name).into_pyobject(py)?.into_any())
         } else {
@@ -382,7 +181,7 @@ impl Lock {
     }
 
     fn __enter__<'py>(slf: &Bound<'py, Self>, py: Python<'py>) -> PyResult<Bound<'py, Self>> {
-        slf.get().take_lock(py, Wait::Until(None))?;
+        slf.get().holds.take(py, Wait::Until(None))?;
         Ok(slf.clone())
     }
 
@@ -395,7 +194,7 @@ impl Lock {
         traceback: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let _ = (exc_type, exc_value, traceback);
-        self.release_inner(py)
+        self.holds.release(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -408,42 +207,10 @@ impl Lock {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        // Never block in a traversal; a callable being handed out right now is seen next time.
-        if let Ok(callable) = self.on_lost.try_lock() {
-            visit.call(callable.as_ref())?;
-        }
-        Ok(())
+        self.holds.traverse(&visit)
     }
 
     fn __clear__(&self) {
-        let callable = lock(&self.on_lost).take();
-        drop(callable);
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let held = std::mem::take(self.slot.get_mut().unwrap_or_else(PoisonError::into_inner));
-        if held.is_empty() {
-            return;
-        }
-        // Dropping the guards releases the locks (best effort, bounded by the connect timeout);
-        // let other threads run meanwhile, and the callback thread finish a call.
-        let mut held = Some(held);
-        Python::try_attach(|py| {
-            py.detach(|| {
-                for h in held.take().unwrap_or_default() {
-                    h.close();
-                }
-            })
-        });
-        if let Some(held) = held {
-            // The interpreter is shutting down: a callback waiting for the GIL would never
-            // finish, so stop the calls without waiting for one.
-            for h in held {
-                h.ended.set();
-                h.gate.disarm();
-            }
-        }
+        self.holds.clear();
     }
 }

@@ -1,5 +1,7 @@
 //! `LockStatus`: what `Lock.status()` found in Redis.
 
+use std::time::Duration;
+
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -26,6 +28,11 @@ impl LockStatus {
             fence: status.fence,
         }
     }
+
+    /// Whether the lock was held.
+    pub(crate) fn is_held(&self) -> bool {
+        self.holder.is_some()
+    }
 }
 
 #[pymethods]
@@ -39,6 +46,97 @@ impl LockStatus {
         Ok(format!(
             "LockStatus(holder={holder}, ttl={ttl}, fence={})",
             self.fence
+        ))
+    }
+}
+
+/// The live holds of a name: each one's value and seconds left.
+fn holds(py: Python<'_>, holds: Vec<(Vec<u8>, Duration)>) -> Vec<(Py<PyBytes>, f64)> {
+    holds
+        .into_iter()
+        .map(|(token, left)| (PyBytes::new(py, &token).unbind(), left.as_secs_f64()))
+        .collect()
+}
+
+fn holds_repr(py: Python<'_>, holds: &[(Py<PyBytes>, f64)]) -> PyResult<String> {
+    let items: PyResult<Vec<String>> = holds
+        .iter()
+        .map(|(token, left)| Ok(format!("({}, {left:.3})", token.bind(py).repr()?)))
+        .collect();
+    Ok(format!("[{}]", items?.join(", ")))
+}
+
+/// The live permits of a semaphore's name, as Redis had them when Semaphore.status() asked
+/// (for monitoring; it may be stale at once).
+///
+/// permits: the count the live permits were taken with, or None when no permit is held.
+/// holders: each live permit's value and seconds left, as (bytes, float) tuples.
+/// fence: the last fence number granted for the name (0 when none was).
+#[pyclass(module = "redmutex", name = "SemaphoreStatus", frozen, get_all)]
+pub struct SemaphoreStatus {
+    permits: Option<u32>,
+    holders: Vec<(Py<PyBytes>, f64)>,
+    fence: u64,
+}
+
+impl SemaphoreStatus {
+    pub(crate) fn new(py: Python<'_>, status: redmutex::SemaphoreStatus) -> SemaphoreStatus {
+        SemaphoreStatus {
+            permits: status.permits,
+            holders: holds(py, status.holders),
+            fence: status.fence,
+        }
+    }
+}
+
+#[pymethods]
+impl SemaphoreStatus {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let permits = self.permits.map_or("None".to_owned(), |p| p.to_string());
+        Ok(format!(
+            "SemaphoreStatus(permits={permits}, holders={}, fence={})",
+            holds_repr(py, &self.holders)?,
+            self.fence
+        ))
+    }
+}
+
+/// The writer and the readers of a read-write lock's name, as Redis had them when
+/// RwLock.status() asked (for monitoring; it may be stale at once).
+///
+/// writer: the write side's LockStatus (a writer, a Client.lock() holder of the same name,
+///     or any SET NX holder), with the last fence number.
+/// readers: each live read hold's value and seconds left, as (bytes, float) tuples.
+#[pyclass(module = "redmutex", name = "RwLockStatus", frozen, get_all)]
+pub struct RwLockStatus {
+    writer: Py<LockStatus>,
+    readers: Vec<(Py<PyBytes>, f64)>,
+}
+
+impl RwLockStatus {
+    pub(crate) fn new(py: Python<'_>, status: redmutex::RwLockStatus) -> PyResult<RwLockStatus> {
+        Ok(RwLockStatus {
+            writer: Py::new(py, LockStatus::new(py, status.writer))?,
+            readers: holds(py, status.readers),
+        })
+    }
+
+    pub(crate) fn has_writer(&self) -> bool {
+        self.writer.get().is_held()
+    }
+
+    pub(crate) fn has_readers(&self) -> bool {
+        !self.readers.is_empty()
+    }
+}
+
+#[pymethods]
+impl RwLockStatus {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "RwLockStatus(writer={}, readers={})",
+            self.writer.bind(py).repr()?,
+            holds_repr(py, &self.readers)?
         ))
     }
 }

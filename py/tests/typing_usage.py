@@ -28,3 +28,29 @@ def urls_as_list_or_tuple() -> list[redmutex.Client]:
 
 def exit_takes_positional_arguments(lock: redmutex.Lock) -> None:
     lock.__exit__(None, None, None)
+
+
+def semaphore_as_a_bounded_semaphore(client: redmutex.Client) -> list[int]:
+    sem: redmutex.Semaphore = client.semaphore("payments", 3, ttl=10.0, on_lost=print)
+    fences = []
+    with sem:
+        fences.append(sem.fence)
+    if sem.acquire(blocking=True, timeout=1.5):
+        sem.extend(20)
+        fences.append(sem.fence)
+        sem.release(1)
+    status: redmutex.SemaphoreStatus = sem.status()
+    held: list[tuple[bytes, float]] = status.holders
+    return fences + [len(held), sem.permits]
+
+
+def rwlock_sides_are_locks(client: redmutex.Client) -> tuple[int, int]:
+    rw = client.rwlock("cache", ttl=None)
+    read: redmutex.ReadLock = rw.read_lock()
+    write: redmutex.WriteLock = rw.write_lock()
+    with read:
+        seen = read.fence
+    assert write.acquire(False)
+    write.release()
+    status: redmutex.RwLockStatus = rw.status()
+    return seen, status.writer.fence

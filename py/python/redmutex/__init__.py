@@ -14,6 +14,10 @@ the lease (ttl) is renewed on a background thread; if it is lost anyway, check()
 and the fence property raise LockLostError and the on_lost callable is called. Every network
 wait releases the GIL and honours Ctrl-C.
 
+client.semaphore(name, permits) gives a Semaphore (threading.BoundedSemaphore's API: at most
+`permits` holders fleet-wide), and client.rwlock(name) an RwLock whose read_lock() and
+write_lock() are lock objects like Lock (many readers or one writer).
+
 Errors derive from LockError; bad arguments raise TypeError or ValueError before anything is
 sent to Redis.
 """
@@ -28,7 +32,13 @@ from redmutex._redmutex import (
     LockStatus,
     NoQuorumError,
     NotHeldError,
+    ReadLock,
+    RwLock,
+    RwLockStatus,
+    Semaphore,
+    SemaphoreStatus,
     ServerError,
+    WriteLock,
     __version__,
 )
 
@@ -42,6 +52,12 @@ __all__ = [
     "LockStatus",
     "NoQuorumError",
     "NotHeldError",
+    "ReadLock",
+    "RwLock",
+    "RwLockStatus",
+    "Semaphore",
+    "SemaphoreStatus",
     "ServerError",
+    "WriteLock",
     "__version__",
 ]

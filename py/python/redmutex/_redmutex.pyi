@@ -15,7 +15,13 @@ __all__ = [
     "LockStatus",
     "NoQuorumError",
     "NotHeldError",
+    "ReadLock",
+    "RwLock",
+    "RwLockStatus",
+    "Semaphore",
+    "SemaphoreStatus",
     "ServerError",
+    "WriteLock",
     "__version__",
 ]
 
@@ -133,6 +139,60 @@ class Client:
                 a min_replicas that is not a (int, number) tuple.
             ValueError: an empty or too long name, a ttl or max_hold out of range (NaN,
                 negative, zero, huge), a min_replicas n below 1 or timeout out of range.
+        """
+
+    def semaphore(
+        self,
+        name: str | bytes,
+        permits: int,
+        ttl: float | None = 30.0,
+        *,
+        auto_renew: bool = True,
+        max_hold: float | None = None,
+        fencing: bool = True,
+        on_lost: Callable[[], object] | None = None,
+    ) -> Semaphore:
+        """A Semaphore of `permits` on `name`: at most that many holders at once; cheap,
+        sends nothing until it is used.
+
+        Args:
+            name: str or bytes, 1 to 512 bytes.
+            permits: an int from 1 to 1024. Every user of one name must give the same count
+                while any permit is held; acquire() raises ValueError otherwise.
+            ttl, auto_renew, max_hold, fencing, on_lost: as for lock(), for each permit.
+
+        Needs one voter (a single server, Sentinel or a Cluster): on a client of several
+        independent masters, acquire() raises ValueError, since majorities granting
+        different permits need not share a node.
+
+        Raises:
+            TypeError: a name that is not str/bytes, permits that is not an int, a
+                non-number, a non-callable on_lost.
+            ValueError: an empty or too long name, permits outside 1..1024, a ttl or
+                max_hold out of range.
+        """
+
+    def rwlock(
+        self,
+        name: str | bytes,
+        ttl: float | None = 30.0,
+        *,
+        auto_renew: bool = True,
+        max_hold: float | None = None,
+        fencing: bool = True,
+        on_lost: Callable[[], object] | None = None,
+    ) -> RwLock:
+        """An RwLock on `name`: many readers or one writer at a time; cheap, sends nothing
+        until it is used. Its write side is the lock of the same name: lock(name) and its
+        writers exclude each other, and both exclude its readers.
+
+        Args:
+            name: str or bytes, 1 to 512 bytes (the Redis key of the write side).
+            ttl, auto_renew, max_hold, fencing, on_lost: as for lock(), for each read and
+                write hold.
+
+        Raises:
+            TypeError, ValueError: as for lock().
         """
 
     @property
@@ -299,3 +359,295 @@ class LockStatus:
     @property
     def fence(self) -> int:
         """The last fence number granted for the name (0 when none was)."""
+
+@final
+class Semaphore:
+    """A distributed counting semaphore made by Client.semaphore(): at most `permits`
+    holders of its name at a time, across every process that uses the name.
+
+    Mirrors threading.BoundedSemaphore: acquire() takes one permit, release(n=1) gives n
+    back, `with sem:` holds one for the block. Each permit is a lease like a Lock's (renewed
+    in the background, lost after its ttl when its holder dies or stalls, with its own fence
+    number), and the object may hold several at once (one per acquire). A permit belongs to
+    the thread that took it: release(), extend(), check(), owned(), fence, valid_for and
+    wait_lost() act on the calling thread's most recent permit, or, for a thread holding
+    none, on the object's most recent permit. Releasing more than this object holds raises
+    NotHeldError (a RuntimeError), where threading.BoundedSemaphore raises ValueError.
+    Ctrl-C interrupts its waits on the main thread, as for Lock.
+    """
+
+    def acquire(self, blocking: bool | None = True, timeout: float | None = None) -> bool:
+        """Take one permit: True when held, False when the wait ran out.
+
+        Args:
+            blocking: when false, make one attempt and return at once (a timeout is then a
+                ValueError). None means True.
+            timeout: seconds to wait at most; None or -1 waits until a permit is free, 0
+                makes one attempt.
+
+        A release wakes one waiter within about a round trip; waiters are served before
+        newcomers.
+
+        Raises:
+            ValueError: live permits of the name were taken with another count; a client of
+                several independent masters; a negative or NaN timeout, or a timeout with
+                blocking=False.
+            LockConnectionError, AuthenticationError, ServerError: as for Lock.acquire().
+        """
+
+    def release(self, n: int = 1) -> None:
+        """Give back n permits: the calling thread's most recent first, then the object's
+        most recent. Nothing is released when this object holds fewer than n.
+
+        Raises:
+            NotHeldError: this Semaphore holds fewer than n permits.
+            LockLostError: a permit had been lost (the others are still released).
+            ValueError: n is below 1.
+        """
+
+    def status(self) -> SemaphoreStatus:
+        """Every holder's live permits, the count they were taken with and the last fence
+        number: asks Redis. For monitoring; the answer may be stale at once."""
+
+    def owned(self) -> bool:
+        """Whether the current permit is held now, answered locally (no network)."""
+
+    def check(self) -> None:
+        """Raise unless owned(): LockLostError when the current permit was lost,
+        NotHeldError when none is held. No network."""
+
+    def extend(self, ttl: float) -> None:
+        """Set the current permit's lease to `ttl` seconds (0.01 to 86400) from now; later
+        renewals of that permit use this ttl too."""
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        """Block until the current permit is lost (True), or `timeout` seconds pass or it is
+        released (False); False at once when none is held."""
+
+    @property
+    def fence(self) -> int:
+        """The current permit's fence number: greater than that of every earlier permit and
+        lock of the name. Several permits are held at once, so a resource shared by the
+        holders must accept each holder's own fence.
+
+        Raises:
+            NotHeldError: no permit is held.
+            LockLostError: the current permit was lost.
+        """
+
+    @property
+    def valid_for(self) -> float:
+        """Seconds left of the current permit's validity; 0.0 when none is held."""
+
+    @property
+    def permits(self) -> int:
+        """The number of permits of the name."""
+
+    @property
+    def name(self) -> str | bytes:
+        """The semaphore's name, as given."""
+
+    @property
+    def ttl(self) -> float:
+        """The lease of each permit in seconds, as given to Client.semaphore()."""
+
+    def __enter__(self) -> Semaphore:
+        """acquire() with no timeout (one permit); returns the Semaphore."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+        /,
+    ) -> None:
+        """release() of one permit; never suppresses the exception of the with-block."""
+
+@final
+class SemaphoreStatus:
+    """The live permits of a semaphore's name, as Redis had them when Semaphore.status()
+    asked."""
+
+    @property
+    def permits(self) -> int | None:
+        """The count the live permits were taken with; None when no permit is held."""
+
+    @property
+    def holders(self) -> list[tuple[bytes, float]]:
+        """Each live permit's value and seconds left."""
+
+    @property
+    def fence(self) -> int:
+        """The last fence number granted for the name (0 when none was)."""
+
+@final
+class RwLock:
+    """A distributed read-write lock made by Client.rwlock(): many readers or one writer of
+    its name at a time. read_lock() and write_lock() give its two sides (the same two objects
+    on every call), each a lock object like Lock. Writers are preferred: once a writer waits,
+    new readers queue behind it."""
+
+    def read_lock(self) -> ReadLock:
+        """The read side: held by many at once while no writer holds or waits."""
+
+    def write_lock(self) -> WriteLock:
+        """The write side: the same lock as Client.lock() of the name."""
+
+    def status(self) -> RwLockStatus:
+        """The writer (with the last fence number) and the live read holds: asks Redis."""
+
+    @property
+    def name(self) -> str | bytes:
+        """The name (the Redis key of the write side), as given."""
+
+    @property
+    def ttl(self) -> float:
+        """The lease of each hold in seconds, as given to Client.rwlock()."""
+
+@final
+class ReadLock:
+    """The read side of an RwLock: a lock object like Lock of which several holders may
+    hold the lock at once, and one thread several times (each acquire() is a hold of its
+    own). A read hold's fence is that of the last write it may observe."""
+
+    def acquire(self, blocking: bool | None = True, timeout: float | None = None) -> bool:
+        """Take a read hold: True when held, False when the wait ran out; as Lock.acquire()."""
+
+    def release(self) -> None:
+        """Release the calling thread's most recent read hold (or, for a thread that
+        holds none, the most recent one).
+
+        Raises:
+            NotHeldError: none is held.
+            LockLostError: it had been lost.
+        """
+
+    def locked(self) -> bool:
+        """Whether anyone holds a read hold of the name, this process or another: asks Redis."""
+
+    def owned(self) -> bool:
+        """Whether the current read hold is held now, answered locally (no network)."""
+
+    def check(self) -> None:
+        """Raise unless owned(): LockLostError when lost, NotHeldError when none is held."""
+
+    def extend(self, ttl: float) -> None:
+        """Set the current read hold's lease to `ttl` seconds (0.01 to 86400) from now."""
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        """Block until the current read hold is lost (True), or `timeout` seconds pass or it
+        is released (False); False at once when none is held."""
+
+    @property
+    def fence(self) -> int:
+        """The fence of the last write the current read hold may observe (0 when none).
+
+        Raises:
+            NotHeldError: none is held.
+            LockLostError: it was lost.
+        """
+
+    @property
+    def valid_for(self) -> float:
+        """Seconds left of the current read hold's validity; 0.0 when none is held."""
+
+    @property
+    def name(self) -> str | bytes:
+        """The name (the Redis key of the write side), as given."""
+
+    @property
+    def ttl(self) -> float:
+        """The lease in seconds, as given to Client.rwlock()."""
+
+    def __enter__(self) -> ReadLock:
+        """acquire() with no timeout; returns this object."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+        /,
+    ) -> None:
+        """release(); never suppresses the exception of the with-block."""
+
+@final
+class WriteLock:
+    """The write side of an RwLock: a lock object like Lock, and the same lock as
+    Client.lock() of the name (they exclude each other). Not re-entrant."""
+
+    def acquire(self, blocking: bool | None = True, timeout: float | None = None) -> bool:
+        """Take the write lock: True when held, False when the wait ran out; as Lock.acquire()."""
+
+    def release(self) -> None:
+        """Release the calling thread's most recent write hold (or, for a thread that
+        holds none, the most recent one).
+
+        Raises:
+            NotHeldError: none is held.
+            LockLostError: it had been lost.
+        """
+
+    def locked(self) -> bool:
+        """Whether anyone holds the write side (a writer, or a Lock of the name), this process or another: asks Redis."""
+
+    def owned(self) -> bool:
+        """Whether the current write hold is held now, answered locally (no network)."""
+
+    def check(self) -> None:
+        """Raise unless owned(): LockLostError when lost, NotHeldError when none is held."""
+
+    def extend(self, ttl: float) -> None:
+        """Set the current write hold's lease to `ttl` seconds (0.01 to 86400) from now."""
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        """Block until the current write hold is lost (True), or `timeout` seconds pass or it
+        is released (False); False at once when none is held."""
+
+    @property
+    def fence(self) -> int:
+        """The write hold's fence number: greater than that of every earlier write, lock and
+        read hold of the name.
+
+        Raises:
+            NotHeldError: none is held.
+            LockLostError: it was lost.
+        """
+
+    @property
+    def valid_for(self) -> float:
+        """Seconds left of the current write hold's validity; 0.0 when none is held."""
+
+    @property
+    def name(self) -> str | bytes:
+        """The name (the Redis key of the write side), as given."""
+
+    @property
+    def ttl(self) -> float:
+        """The lease in seconds, as given to Client.rwlock()."""
+
+    def __enter__(self) -> WriteLock:
+        """acquire() with no timeout; returns this object."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+        /,
+    ) -> None:
+        """release(); never suppresses the exception of the with-block."""
+
+@final
+class RwLockStatus:
+    """The writer and the readers of a read-write lock's name, as Redis had them when
+    RwLock.status() asked."""
+
+    @property
+    def writer(self) -> LockStatus:
+        """The write side's status: a writer, a Lock holder of the name, or any SET NX
+        holder, with the last fence number."""
+
+    @property
+    def readers(self) -> list[tuple[bytes, float]]:
+        """Each live read hold's value and seconds left."""
