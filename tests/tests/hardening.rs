@@ -499,3 +499,36 @@ fn an_interrupted_wait_keeps_no_lock() {
         );
     }
 }
+
+/// A caller that waited and gave up leaves no announcement behind: a release right after it
+/// neither keeps the lock for a waiter that is gone (a 20 ms hand-off window for the mutex) nor
+/// keeps a permit for it (a semaphore keeps one per announced waiter, for as long as the
+/// announcement lasts), so a newcomer's `try_lock`/`try_acquire` gets what is free.
+#[test]
+fn a_waiter_that_gave_up_leaves_no_place_behind() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let mutex = client.mutex("hardening:gave-up");
+    let held = mutex.lock().unwrap();
+    let gave_up = mutex.try_lock_for(Duration::from_millis(60)).unwrap_err();
+    assert_eq!(gave_up.kind(), redmutex::ErrorKind::WouldBlock);
+    held.unlock().unwrap();
+    mutex
+        .try_lock()
+        .expect("the mutex is free: nobody waits for it any more")
+        .unlock()
+        .unwrap();
+
+    let semaphore = client.semaphore("hardening:gave-up:sem", 1);
+    let held = semaphore.acquire().unwrap();
+    let gave_up = semaphore
+        .try_acquire_for(Duration::from_millis(60))
+        .unwrap_err();
+    assert_eq!(gave_up.kind(), redmutex::ErrorKind::WouldBlock);
+    held.unlock().unwrap();
+    semaphore
+        .try_acquire()
+        .expect("the permit is free: nobody waits for it any more")
+        .unlock()
+        .unwrap();
+}

@@ -65,6 +65,25 @@ impl Plan {
     pub(crate) fn acquire(
         &self,
         deadline: Option<Instant>,
+        interrupted: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Arc<Lease>, TryLockError> {
+        let taken = self.take(deadline, interrupted);
+        // A call that announced itself as a waiter and gives up takes the announcement back,
+        // or releases would keep the lock (or a permit) for a waiter that is gone.
+        if taken.is_err() && self.waiter.get().is_some() {
+            self.withdraw();
+        }
+        taken
+    }
+
+    /// The id this call announced itself by, if it did.
+    pub(super) fn waiter_id(&self) -> Option<&[u8]> {
+        self.waiter.get().map(Vec::as_slice)
+    }
+
+    fn take(
+        &self,
+        deadline: Option<Instant>,
         mut interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<Arc<Lease>, TryLockError> {
         let begun = Instant::now();

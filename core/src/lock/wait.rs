@@ -5,6 +5,8 @@ use std::time::{Duration, Instant};
 
 use super::acquire::{Attempt, Plan};
 use super::cleanup::Cleanup;
+use super::proto::Kind;
+use super::scripts::Call;
 use super::token;
 use crate::error::Error;
 use crate::net::{self, Blocked, Blocking, Command, key_slot};
@@ -83,5 +85,29 @@ impl Plan {
         let left = block.saturating_sub(started.elapsed());
         std::thread::sleep(token::jitter(spec.opts.retry_delay).min(left));
         Ok(None)
+    }
+
+    /// Takes this call's waiter announcement back on every node (best effort, within the
+    /// node timeout): a release then no longer keeps the lock, or a permit, for it.
+    pub(super) fn withdraw(&self) {
+        let Some(id) = self.waiter_id() else {
+            return;
+        };
+        let keys = &self.spec.keys;
+        let mut lists = vec![&keys.waiters];
+        if self.spec.kind == Kind::Read {
+            lists.push(&keys.readq);
+        }
+        let calls: Vec<Call> = lists
+            .into_iter()
+            .map(|list| {
+                let mut zrem = redis::cmd("ZREM");
+                zrem.arg(list.as_slice()).arg(id);
+                Call::Command(Command::keyed(zrem, key_slot(list)))
+            })
+            .collect();
+        let nodes = &self.voters.nodes;
+        let deadline = Instant::now() + self.spec.node_timeout;
+        net::exchange(nodes, &vec![&calls[..]; nodes.len()], deadline, None);
     }
 }
