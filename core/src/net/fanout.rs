@@ -11,7 +11,7 @@
 //! followed afterwards, within the same deadline, and the legs' replies are put back in
 //! request order (see `gather.rs`).
 
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cluster::{Cluster, Redirect};
@@ -22,6 +22,7 @@ use super::gather::gather;
 use super::leg::{Answer, Leg, Raw, typed};
 use super::node::Node;
 use super::request::Request;
+use super::warm::warm_up;
 
 /// Sends `requests[i]` to `nodes[i]` (an empty slice skips that node) and gathers the answers
 /// before `deadline`.
@@ -143,59 +144,6 @@ pub(crate) fn exchange_until<R: Request>(
         }
     }
     answers
-}
-
-/// Opens the first connection of each fresh node `i` for which `slot(i)` names the key slot
-/// its requests are about, in parallel, within the connect timeout (see [`Node::warm_up`]).
-/// Returns once a quorum (a majority) of the nodes is ready, so that a node that hangs (a
-/// host that is gone without a reset, a frozen server) costs only its own connect timeout,
-/// finished in the background, not every caller's. Whether there was any to open.
-pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) -> bool {
-    let fresh = nodes.iter().filter(|n| n.is_fresh()).count();
-    if fresh == 0 {
-        return false;
-    }
-    let claimed: Vec<(usize, u16)> = (0..nodes.len())
-        .filter_map(|i| slot(i).map(|s| (i, s)))
-        .filter(|&(i, _)| nodes[i].claim_warm_up())
-        .collect();
-    match claimed.as_slice() {
-        [] => return false,
-        &[(i, slot)] if nodes.len() == 1 => {
-            nodes[i].warm_up(slot);
-            return true;
-        }
-        _ => {}
-    }
-    let (tx, rx) = mpsc::channel();
-    for &(i, slot) in &claimed {
-        let (node, done) = (Arc::clone(&nodes[i]), tx.clone());
-        let opening = move || {
-            let _ = done.send(node.warm_up(slot));
-        };
-        if let Err(e) = std::thread::Builder::new()
-            .name("redmutex-connect".into())
-            .spawn(opening)
-        {
-            log::debug!("no thread to connect on ({e}); connecting in turn");
-            let _ = tx.send(nodes[i].warm_up(slot));
-        }
-    }
-    drop(tx);
-    // Nodes that were connected (or tried) before count as ready; the round asks them anyway.
-    let majority = nodes.len() / 2 + 1;
-    let mut ready = nodes.len() - fresh;
-    let mut pending = claimed.len();
-    while pending > 0 && ready < majority {
-        match rx.recv() {
-            Ok(opened) => {
-                pending -= 1;
-                ready += usize::from(opened);
-            }
-            Err(_) => break,
-        }
-    }
-    true
 }
 
 /// Splits a cluster node's requests by the master that serves each request's slot. A

@@ -19,15 +19,17 @@ mod sentinel;
 mod slots;
 mod tls;
 mod url;
+mod warm;
 
 pub(crate) use block::{Blocked, Blocking, block_then};
 pub(crate) use cluster::Cluster;
 pub(crate) use endpoint::{Probe, Setup};
 pub(crate) use error::{Failure, NetError};
-pub(crate) use fanout::{Enough, exchange, exchange_until, warm_up};
+pub(crate) use fanout::{Enough, exchange, exchange_until};
 pub(crate) use leg::Answer;
 pub(crate) use node::Node;
 pub(crate) use request::{Command, Decimal, Request, array, bulk};
 pub(crate) use sentinel::Sentinel;
 pub(crate) use slots::{hash_tag, key_slot};
 pub(crate) use url::redact;
+pub(crate) use warm::warm_up;
