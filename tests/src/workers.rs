@@ -444,3 +444,49 @@ pub fn run_sections(args: &[String]) {
     std::fs::write(&tmp, summary.to_text()).expect("write the summary");
     std::fs::rename(&tmp, dir.join(format!("{me}.summary"))).expect("publish the summary");
 }
+
+/// Runs `n` copies of the worker `exe` with `args`, each printing one line per event, and
+/// faults them mid-run: after 800 ms the first is killed (`SIGKILL`) and the second stopped
+/// (`SIGSTOP`) for 700 ms, then all run 800 ms more and are killed. Returns each worker's
+/// lines, as printed before it died.
+pub fn lines_under_kill_and_stop(exe: &str, args: &[&str], n: usize) -> Vec<Vec<String>> {
+    use std::io::{BufRead, BufReader};
+    let mut workers: Vec<Child> = (0..n)
+        .map(|_| {
+            Command::new(exe)
+                .args(args)
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("the worker starts")
+        })
+        .collect();
+    let readers: Vec<_> = workers
+        .iter_mut()
+        .map(|w| {
+            let out = w.stdout.take().expect("the worker's stdout is piped");
+            std::thread::spawn(move || {
+                BufReader::new(out)
+                    .lines()
+                    .map_while(Result::ok)
+                    .collect::<Vec<String>>()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    let _ = workers[0].kill();
+    let stopped = workers[1].id() as libc::pid_t;
+    // SAFETY: plain syscalls on a child we started and have not reaped.
+    unsafe { libc::kill(stopped, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: as above.
+    unsafe { libc::kill(stopped, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_millis(800));
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    readers
+        .into_iter()
+        .map(|r| r.join().expect("a reader thread"))
+        .collect()
+}

@@ -296,47 +296,17 @@ fn a_killed_reader_process_lets_the_writer_in_within_its_ttl() {
 #[test]
 fn six_processes_killed_and_stopped_never_overlap_a_write() {
     use std::collections::HashMap;
-    use std::io::{BufRead, BufReader};
-    use std::process::{Child, Command, Stdio};
     let server = RedisServer::start();
-    let mut workers: Vec<Child> = (0..6)
-        .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_worker"))
-                .args(["rw", &server.url(), "torture:rw", "300"])
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let readers: Vec<_> = workers
-        .iter_mut()
-        .map(|w| {
-            let out = w.stdout.take().unwrap();
-            std::thread::spawn(move || {
-                BufReader::new(out)
-                    .lines()
-                    .map_while(Result::ok)
-                    .collect::<Vec<String>>()
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(800));
-    workers[0].kill().unwrap();
-    let stopped = workers[1].id() as i32;
-    // SAFETY: signalling a child process we started and have not reaped.
-    unsafe { libc::kill(stopped, libc::SIGSTOP) };
-    std::thread::sleep(Duration::from_millis(700));
-    unsafe { libc::kill(stopped, libc::SIGCONT) };
-    std::thread::sleep(Duration::from_millis(800));
-    for w in &mut workers {
-        let _ = w.kill();
-        let _ = w.wait();
-    }
+    let outputs = redmutex_tests::workers::lines_under_kill_and_stop(
+        env!("CARGO_BIN_EXE_worker"),
+        &["rw", &server.url(), "torture:rw", "300"],
+        6,
+    );
     // (start, end, is a write, fence) of every hold.
     let mut holds: Vec<(i64, i64, bool, u64)> = Vec::new();
-    for reader in readers {
+    for lines in outputs {
         let mut open: HashMap<u64, (i64, i64, Option<i64>, bool, u64)> = HashMap::new();
-        for line in reader.join().unwrap() {
+        for line in lines {
             let f: Vec<&str> = line.split(' ').collect();
             let seq: u64 = f[1].parse().unwrap();
             let t: i64 = f[3].parse().unwrap();

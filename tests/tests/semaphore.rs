@@ -384,45 +384,17 @@ fn a_cluster_serves_semaphores_and_read_write_locks() {
 fn eight_processes_killed_and_stopped_never_exceed_three_holds() {
     use std::collections::HashMap;
     let server = RedisServer::start();
-    let mut workers: Vec<Child> = (0..8)
-        .map(|_| {
-            Command::new(WORKER)
-                .args(["permits", &server.url(), "torture:sem", "3", "300"])
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let readers: Vec<_> = workers
-        .iter_mut()
-        .map(|w| {
-            let out = w.stdout.take().unwrap();
-            std::thread::spawn(move || {
-                BufReader::new(out)
-                    .lines()
-                    .map_while(Result::ok)
-                    .collect::<Vec<String>>()
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(800));
-    workers[0].kill().unwrap();
-    let stopped = workers[1].id() as i32;
-    // SAFETY: signalling a child process we started and have not reaped.
-    unsafe { libc::kill(stopped, libc::SIGSTOP) };
-    std::thread::sleep(Duration::from_millis(700));
-    unsafe { libc::kill(stopped, libc::SIGCONT) };
-    std::thread::sleep(Duration::from_millis(800));
-    for w in &mut workers {
-        let _ = w.kill();
-        let _ = w.wait();
-    }
+    let outputs = redmutex_tests::workers::lines_under_kill_and_stop(
+        WORKER,
+        &["permits", &server.url(), "torture:sem", "3", "300"],
+        8,
+    );
     // (start, end) of every hold, and every fence.
     let mut holds: Vec<(i64, i64)> = Vec::new();
     let mut fences = Vec::new();
-    for reader in readers {
+    for lines in outputs {
         let mut open: HashMap<u64, (i64, i64, Option<i64>)> = HashMap::new();
-        for line in reader.join().unwrap() {
+        for line in lines {
             let f: Vec<&str> = line.split(' ').collect();
             let seq: u64 = f[1].parse().unwrap();
             let t: i64 = f[2].parse().unwrap();
