@@ -10,7 +10,7 @@ use redmutex_tests::RedisServer;
 const ACL_RULE: &str = "on >lock-pass resetkeys ~* resetchannels -@all +evalsha +eval +script|load \
                         +client|setname +client|id +client|unblock +blpop +set +get +del +incr +pttl \
                         +pexpire +pexpireat +rpush +exists +select +ping +wait +info \
-                        +zadd +zrange +zrem +zremrangebyscore +time";
+                        +zadd +zrange +zrem +zremrangebyscore +zrangebyscore +zcard +zscore +llen +time";
 
 #[test]
 fn a_least_privilege_acl_user_can_do_everything_and_a_wrong_password_cannot() {
@@ -54,6 +54,22 @@ fn a_least_privilege_acl_user_can_do_everything_and_a_wrong_password_cannot() {
                 redmutex::NodeOutcome::ReplicasShort { acked: 0, wanted: 1 }))),
         "{err:?}"
     );
+    // The semaphore and both sides of the read-write lock, a wait that gives up (its
+    // announcement is taken back) and the status scripts.
+    let permits = client.semaphore("acl:sem", 1);
+    let permit = permits.acquire().unwrap();
+    permit.extend(Duration::from_secs(1)).unwrap();
+    let gave_up = permits.try_acquire_for(Duration::from_millis(30));
+    assert!(gave_up.is_err(), "one permit, held");
+    assert_eq!(permits.status().unwrap().holders.len(), 1);
+    permit.unlock().unwrap();
+    let rw = client.rwlock("acl:rw");
+    let read = rw.read().unwrap();
+    read.extend(Duration::from_secs(1)).unwrap();
+    assert!(rw.try_write_for(Duration::from_millis(30)).is_err());
+    assert_eq!(rw.status().unwrap().readers.len(), 1);
+    read.unlock().unwrap();
+    rw.write().unwrap().unlock().unwrap();
     let denied: Vec<String> = redis::cmd("ACL")
         .arg("LOG")
         .query::<redis::Value>(&mut admin)
