@@ -202,11 +202,15 @@ fn closing_notes(
         format!(
             "a lock whose release is safe costs at least {} the PING here: SET NX PX, then a \
              compare-and-delete script, with redis-rs alone (Redis 7 has no compare-and-delete \
-             command). redmutex's 1-node row is {} that floor: its acquire is a script too (the \
-             hand-off window, the fence counter; see the server time below), and the client \
-             keeps the guard, its renewal and the hand-off state.",
+             command); with a fence, whose INCR only on success needs its acquire to be a \
+             script too, {}. redmutex's 1-node row is {} the first floor and {} the fenced one: \
+             its uncontended acquire is that script (SET NX PX and INCR) plus one EXISTS for \
+             read holds of the same name (see the server time below), and the client keeps the \
+             guard, its renewal and the waiter state.",
             ratio(unc.floor1.median(), base),
+            ratio(unc.floor_fenced.median(), base),
             ratio(unc.redmutex1.median(), unc.floor1.median()),
+            ratio(unc.redmutex1.median(), unc.floor_fenced.median()),
         ),
         format!(
             "PING median in short probes between the later phases (handoff, contended, renew): \

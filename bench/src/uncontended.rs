@@ -90,6 +90,10 @@ pub struct Uncontended {
     /// `SET NX PX`, then a compare-and-delete script, with redis-rs alone: the least a lock
     /// whose release is safe costs on a Redis without a compare-and-delete command (7.x).
     pub floor1: Samples,
+    /// The same with a fence: a script that does `SET NX PX` and, when it took the lock,
+    /// `INCR` of a counter; then the compare-and-delete script. The least a fenced lock costs
+    /// (the `INCR` only on success needs a script, as the release does).
+    pub floor_fenced: Samples,
     pub redmutex1: Samples,
     pub redmutex5: Samples,
     /// redmutex's other kinds on one node: a permit of a 3-permit semaphore, a read hold, the
@@ -142,6 +146,10 @@ pub fn run(
     let compare_and_delete = redis::Script::new(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
     );
+    let fenced_acquire = redis::Script::new(
+        "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0",
+    );
+    let mut fenced_conn = conn(one)?;
     let mut m1 = RedmutexLocker::open(&[one.to_owned()], "bench:uncontended")?;
     let mut m5 = RedmutexLocker::open(five, "bench:uncontended")?;
     let mut r1 = RedlockLocker::open(&[one.to_owned()], "bench:uncontended:redlock");
@@ -188,6 +196,29 @@ pub fn run(
                 .map_err(|e| e.to_string())?;
             match (set, deleted) {
                 (Some(_), 1) => Ok(()),
+                _ => Err(format!("{key} was not free")),
+            }
+        }),
+        Measure::timed("floor_fenced", plan.per_round, || {
+            let (key, fence, token) = (
+                "bench:uncontended:fenced",
+                "{bench:uncontended:fenced}:fence",
+                "floor-token",
+            );
+            let fenced: i64 = fenced_acquire
+                .key(key)
+                .key(fence)
+                .arg(token)
+                .arg(TTL.as_millis() as u64)
+                .invoke(&mut fenced_conn)
+                .map_err(|e| e.to_string())?;
+            let deleted: i64 = compare_and_delete
+                .key(key)
+                .arg(token)
+                .invoke(&mut fenced_conn)
+                .map_err(|e| e.to_string())?;
+            match (fenced, deleted) {
+                (f, 1) if f > 0 => Ok(()),
                 _ => Err(format!("{key} was not free")),
             }
         }),
@@ -238,6 +269,7 @@ pub fn run(
         ping5: take("ping5").unwrap_or_default(),
         ping5q: take("ping5q").unwrap_or_default(),
         floor1: take("floor1").unwrap_or_default(),
+        floor_fenced: take("floor_fenced").unwrap_or_default(),
         redmutex1: take("redmutex1").unwrap_or_default(),
         redmutex5: take("redmutex5").unwrap_or_default(),
         semaphore1: take("semaphore1").unwrap_or_default(),
