@@ -728,6 +728,65 @@ redmutex_result redmutex_write_lock_with_options(const struct redmutex_client *c
                                                  struct redmutex_guard **out_guard);
 
 /**
+ * Asks Redis how many permits of the semaphore named by the NUL-terminated UTF-8 string
+ * `name` are held: for monitoring (the answer may be stale by the time the caller reads it),
+ * never instead of acquiring. No count is given: any user's count will do for a look.
+ *
+ * On success writes to `*out_permits` the count the live permits were taken with (0 when none
+ * is held), to `*out_held` the number of live permits, and to `*out_fence` the last fence
+ * number granted for the name (shared with the lock of the same name; 0 when none was).
+ * Nothing is written on failure.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_CONNECTION` when the node did not answer,
+ * `REDMUTEX_RESULT_NULL_PARAMETER`, `REDMUTEX_RESULT_INVALID_UTF8`, or
+ * `REDMUTEX_RESULT_INVALID_ARGUMENT` for a bad name or a client of several independent
+ * masters (which has no semaphores).
+ */
+redmutex_result redmutex_semaphore_status(const struct redmutex_client *client,
+                                          const char *name,
+                                          uint32_t *out_permits,
+                                          size_t *out_held,
+                                          uint64_t *out_fence);
+
+/**
+ * Like `redmutex_semaphore_status`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_semaphore_status_bytes(const struct redmutex_client *client,
+                                                const uint8_t *name,
+                                                size_t name_len,
+                                                uint32_t *out_permits,
+                                                size_t *out_held,
+                                                uint64_t *out_fence);
+
+/**
+ * Asks Redis who holds the read-write lock named by the NUL-terminated UTF-8 string `name`:
+ * for monitoring, like `redmutex_status` (which names the writer and its lease).
+ *
+ * On success writes to `*out_writer` whether a writer (or a `redmutex_lock` holder, or any
+ * `SET name x NX` holder) has it, to `*out_readers` the number of live read holds, and to
+ * `*out_fence` the last fence number granted for the name. Nothing is written on failure.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
+ * when too few nodes answered, `REDMUTEX_RESULT_NULL_PARAMETER`,
+ * `REDMUTEX_RESULT_INVALID_UTF8` or `REDMUTEX_RESULT_INVALID_ARGUMENT`.
+ */
+redmutex_result redmutex_rwlock_status(const struct redmutex_client *client,
+                                       const char *name,
+                                       bool *out_writer,
+                                       size_t *out_readers,
+                                       uint64_t *out_fence);
+
+/**
+ * Like `redmutex_rwlock_status`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_rwlock_status_bytes(const struct redmutex_client *client,
+                                             const uint8_t *name,
+                                             size_t name_len,
+                                             bool *out_writer,
+                                             size_t *out_readers,
+                                             uint64_t *out_fence);
+
+/**
  * Releases the lock (only if it still holds our value: compare-and-delete on every node)
  * and frees the guard, whatever the outcome. After it returns, no on-lost callback of this
  * guard is running or will run. `guard` is invalid afterwards, even on failure.

@@ -1,5 +1,7 @@
 //! The other kinds of lock: the semaphore (`redmutex_semaphore_acquire*`) and the read-write
-//! lock (`redmutex_read_lock*`, `redmutex_write_lock*`). Each hands out a `redmutex_guard`.
+//! lock (`redmutex_read_lock*`, `redmutex_write_lock*`), each handing out a `redmutex_guard`,
+//! and what Redis says of their holders (`redmutex_semaphore_status*`,
+//! `redmutex_rwlock_status*`).
 
 use std::ffi::c_char;
 use std::time::Duration;
@@ -10,7 +12,7 @@ use crate::client::redmutex_client;
 use crate::guard::redmutex_guard;
 use crate::lock::redmutex_lock_options;
 use crate::ptr::{Out, arg, bytes, c_str};
-use crate::result::{boundary, redmutex_result};
+use crate::result::{Failure, boundary, redmutex_result};
 use crate::take::{Kind, take};
 
 /// The shapes every kind's entry points share: a C string name, a byte name, or a byte name
@@ -270,4 +272,123 @@ pub extern "C" fn redmutex_write_lock_with_options(
         wait_ms,
         out_guard,
     )
+}
+
+/// Asks Redis how many permits of the semaphore named by the NUL-terminated UTF-8 string
+/// `name` are held: for monitoring (the answer may be stale by the time the caller reads it),
+/// never instead of acquiring. No count is given: any user's count will do for a look.
+///
+/// On success writes to `*out_permits` the count the live permits were taken with (0 when none
+/// is held), to `*out_held` the number of live permits, and to `*out_fence` the last fence
+/// number granted for the name (shared with the lock of the same name; 0 when none was).
+/// Nothing is written on failure.
+///
+/// Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_CONNECTION` when the node did not answer,
+/// `REDMUTEX_RESULT_NULL_PARAMETER`, `REDMUTEX_RESULT_INVALID_UTF8`, or
+/// `REDMUTEX_RESULT_INVALID_ARGUMENT` for a bad name or a client of several independent
+/// masters (which has no semaphores).
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_semaphore_status(
+    client: *const redmutex_client,
+    name: *const c_char,
+    out_permits: *mut u32,
+    out_held: *mut usize,
+    out_fence: *mut u64,
+) -> redmutex_result {
+    boundary(|| {
+        let name = c_str(name, "name")?;
+        semaphore_status(client, name.as_bytes(), out_permits, out_held, out_fence)
+    })
+}
+
+/// Like `redmutex_semaphore_status`, for a name of `name_len` arbitrary bytes.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_semaphore_status_bytes(
+    client: *const redmutex_client,
+    name: *const u8,
+    name_len: usize,
+    out_permits: *mut u32,
+    out_held: *mut usize,
+    out_fence: *mut u64,
+) -> redmutex_result {
+    boundary(|| {
+        let name = bytes(name, name_len, MAX_NAME_LEN, "name")?;
+        semaphore_status(client, name, out_permits, out_held, out_fence)
+    })
+}
+
+fn semaphore_status(
+    client: *const redmutex_client,
+    name: &[u8],
+    out_permits: *mut u32,
+    out_held: *mut usize,
+    out_fence: *mut u64,
+) -> Result<(), Failure> {
+    let client = arg(client, "client")?;
+    let permits = Out::new(out_permits, "out_permits")?;
+    let held = Out::new(out_held, "out_held")?;
+    let fence = Out::new(out_fence, "out_fence")?;
+    let st = client.client.semaphore(name, 1).status()?;
+    permits.write(st.permits.unwrap_or(0));
+    held.write(st.holders.len());
+    fence.write(st.fence);
+    Ok(())
+}
+
+/// Asks Redis who holds the read-write lock named by the NUL-terminated UTF-8 string `name`:
+/// for monitoring, like `redmutex_status` (which names the writer and its lease).
+///
+/// On success writes to `*out_writer` whether a writer (or a `redmutex_lock` holder, or any
+/// `SET name x NX` holder) has it, to `*out_readers` the number of live read holds, and to
+/// `*out_fence` the last fence number granted for the name. Nothing is written on failure.
+///
+/// Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
+/// when too few nodes answered, `REDMUTEX_RESULT_NULL_PARAMETER`,
+/// `REDMUTEX_RESULT_INVALID_UTF8` or `REDMUTEX_RESULT_INVALID_ARGUMENT`.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_rwlock_status(
+    client: *const redmutex_client,
+    name: *const c_char,
+    out_writer: *mut bool,
+    out_readers: *mut usize,
+    out_fence: *mut u64,
+) -> redmutex_result {
+    boundary(|| {
+        let name = c_str(name, "name")?;
+        rwlock_status(client, name.as_bytes(), out_writer, out_readers, out_fence)
+    })
+}
+
+/// Like `redmutex_rwlock_status`, for a name of `name_len` arbitrary bytes.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_rwlock_status_bytes(
+    client: *const redmutex_client,
+    name: *const u8,
+    name_len: usize,
+    out_writer: *mut bool,
+    out_readers: *mut usize,
+    out_fence: *mut u64,
+) -> redmutex_result {
+    boundary(|| {
+        let name = bytes(name, name_len, MAX_NAME_LEN, "name")?;
+        rwlock_status(client, name, out_writer, out_readers, out_fence)
+    })
+}
+
+fn rwlock_status(
+    client: *const redmutex_client,
+    name: &[u8],
+    out_writer: *mut bool,
+    out_readers: *mut usize,
+    out_fence: *mut u64,
+) -> Result<(), Failure> {
+    let client = arg(client, "client")?;
+    let writer = Out::new(out_writer, "out_writer")?;
+    let readers = Out::new(out_readers, "out_readers")?;
+    let fence = Out::new(out_fence, "out_fence")?;
+    let st = client.client.rwlock(name).status()?;
+    writer.write(st.writer.holder.is_some());
+    readers.write(st.readers.len());
+    fence.write(st.writer.fence);
+    Ok(())
 }

@@ -20,12 +20,19 @@ static void test_readers_share_and_writers_wait(void) {
   redmutex_guard *r2 = NULL;
   redmutex_guard *w = UNTOUCHED(w);
   redmutex_guard *r3 = UNTOUCHED(r3);
+  bool writer = true;
+  size_t readers = 9;
+  uint64_t fence = 9;
   CHECK(a != NULL && b != NULL);
   unique_name(name, sizeof name, "rw-share");
 
+  CHECK_OK(redmutex_rwlock_status(a, name, &writer, &readers, &fence));
+  CHECK(!writer && readers == 0 && fence == 0);
   CHECK_OK(redmutex_read_lock(a, name, 30000, 0, &r1));
   CHECK_OK(redmutex_read_lock(b, name, 30000, 0, &r2));
   CHECK(redmutex_guard_is_held(r1) && redmutex_guard_is_held(r2));
+  CHECK_OK(redmutex_rwlock_status(a, name, &writer, &readers, &fence));
+  CHECK(!writer && readers == 2);
   /* A writer waits for both readers. */
   CHECK_RESULT(redmutex_write_lock(b, name, 30000, 0, &w), REDMUTEX_RESULT_WOULD_BLOCK);
   CHECK(w == UNTOUCHED(w));
@@ -36,6 +43,11 @@ static void test_readers_share_and_writers_wait(void) {
   CHECK_OK(redmutex_unlock(r2));
   w = NULL;
   CHECK_OK(redmutex_write_lock(a, name, 30000, 1000, &w));
+  CHECK_OK(redmutex_rwlock_status_bytes(b, (const uint8_t *)name, strlen(name), &writer,
+                                        &readers, &fence));
+  CHECK(writer && readers == 0 && fence == redmutex_guard_fence(w));
+  CHECK_RESULT(redmutex_rwlock_status(b, name, NULL, &readers, &fence),
+               REDMUTEX_RESULT_NULL_PARAMETER);
 
   /* While the writer holds it, readers and other writers wait. */
   CHECK_RESULT(redmutex_read_lock(b, name, 30000, 0, &r3), REDMUTEX_RESULT_WOULD_BLOCK);

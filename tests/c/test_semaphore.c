@@ -18,9 +18,15 @@ static void test_at_most_n_holders(void) {
   redmutex_guard *held[3] = {NULL, NULL, NULL};
   redmutex_guard *extra = UNTOUCHED(extra);
   redmutex_guard *next = NULL;
+  uint32_t permits = 7;
+  size_t count = 7;
+  uint64_t fence = 7;
   int i;
   CHECK(a != NULL && b != NULL);
   unique_name(name, sizeof name, "sem-n");
+
+  CHECK_OK(redmutex_semaphore_status(a, name, &permits, &count, &fence));
+  CHECK(permits == 0 && count == 0 && fence == 0);
 
   for (i = 0; i < 3; i++) {
     CHECK_OK(redmutex_semaphore_acquire(i % 2 ? a : b, name, 3, 30000, 0, &held[i]));
@@ -29,6 +35,8 @@ static void test_at_most_n_holders(void) {
   CHECK_RESULT(redmutex_semaphore_acquire(a, name, 3, 30000, 0, &extra),
                REDMUTEX_RESULT_WOULD_BLOCK);
   CHECK(extra == UNTOUCHED(extra));
+  CHECK_OK(redmutex_semaphore_status(a, name, &permits, &count, &fence));
+  CHECK(permits == 3 && count == 3 && fence == redmutex_guard_fence(held[2]));
   CHECK_RESULT(redmutex_semaphore_acquire_bytes(b, (const uint8_t *)name, strlen(name), 3, 30000,
                                                 200, &extra),
                REDMUTEX_RESULT_WOULD_BLOCK);
@@ -48,7 +56,16 @@ static void test_at_most_n_holders(void) {
 
   CHECK_OK(redmutex_unlock(next));
   CHECK_OK(redmutex_unlock(held[0]));
+  CHECK_OK(redmutex_semaphore_status_bytes(b, (const uint8_t *)name, strlen(name), &permits,
+                                           &count, &fence));
+  CHECK(permits == 3 && count == 1);
   CHECK_OK(redmutex_unlock(held[2]));
+  CHECK_OK(redmutex_semaphore_status(b, name, &permits, &count, &fence));
+  CHECK(permits == 0 && count == 0 && fence >= 5);
+  CHECK_RESULT(redmutex_semaphore_status(b, NULL, &permits, &count, &fence),
+               REDMUTEX_RESULT_NULL_PARAMETER);
+  CHECK_RESULT(redmutex_semaphore_status(b, name, &permits, NULL, &fence),
+               REDMUTEX_RESULT_NULL_PARAMETER);
   redmutex_client_free(a);
   redmutex_client_free(b);
 }
@@ -185,6 +202,14 @@ static void test_several_masters_are_refused(void) {
                REDMUTEX_RESULT_INVALID_ARGUMENT);
   CHECK(last_error_contains("2N-1"));
   CHECK(g == UNTOUCHED(g));
+  {
+    uint32_t permits = 0;
+    size_t held = 0;
+    uint64_t fence = 0;
+    CHECK_RESULT(redmutex_semaphore_status(client, "redmutex-c-test:sem-redlock", &permits, &held,
+                                           &fence),
+                 REDMUTEX_RESULT_INVALID_ARGUMENT);
+  }
   redmutex_client_free(client);
 }
 
