@@ -49,7 +49,8 @@ Exit status:
   75                 not acquired within the wait (--conflict-exit-code)
   74                 the lock was lost while the command ran, so it was stopped
                      (--lost-exit-code; with --on-lost=ignore, the command's status)
-  64                 bad arguments: a malformed duration or URL, no URL
+  64                 bad arguments: a malformed duration or URL, no URL, a permit count
+                     out of range or unlike that of the key's other holders
   69                 Redis unavailable: unreachable, no quorum, credentials refused
   126, 127           the command could not be run / was not found
   128+N              signal N arrived while waiting for the lock; the command was not run
