@@ -146,9 +146,14 @@ typedef struct redmutex_client_options redmutex_client_options;
  * with `redmutex_guard_release`. `redmutex_unlock` and `redmutex_guard_free` must not overlap
  * any other call on the same guard: release first, join the watchdog, then free.
  *
- * Ownership: made by the `redmutex_lock*` functions; ended exactly once by `redmutex_unlock`
- * (release, report the outcome, free) or `redmutex_guard_free` (release best effort, free;
- * also after `redmutex_guard_release`).
+ * Kinds: the same type holds a mutex grant (`redmutex_lock*`), a semaphore's permit
+ * (`redmutex_semaphore_acquire*`) and a read-write lock's read or write hold
+ * (`redmutex_read_lock*`, `redmutex_write_lock*`); every `redmutex_guard_*` function and
+ * `redmutex_unlock` apply to each, and "the lock" below means whichever of them it holds.
+ *
+ * Ownership: made by the functions above; ended exactly once by `redmutex_unlock` (release,
+ * report the outcome, free) or `redmutex_guard_free` (release best effort, free; also after
+ * `redmutex_guard_release`).
  * A guard inherited by a child through `fork()` is a copy the child can only free: it never
  * renews and never releases the parent's lock, and `redmutex_guard_is_held` is false there.
  */
@@ -582,6 +587,206 @@ redmutex_result redmutex_lock_options_set_interrupt(struct redmutex_lock_options
                                                     void *user_data);
 
 /**
+ * Takes one of the `permits` permits of the semaphore named by the NUL-terminated UTF-8
+ * string `name`: at most `permits` holders of a name at a time, fleet-wide. Each permit is a
+ * lease like a lock's, of `ttl_ms` milliseconds (10 ms to 24 h), renewed by the client's
+ * renew thread while the guard lives, and back by itself after its TTL when its holder dies.
+ *
+ * `permits` is 1 to 1024, and every user of one name must give the same count: while any
+ * permit of the name is held, a call with another count fails with
+ * `REDMUTEX_RESULT_INVALID_ARGUMENT` and a message naming both counts. `wait_ms` as in
+ * `redmutex_lock`: `-1` forever, `0` one attempt, else at most that many milliseconds; a
+ * release wakes one waiter.
+ *
+ * On success writes a new guard to `*out_guard`, ended like any guard with `redmutex_unlock`
+ * (or `redmutex_guard_free`); `redmutex_guard_fence` gives the permit's fence, strictly
+ * greater than that of every earlier permit (and mutex grant) of the name. On failure leaves
+ * `*out_guard` alone.
+ *
+ * Returns as `redmutex_lock` (`REDMUTEX_RESULT_WOULD_BLOCK` when every permit was held for
+ * the whole wait), plus `REDMUTEX_RESULT_INVALID_ARGUMENT` for `permits` of 0 or above 1024,
+ * for a count other than the live permits' and for a client of several independent masters
+ * (majorities granting different permits need not share a node, so N permits could admit
+ * up to 2N-1 holders; use one node, Sentinel or a Cluster).
+ *
+ * Thread-safety: any number of threads may acquire through one client at once.
+ */
+redmutex_result redmutex_semaphore_acquire(const struct redmutex_client *client,
+                                           const char *name,
+                                           uint32_t permits,
+                                           uint64_t ttl_ms,
+                                           int64_t wait_ms,
+                                           struct redmutex_guard **out_guard);
+
+/**
+ * Like `redmutex_semaphore_acquire`, for a name of `name_len` arbitrary bytes (it may hold
+ * NUL bytes and need not be UTF-8).
+ */
+redmutex_result redmutex_semaphore_acquire_bytes(const struct redmutex_client *client,
+                                                 const uint8_t *name,
+                                                 size_t name_len,
+                                                 uint32_t permits,
+                                                 uint64_t ttl_ms,
+                                                 int64_t wait_ms,
+                                                 struct redmutex_guard **out_guard);
+
+/**
+ * Like `redmutex_semaphore_acquire_bytes`, with the TTL and every other setting taken from
+ * `options` (see `redmutex_lock_options_new`). Also returns `REDMUTEX_RESULT_INTERRUPTED`
+ * when the options' interrupt check stopped the wait, and `REDMUTEX_RESULT_INVALID_ARGUMENT`
+ * for a setting out of range.
+ */
+redmutex_result redmutex_semaphore_acquire_with_options(const struct redmutex_client *client,
+                                                        const uint8_t *name,
+                                                        size_t name_len,
+                                                        uint32_t permits,
+                                                        const struct redmutex_lock_options *options,
+                                                        int64_t wait_ms,
+                                                        struct redmutex_guard **out_guard);
+
+/**
+ * Takes a read hold of the read-write lock named by the NUL-terminated UTF-8 string `name`:
+ * many readers at once, or one writer. A read hold waits while a writer holds the name or
+ * waits for it (writer preference: a steady stream of readers cannot starve a writer). The
+ * write side is the lock of the same name, so a `redmutex_lock` holder of `name` (or any
+ * `SET name x NX` holder) keeps readers out too.
+ *
+ * `ttl_ms` and `wait_ms` as in `redmutex_lock`. On success writes a new guard to
+ * `*out_guard`, ended like any guard with `redmutex_unlock`; its `redmutex_guard_fence` is
+ * the fence of the last write it may observe (0 when there was none), which does not
+ * increase per reader. On failure leaves `*out_guard` alone.
+ *
+ * Returns as `redmutex_lock`: `REDMUTEX_RESULT_WOULD_BLOCK` when a writer held or awaited the
+ * lock for the whole wait.
+ *
+ * Thread-safety: any number of threads may lock through one client at once.
+ */
+redmutex_result redmutex_read_lock(const struct redmutex_client *client,
+                                   const char *name,
+                                   uint64_t ttl_ms,
+                                   int64_t wait_ms,
+                                   struct redmutex_guard **out_guard);
+
+/**
+ * Like `redmutex_read_lock`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_read_lock_bytes(const struct redmutex_client *client,
+                                         const uint8_t *name,
+                                         size_t name_len,
+                                         uint64_t ttl_ms,
+                                         int64_t wait_ms,
+                                         struct redmutex_guard **out_guard);
+
+/**
+ * Like `redmutex_read_lock_bytes`, with the TTL and every other setting taken from `options`;
+ * returns as `redmutex_lock_with_options`.
+ */
+redmutex_result redmutex_read_lock_with_options(const struct redmutex_client *client,
+                                                const uint8_t *name,
+                                                size_t name_len,
+                                                const struct redmutex_lock_options *options,
+                                                int64_t wait_ms,
+                                                struct redmutex_guard **out_guard);
+
+/**
+ * Takes the write hold of the read-write lock named by the NUL-terminated UTF-8 string
+ * `name`: exclusive of every reader and of every other writer. It is the same lock as
+ * `redmutex_lock` on `name` (the same key, the same fence), so a write hold and a mutex
+ * holder of one name exclude each other; while it waits, new readers queue behind it.
+ *
+ * `ttl_ms`, `wait_ms`, `*out_guard` and the results as in `redmutex_lock`
+ * (`REDMUTEX_RESULT_WOULD_BLOCK` when a writer or readers held the lock for the whole wait).
+ * Its fence strictly increases, past every earlier write's and every read hold's.
+ *
+ * Thread-safety: any number of threads may lock through one client at once.
+ */
+redmutex_result redmutex_write_lock(const struct redmutex_client *client,
+                                    const char *name,
+                                    uint64_t ttl_ms,
+                                    int64_t wait_ms,
+                                    struct redmutex_guard **out_guard);
+
+/**
+ * Like `redmutex_write_lock`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_write_lock_bytes(const struct redmutex_client *client,
+                                          const uint8_t *name,
+                                          size_t name_len,
+                                          uint64_t ttl_ms,
+                                          int64_t wait_ms,
+                                          struct redmutex_guard **out_guard);
+
+/**
+ * Like `redmutex_write_lock_bytes`, with the TTL and every other setting taken from
+ * `options`; returns as `redmutex_lock_with_options`.
+ */
+redmutex_result redmutex_write_lock_with_options(const struct redmutex_client *client,
+                                                 const uint8_t *name,
+                                                 size_t name_len,
+                                                 const struct redmutex_lock_options *options,
+                                                 int64_t wait_ms,
+                                                 struct redmutex_guard **out_guard);
+
+/**
+ * Asks Redis how many permits of the semaphore named by the NUL-terminated UTF-8 string
+ * `name` are held: for monitoring (the answer may be stale by the time the caller reads it),
+ * never instead of acquiring. No count is given: any user's count will do for a look.
+ *
+ * On success writes to `*out_permits` the count the live permits were taken with (0 when none
+ * is held), to `*out_held` the number of live permits, and to `*out_fence` the last fence
+ * number granted for the name (shared with the lock of the same name; 0 when none was).
+ * Nothing is written on failure.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_CONNECTION` when the node did not answer,
+ * `REDMUTEX_RESULT_NULL_PARAMETER`, `REDMUTEX_RESULT_INVALID_UTF8`, or
+ * `REDMUTEX_RESULT_INVALID_ARGUMENT` for a bad name or a client of several independent
+ * masters (which has no semaphores).
+ */
+redmutex_result redmutex_semaphore_status(const struct redmutex_client *client,
+                                          const char *name,
+                                          uint32_t *out_permits,
+                                          size_t *out_held,
+                                          uint64_t *out_fence);
+
+/**
+ * Like `redmutex_semaphore_status`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_semaphore_status_bytes(const struct redmutex_client *client,
+                                                const uint8_t *name,
+                                                size_t name_len,
+                                                uint32_t *out_permits,
+                                                size_t *out_held,
+                                                uint64_t *out_fence);
+
+/**
+ * Asks Redis who holds the read-write lock named by the NUL-terminated UTF-8 string `name`:
+ * for monitoring, like `redmutex_status` (which names the writer and its lease).
+ *
+ * On success writes to `*out_writer` whether a writer (or a `redmutex_lock` holder, or any
+ * `SET name x NX` holder) has it, to `*out_readers` the number of live read holds, and to
+ * `*out_fence` the last fence number granted for the name. Nothing is written on failure.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
+ * when too few nodes answered, `REDMUTEX_RESULT_NULL_PARAMETER`,
+ * `REDMUTEX_RESULT_INVALID_UTF8` or `REDMUTEX_RESULT_INVALID_ARGUMENT`.
+ */
+redmutex_result redmutex_rwlock_status(const struct redmutex_client *client,
+                                       const char *name,
+                                       bool *out_writer,
+                                       size_t *out_readers,
+                                       uint64_t *out_fence);
+
+/**
+ * Like `redmutex_rwlock_status`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_rwlock_status_bytes(const struct redmutex_client *client,
+                                             const uint8_t *name,
+                                             size_t name_len,
+                                             bool *out_writer,
+                                             size_t *out_readers,
+                                             uint64_t *out_fence);
+
+/**
  * Releases the lock (only if it still holds our value: compare-and-delete on every node)
  * and frees the guard, whatever the outcome. After it returns, no on-lost callback of this
  * guard is running or will run. `guard` is invalid afterwards, even on failure.
@@ -630,6 +835,10 @@ void redmutex_guard_free(struct redmutex_guard *guard);
  * holder of the lock's name (0 when fencing is off, or when `guard` is NULL). Pass it to the
  * resource you protect, and have that resource refuse writes carrying a lower number than
  * one it has already seen. Local, no network.
+ *
+ * A semaphore's permits each have their own increasing fence, but several are held at once,
+ * so a resource they share must accept each holder's own fence. A read hold's fence is that
+ * of the last write it may observe (0 when there was none); it does not increase per reader.
  */
 uint64_t redmutex_guard_fence(const struct redmutex_guard *guard);
 

@@ -10,7 +10,8 @@
  *
  * Failures throw redmutex::Error, which carries the C result code and the library's
  * message. A Client is shared by many threads; a Guard belongs to one owner at a time and is
- * move-only. Link with -lredmutex (see `pkg-config --libs redmutex`).
+ * move-only; it holds a lock, a semaphore's permit or a read-write lock's read or write hold.
+ * Link with -lredmutex (see `pkg-config --libs redmutex`).
  */
 #ifndef REDMUTEX_HPP
 #define REDMUTEX_HPP
@@ -275,6 +276,8 @@ struct Status {
  */
 class Client {
  public:
+  using Ms = std::chrono::milliseconds;
+
   /** A client for one Redis URL, such as "redis://127.0.0.1:6379". */
   explicit Client(std::string_view url, const ClientOptions& options = {})
       : Client(std::vector<std::string>{std::string(url)}, options) {}
@@ -330,32 +333,118 @@ class Client {
     return lock(name, with_ttl(ttl));
   }
   [[nodiscard]] Guard lock(std::string_view name, const LockOptions& options) const {
-    std::optional<Guard> guard = acquire(name, options, -1);
-    if (!guard) detail::throw_error(REDMUTEX_RESULT_WOULD_BLOCK);
-    return std::move(*guard);
+    return blocking(Kind::Mutex, 0, name, options);
   }
 
   /** One attempt: the Guard, or nullopt when someone else holds the lock. */
   [[nodiscard]] std::optional<Guard> try_lock(
       std::string_view name, std::chrono::milliseconds ttl = std::chrono::milliseconds(30000))
       const {
-    return acquire(name, with_ttl(ttl), 0);
+    return acquire(Kind::Mutex, 0, name, with_ttl(ttl), 0);
   }
   [[nodiscard]] std::optional<Guard> try_lock(std::string_view name,
                                               const LockOptions& options) const {
-    return acquire(name, options, 0);
+    return acquire(Kind::Mutex, 0, name, options, 0);
   }
 
   /** Waits at most `wait`: the Guard, or nullopt when someone else held it all along. */
   [[nodiscard]] std::optional<Guard> try_lock_for(
       std::string_view name, std::chrono::milliseconds wait,
       std::chrono::milliseconds ttl = std::chrono::milliseconds(30000)) const {
-    return acquire(name, with_ttl(ttl), wait.count() < 0 ? 0 : wait.count());
+    return acquire(Kind::Mutex, 0, name, with_ttl(ttl), wait_of(wait));
   }
   [[nodiscard]] std::optional<Guard> try_lock_for(std::string_view name,
                                                   std::chrono::milliseconds wait,
                                                   const LockOptions& options) const {
-    return acquire(name, options, wait.count() < 0 ? 0 : wait.count());
+    return acquire(Kind::Mutex, 0, name, options, wait_of(wait));
+  }
+
+  /**
+   * A permit of the semaphore `name`: at most `permits` holders at once (1 to 1024; every
+   * user of a name gives the same count). As lock() / try_lock() / try_lock_for(): waits as
+   * long as it takes, makes one attempt, or waits at most `wait` (nullopt when every permit
+   * stayed held). The Guard is a permit, with its own fence.
+   */
+  [[nodiscard]] Guard semaphore(std::string_view name, std::uint32_t permits,
+                                Ms ttl = Ms(30000)) const {
+    return blocking(Kind::Semaphore, permits, name, with_ttl(ttl));
+  }
+  [[nodiscard]] Guard semaphore(std::string_view name, std::uint32_t permits,
+                                const LockOptions& options) const {
+    return blocking(Kind::Semaphore, permits, name, options);
+  }
+  [[nodiscard]] std::optional<Guard> try_semaphore(std::string_view name, std::uint32_t permits,
+                                                   Ms ttl = Ms(30000)) const {
+    return acquire(Kind::Semaphore, permits, name, with_ttl(ttl), 0);
+  }
+  [[nodiscard]] std::optional<Guard> try_semaphore(std::string_view name, std::uint32_t permits,
+                                                   const LockOptions& options) const {
+    return acquire(Kind::Semaphore, permits, name, options, 0);
+  }
+  [[nodiscard]] std::optional<Guard> try_semaphore_for(std::string_view name,
+                                                       std::uint32_t permits, Ms wait,
+                                                       Ms ttl = Ms(30000)) const {
+    return acquire(Kind::Semaphore, permits, name, with_ttl(ttl), wait_of(wait));
+  }
+  [[nodiscard]] std::optional<Guard> try_semaphore_for(std::string_view name,
+                                                       std::uint32_t permits, Ms wait,
+                                                       const LockOptions& options) const {
+    return acquire(Kind::Semaphore, permits, name, options, wait_of(wait));
+  }
+
+  /**
+   * A read hold of the read-write lock `name`: many readers at once, never with a writer or
+   * a lock() holder of the name; new readers queue behind a waiting writer. Its fence is that
+   * of the last write it may observe. Waits, tries and times out as lock() and its kin.
+   */
+  [[nodiscard]] Guard read_lock(std::string_view name, Ms ttl = Ms(30000)) const {
+    return blocking(Kind::Read, 0, name, with_ttl(ttl));
+  }
+  [[nodiscard]] Guard read_lock(std::string_view name, const LockOptions& options) const {
+    return blocking(Kind::Read, 0, name, options);
+  }
+  [[nodiscard]] std::optional<Guard> try_read_lock(std::string_view name,
+                                                   Ms ttl = Ms(30000)) const {
+    return acquire(Kind::Read, 0, name, with_ttl(ttl), 0);
+  }
+  [[nodiscard]] std::optional<Guard> try_read_lock(std::string_view name,
+                                                   const LockOptions& options) const {
+    return acquire(Kind::Read, 0, name, options, 0);
+  }
+  [[nodiscard]] std::optional<Guard> try_read_lock_for(std::string_view name, Ms wait,
+                                                       Ms ttl = Ms(30000)) const {
+    return acquire(Kind::Read, 0, name, with_ttl(ttl), wait_of(wait));
+  }
+  [[nodiscard]] std::optional<Guard> try_read_lock_for(std::string_view name, Ms wait,
+                                                       const LockOptions& options) const {
+    return acquire(Kind::Read, 0, name, options, wait_of(wait));
+  }
+
+  /**
+   * The write hold of the read-write lock `name`: exclusive of readers and writers. It is the
+   * lock that lock(name) takes, so the two exclude each other.
+   */
+  [[nodiscard]] Guard write_lock(std::string_view name, Ms ttl = Ms(30000)) const {
+    return blocking(Kind::Write, 0, name, with_ttl(ttl));
+  }
+  [[nodiscard]] Guard write_lock(std::string_view name, const LockOptions& options) const {
+    return blocking(Kind::Write, 0, name, options);
+  }
+  [[nodiscard]] std::optional<Guard> try_write_lock(std::string_view name,
+                                                    Ms ttl = Ms(30000)) const {
+    return acquire(Kind::Write, 0, name, with_ttl(ttl), 0);
+  }
+  [[nodiscard]] std::optional<Guard> try_write_lock(std::string_view name,
+                                                    const LockOptions& options) const {
+    return acquire(Kind::Write, 0, name, options, 0);
+  }
+  [[nodiscard]] std::optional<Guard> try_write_lock_for(std::string_view name, Ms wait,
+                                                        Ms ttl = Ms(30000)) const {
+    return acquire(Kind::Write, 0, name, with_ttl(ttl), wait_of(wait));
+  }
+  [[nodiscard]] std::optional<Guard> try_write_lock_for(std::string_view name, Ms wait,
+                                                        const LockOptions& options) const {
+    return acquire(Kind::Write, 0, name, options, wait_of(wait));
   }
 
   /** Whether anyone holds the lock right now (for monitoring; may be stale at once). */
@@ -388,6 +477,20 @@ class Client {
   redmutex_client* native_handle() const noexcept { return client_; }
 
  private:
+  /** What a lock call takes. */
+  enum class Kind { Mutex, Semaphore, Read, Write };
+
+  static std::int64_t wait_of(std::chrono::milliseconds wait) noexcept {
+    return wait.count() < 0 ? 0 : static_cast<std::int64_t>(wait.count());
+  }
+
+  Guard blocking(Kind kind, std::uint32_t permits, std::string_view name,
+                 const LockOptions& options) const {
+    std::optional<Guard> guard = acquire(kind, permits, name, options, -1);
+    if (!guard) detail::throw_error(REDMUTEX_RESULT_WOULD_BLOCK);
+    return std::move(*guard);
+  }
+
   static LockOptions with_ttl(std::chrono::milliseconds ttl) {
     LockOptions options;
     options.ttl = ttl;
@@ -399,8 +502,8 @@ class Client {
     return reinterpret_cast<const std::uint8_t*>(s.empty() ? "" : s.data());
   }
 
-  std::optional<Guard> acquire(std::string_view name, const LockOptions& options,
-                               std::int64_t wait_ms) const {
+  std::optional<Guard> acquire(Kind kind, std::uint32_t permits, std::string_view name,
+                               const LockOptions& options, std::int64_t wait_ms) const {
     redmutex_lock_options* raw = nullptr;
     detail::check(redmutex_lock_options_new(&raw));
     std::unique_ptr<redmutex_lock_options, detail::LockOptionsDeleter> opts(raw);
@@ -446,8 +549,18 @@ class Client {
                                                         &interrupt));
     }
     redmutex_guard* guard = nullptr;
-    redmutex_result r = redmutex_lock_with_options(client_, bytes(name), name.size(), opts.get(),
-                                                   wait_ms, &guard);
+    const std::uint8_t* n = bytes(name);
+    redmutex_lock_options* o = opts.get();
+    redmutex_result r =
+        kind == Kind::Semaphore
+            ? redmutex_semaphore_acquire_with_options(client_, n, name.size(), permits, o,
+                                                      wait_ms, &guard)
+        : kind == Kind::Read  ? redmutex_read_lock_with_options(client_, n, name.size(), o,
+                                                                wait_ms, &guard)
+        : kind == Kind::Write ? redmutex_write_lock_with_options(client_, n, name.size(), o,
+                                                                 wait_ms, &guard)
+                              : redmutex_lock_with_options(client_, n, name.size(), o, wait_ms,
+                                                           &guard);
     if (interrupt.error) {
       redmutex_guard_free(guard);  // NULL unless the lock was taken all the same
       std::rethrow_exception(interrupt.error);

@@ -125,7 +125,9 @@ use_guard='#include "redmutex.hpp"
 void f(const redmutex::Client& c) { auto g = c.lock("job"); auto t = c.try_lock("job");
   auto u = c.try_lock_for("job", std::chrono::seconds(1)); (void)g; (void)t; (void)u; }'
 header_check c++ c++17 "$use_guard"
-for call in 'c.lock("job")' 'c.try_lock("job")' 'c.try_lock_for("job", std::chrono::seconds(1))'; do
+for call in 'c.lock("job")' 'c.try_lock("job")' 'c.try_lock_for("job", std::chrono::seconds(1))' \
+  'c.semaphore("job", 2)' 'c.try_semaphore("job", 2)' 'c.read_lock("job")' \
+  'c.try_read_lock("job")' 'c.write_lock("job")' 'c.try_write_lock_for("job", std::chrono::seconds(1))'; do
   if header_check c++ c++17 "#include \"redmutex.hpp\"
 void f(const redmutex::Client& c) { $call; }" 2>/dev/null; then
     echo "test-c: discarding the result of $call compiles without a warning" >&2

@@ -5,6 +5,7 @@
 //! ```
 
 mod duration;
+mod hold;
 mod report;
 mod run;
 mod sys;
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use redmutex::Client;
+use redmutex::{Client, MAX_PERMITS};
 
 use report::{EXIT_CONFLICT, EXIT_LOST, EXIT_OSERR, EXIT_USAGE, fail};
 use run::OnLost;
@@ -35,6 +36,10 @@ const RUN_HELP: &str = "\
 The command gets the lock's fence number in REDMUTEX_FENCE: pass it to the resource you
 protect, so that it can refuse writes from a holder that has lost the lock meanwhile.
 
+--permits N lets up to N runs of the key hold it at once (a semaphore; each run gets its
+permit's own fence). --shared runs share the key with each other but not with a plain run,
+like flock -s and flock -x on one file.
+
 Signals: SIGINT, SIGTERM and SIGHUP sent to redmutex are forwarded to the command; the lock
 is released once the command has exited. Outside a terminal the command leads its own
 process group, and signals go to the whole group.
@@ -44,7 +49,8 @@ Exit status:
   75                 not acquired within the wait (--conflict-exit-code)
   74                 the lock was lost while the command ran, so it was stopped
                      (--lost-exit-code; with --on-lost=ignore, the command's status)
-  64                 bad arguments: a malformed duration or URL, no URL
+  64                 bad arguments: a malformed duration or URL, no URL, a permit count
+                     out of range or unlike that of the key's other holders
   69                 Redis unavailable: unreachable, no quorum, credentials refused
   126, 127           the command could not be run / was not found
   128+N              signal N arrived while waiting for the lock; the command was not run
@@ -52,7 +58,9 @@ Exit status:
 Examples:
   redmutex run --key invoice:nightly --ttl 30s --no-wait -- /opt/billing/send-invoices
   redmutex run --key db:migrate --wait 5m --max-hold 1h -- ./migrate.sh
-  redmutex run --key sync --on-lost=kill --kill-after 30s -- rsync -a src/ dst/";
+  redmutex run --key sync --on-lost=kill --kill-after 30s -- rsync -a src/ dst/
+  redmutex run --key payments:provider --permits 3 -- ./charge-cards
+  redmutex run --key cache:prices --shared -- ./read-prices";
 
 /// What `redmutex --version` prints after the name: the version and the TLS support built in.
 #[cfg(feature = "tls-rustls")]
@@ -109,7 +117,8 @@ enum Cmd {
     /// Run a command while holding a lock: acquire, renew while it runs, release.
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
-    /// Show who holds a lock, for how long, and the last fence number (or "free").
+    /// Show who holds a lock, for how long, and the last fence number (or "free"), then the
+    /// shared (--shared) holds and the semaphore permits (--permits) of the key, if any.
     Status {
         /// The lock's name (its Redis key).
         key: String,
@@ -126,6 +135,18 @@ struct RunArgs {
     /// frozen, cut off). Renewed every TTL/3 while the command runs.
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = duration::parse)]
     ttl: Duration,
+
+    /// Take one of N permits of a semaphore named KEY instead of the lock: at most N commands
+    /// hold KEY at once (N is 1 to 1024, the same for every run of KEY). The command gets its
+    /// permit's fence.
+    #[arg(long, value_name = "N", value_parser = parse_permits, conflicts_with = "shared")]
+    permits: Option<u32>,
+
+    /// Take a shared (read) hold of KEY: any number of --shared runs of KEY at once, none
+    /// while a plain run holds KEY, and a waiting plain run goes before new shared ones
+    /// (like flock -s beside flock -x). The command gets the fence of the last plain run.
+    #[arg(long)]
+    shared: bool,
 
     /// Wait at most this long for the lock. Default: as long as it takes (like flock).
     #[arg(long, value_name = "DUR", value_parser = duration::parse, conflicts_with = "no_wait")]
@@ -228,6 +249,11 @@ fn dispatch(cli: Cli) -> i32 {
             &client,
             &run::Plan {
                 key: a.key,
+                kind: match (a.permits, a.shared) {
+                    (Some(n), _) => hold::Kind::Permits(n),
+                    (None, true) => hold::Kind::Shared,
+                    (None, false) => hold::Kind::Exclusive,
+                },
                 ttl: a.ttl,
                 wait: if a.no_wait {
                     Some(Duration::ZERO)
@@ -248,9 +274,9 @@ fn dispatch(cli: Cli) -> i32 {
                 command: a.command,
             },
         ),
-        Cmd::Status { key } => match client.mutex(&key).status() {
-            Ok(st) => {
-                println!("{}", report::status_line(&st));
+        Cmd::Status { key } => match report::status_lines(&client, &key) {
+            Ok(text) => {
+                print!("{text}");
                 0
             }
             Err(e) => {
@@ -259,6 +285,20 @@ fn dispatch(cli: Cli) -> i32 {
             }
         },
     }
+}
+
+/// `--permits N`: 1 to MAX_PERMITS.
+fn parse_permits(text: &str) -> Result<u32, String> {
+    let n: u32 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of permits (1 to {MAX_PERMITS})"))?;
+    if n == 0 || n > MAX_PERMITS {
+        return Err(format!(
+            "a semaphore must have 1 to {MAX_PERMITS} permits, got {n}"
+        ));
+    }
+    Ok(n)
 }
 
 /// How long `--min-replicas N` waits for the replicas when no DUR is given (capped at TTL/2).

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use redmutex::{Error, ErrorKind, LockStatus, NodeOutcome};
+use redmutex::{Client, Error, ErrorKind, LockStatus, NodeOutcome};
 
 use crate::duration;
 
@@ -156,6 +156,35 @@ pub fn status_line(st: &LockStatus) -> String {
         ),
         None => format!("free, last fence {}", st.fence),
     }
+}
+
+/// What `redmutex status KEY` prints: the status line of the lock (the holder of a plain run,
+/// the write side), then the shared holds and the semaphore permits of KEY when there are any,
+/// one line each.
+pub fn status_lines(client: &Client, key: &str) -> Result<String, Error> {
+    let rw = client.rwlock(key).status()?;
+    let mut out = format!("{}\n", status_line(&rw.writer));
+    let each = |out: &mut String, holders: &[(Vec<u8>, Duration)]| {
+        for (token, ttl) in holders {
+            out.push_str(&format!("  {}, {}\n", holder(token), expiry(Some(*ttl))));
+        }
+    };
+    if !rw.readers.is_empty() {
+        out.push_str(&format!("shared by {}:\n", rw.readers.len()));
+        each(&mut out, &rw.readers);
+    }
+    // Any valid count will do for a look; several masters have no semaphores to show.
+    match client.semaphore(key, 1).status() {
+        Ok(st) if !st.holders.is_empty() => {
+            let of = st.permits.map_or_else(String::new, |n| format!(" of {n}"));
+            out.push_str(&format!("permits held: {}{of}:\n", st.holders.len()));
+            each(&mut out, &st.holders);
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::InvalidArgument && client.node_count() > 1 => {}
+        Err(e) => return Err(e),
+    }
+    Ok(out)
 }
 
 /// The conflict line: who holds `key`, for how long.

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redmutex::{Client, ErrorKind, MutexGuard, TryLockError};
+use redmutex::{Client, ErrorKind, MutexOptions, TryLockError};
 
 use crate::duration;
+use crate::hold::{self, Held, Kind};
 use crate::report::{self, EXIT_CANNOT_EXEC, EXIT_NOT_FOUND, fail};
 use crate::sys::{self, Events};
 
@@ -25,6 +26,8 @@ pub enum OnLost {
 /// Everything `run` was asked to do.
 pub struct Plan {
     pub key: String,
+    /// The lock, a semaphore's permit (`--permits`) or a read hold (`--shared`).
+    pub kind: Kind,
     pub ttl: Duration,
     /// `None`: wait as long as it takes.
     pub wait: Option<Duration>,
@@ -40,18 +43,16 @@ pub struct Plan {
 
 /// Runs the plan and returns the exit code.
 pub fn run(events: &Events, client: &Client, plan: &Plan) -> i32 {
-    let mut mutex = client.mutex(&plan.key).ttl(plan.ttl);
-    if let Some(h) = plan.max_hold {
-        mutex = mutex.max_hold(h);
-    }
-    if let Some((n, timeout)) = plan.min_replicas {
-        mutex = mutex.min_replicas(n, timeout);
-    }
+    let opts = MutexOptions::default()
+        .with_ttl(plan.ttl)
+        .with_max_hold(plan.max_hold)
+        .with_min_replicas(plan.min_replicas);
     let deadline = plan.wait.map(|w| Instant::now() + w);
-    let guard = match mutex.lock_interruptible(deadline, &mut || sys::pending_signal().is_some()) {
+    let mut stop = || sys::pending_signal().is_some();
+    let guard = match hold::take(client, &plan.key, plan.kind, opts, deadline, &mut stop) {
         Ok(g) => g,
         Err(TryLockError::WouldBlock) => {
-            fail(report::conflict_line(&plan.key, mutex.status(), plan.wait));
+            fail(hold::conflict_line(client, &plan.key, plan.kind, plan.wait));
             return plan.conflict_exit_code;
         }
         Err(TryLockError::Error(e)) if e.kind() == ErrorKind::Interrupted => {
@@ -124,7 +125,7 @@ pub fn run(events: &Events, client: &Client, plan: &Plan) -> i32 {
 /// Supervises the running command.
 struct Watch<'a> {
     plan: &'a Plan,
-    guard: &'a MutexGuard,
+    guard: &'a Held,
     lost: &'a AtomicBool,
     events: &'a Events,
     /// Where signals go: the command's pid, or minus its process group.
@@ -206,7 +207,7 @@ impl Watch<'_> {
 }
 
 /// Releases the lock after the command exited with `code`, and picks the exit code.
-fn finish(plan: &Plan, guard: MutexGuard, code: i32, lost_while_running: bool) -> i32 {
+fn finish(plan: &Plan, guard: Held, code: i32, lost_while_running: bool) -> i32 {
     let key = report::one_line(&plan.key);
     let kill = plan.on_lost == OnLost::Kill;
     if lost_while_running {

@@ -6,8 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use redmutex::MutexGuard;
-
+use crate::held::Held;
 use crate::ptr::{Out, arg};
 use crate::result::{Failure, boundary, boundary_value, copy_str, redmutex_result};
 
@@ -37,13 +36,18 @@ pub type redmutex_lost_callback = Option<unsafe extern "C" fn(user_data: *mut c_
 /// with `redmutex_guard_release`. `redmutex_unlock` and `redmutex_guard_free` must not overlap
 /// any other call on the same guard: release first, join the watchdog, then free.
 ///
-/// Ownership: made by the `redmutex_lock*` functions; ended exactly once by `redmutex_unlock`
-/// (release, report the outcome, free) or `redmutex_guard_free` (release best effort, free;
-/// also after `redmutex_guard_release`).
+/// Kinds: the same type holds a mutex grant (`redmutex_lock*`), a semaphore's permit
+/// (`redmutex_semaphore_acquire*`) and a read-write lock's read or write hold
+/// (`redmutex_read_lock*`, `redmutex_write_lock*`); every `redmutex_guard_*` function and
+/// `redmutex_unlock` apply to each, and "the lock" below means whichever of them it holds.
+///
+/// Ownership: made by the functions above; ended exactly once by `redmutex_unlock` (release,
+/// report the outcome, free) or `redmutex_guard_free` (release best effort, free; also after
+/// `redmutex_guard_release`).
 /// A guard inherited by a child through `fork()` is a copy the child can only free: it never
 /// renews and never releases the parent's lock, and `redmutex_guard_is_held` is false there.
 pub struct redmutex_guard {
-    guard: MutexGuard,
+    guard: Held,
     callbacks: Arc<CallbackGate>,
     /// The process that took the lock; a forked child's copy skips the gate (see `close`).
     pid: u32,
@@ -121,7 +125,7 @@ impl LostCallback {
 }
 
 impl redmutex_guard {
-    pub(crate) fn new_raw(guard: MutexGuard) -> *mut redmutex_guard {
+    pub(crate) fn new_raw(guard: Held) -> *mut redmutex_guard {
         Box::into_raw(Box::new(redmutex_guard {
             guard,
             callbacks: Arc::new(CallbackGate {
@@ -133,7 +137,7 @@ impl redmutex_guard {
     }
 
     /// Takes ownership back from C and disarms the on-lost callbacks.
-    fn close(guard: *mut redmutex_guard) -> Option<MutexGuard> {
+    fn close(guard: *mut redmutex_guard) -> Option<Held> {
         if guard.is_null() {
             return None;
         }
@@ -218,6 +222,10 @@ pub extern "C" fn redmutex_guard_free(guard: *mut redmutex_guard) {
 /// holder of the lock's name (0 when fencing is off, or when `guard` is NULL). Pass it to the
 /// resource you protect, and have that resource refuse writes carrying a lower number than
 /// one it has already seen. Local, no network.
+///
+/// A semaphore's permits each have their own increasing fence, but several are held at once,
+/// so a resource they share must accept each holder's own fence. A read hold's fence is that
+/// of the last write it may observe (0 when there was none); it does not increase per reader.
 #[unsafe(no_mangle)]
 pub extern "C" fn redmutex_guard_fence(guard: *const redmutex_guard) -> u64 {
     boundary_value(0, || arg(guard, "guard").map_or(0, |g| g.guard.fence()))

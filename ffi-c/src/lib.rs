@@ -8,14 +8,21 @@
 // The C names (`redmutex_client`, `redmutex_result`, …) are the contract.
 #![allow(non_camel_case_types)]
 
-// cbindgen writes the header in declaration order: results, clients, locks, guards.
+// cbindgen writes the header in declaration order: results, clients, locks, the other
+// kinds of lock, guards.
 mod result;
 
 mod client;
 
 mod lock;
 
+mod shared;
+
 mod guard;
+
+mod held;
+
+mod take;
 
 mod ptr;
 
@@ -23,6 +30,7 @@ pub use client::*;
 pub use guard::*;
 pub use lock::*;
 pub use result::*;
+pub use shared::*;
 
 use std::ffi::{CStr, c_char};
 

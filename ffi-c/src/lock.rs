@@ -2,7 +2,7 @@
 //! `redmutex_lock_options`.
 
 use std::ffi::{c_char, c_void};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redmutex::{LockStatus, MAX_NAME_LEN, MutexOptions};
 
@@ -10,6 +10,7 @@ use crate::client::redmutex_client;
 use crate::guard::redmutex_guard;
 use crate::ptr::{Out, arg, bytes, c_str, free_box};
 use crate::result::{Failure, boundary, copy_bytes, redmutex_result};
+use crate::take::{Interrupt, Kind, take};
 
 /// Called by a blocking `redmutex_lock_with_options` on the calling thread after every
 /// wake-up, so at least once per wait cap (250 ms unless set with
@@ -28,14 +29,8 @@ pub type redmutex_interrupt_callback = Option<unsafe extern "C" fn(user_data: *m
 /// `redmutex_lock_options_free`. A lock call copies the settings, so the options may be
 /// changed or freed as soon as it returns.
 pub struct redmutex_lock_options {
-    opts: MutexOptions,
-    interrupt: Option<Interrupt>,
-}
-
-#[derive(Clone, Copy)]
-struct Interrupt {
-    check: unsafe extern "C" fn(user_data: *mut c_void) -> bool,
-    user_data: *mut c_void,
+    pub(crate) opts: MutexOptions,
+    pub(crate) interrupt: Option<Interrupt>,
 }
 
 /// Takes the lock named by the NUL-terminated UTF-8 string `name` (its Redis key), with a
@@ -70,7 +65,15 @@ pub extern "C" fn redmutex_lock(
         let name = c_str(name, "name")?;
         let out = Out::new(out_guard, "out_guard")?;
         let opts = MutexOptions::default().with_ttl(Duration::from_millis(ttl_ms));
-        lock(client, name.as_bytes(), opts, None, wait_ms, out)
+        take(
+            client,
+            name.as_bytes(),
+            Kind::Mutex,
+            opts,
+            None,
+            wait_ms,
+            out,
+        )
     })
 }
 
@@ -90,7 +93,7 @@ pub extern "C" fn redmutex_lock_bytes(
         let name = bytes(name, name_len, MAX_NAME_LEN, "name")?;
         let out = Out::new(out_guard, "out_guard")?;
         let opts = MutexOptions::default().with_ttl(Duration::from_millis(ttl_ms));
-        lock(client, name, opts, None, wait_ms, out)
+        take(client, name, Kind::Mutex, opts, None, wait_ms, out)
     })
 }
 
@@ -112,46 +115,16 @@ pub extern "C" fn redmutex_lock_with_options(
         let name = bytes(name, name_len, MAX_NAME_LEN, "name")?;
         let options = arg(options, "options")?;
         let out = Out::new(out_guard, "out_guard")?;
-        lock(
+        take(
             client,
             name,
+            Kind::Mutex,
             options.opts.clone(),
             options.interrupt,
             wait_ms,
             out,
         )
     })
-}
-
-fn lock(
-    client: &redmutex_client,
-    name: &[u8],
-    opts: MutexOptions,
-    interrupt: Option<Interrupt>,
-    wait_ms: i64,
-    out: Out<*mut redmutex_guard>,
-) -> Result<(), Failure> {
-    let deadline = match wait_ms {
-        -1 => None,
-        // A wait too long for the clock to represent is a wait without end.
-        0.. => Instant::now().checked_add(Duration::from_millis(wait_ms.unsigned_abs())),
-        _ => {
-            return Err(Failure::invalid(format!(
-                "`wait_ms` must be -1 (forever), 0 (one attempt) or a positive number of \
-                 milliseconds, got {wait_ms}"
-            )));
-        }
-    };
-    let mut interrupted = || match interrupt {
-        // SAFETY: the caller registered this function for exactly this use, with this
-        // user_data, and it is called on the caller's own thread during the call.
-        Some(i) => unsafe { (i.check)(i.user_data) },
-        None => false,
-    };
-    let mutex = client.client.mutex(name).options(opts);
-    let guard = mutex.lock_interruptible(deadline, &mut interrupted)?;
-    out.write(redmutex_guard::new_raw(guard));
-    Ok(())
 }
 
 /// Asks Redis whether anyone holds the lock named by the NUL-terminated UTF-8 string `name`

@@ -11,6 +11,7 @@ use crate::client::{redmutex_client, redmutex_client_free, redmutex_client_new};
 use crate::guard::redmutex_unlock;
 use crate::lock::redmutex_lock_bytes;
 use crate::result::{redmutex_last_error_message, redmutex_result, redmutex_result_name};
+use crate::shared::{redmutex_read_lock_bytes, redmutex_semaphore_acquire_bytes};
 
 /// A client for a loopback port nobody listens on: attempts fail at once, with "refused".
 fn closed_client() -> *mut redmutex_client {
@@ -69,6 +70,32 @@ proptest! {
         } else {
             prop_assert!(guard.is_null(), "out-pointer written on failure");
         }
+        redmutex_client_free(client);
+    }
+
+    #[test]
+    fn semaphore_and_read_lock_answer_any_name_and_count(
+        name in prop::collection::vec(any::<u8>(), 0..600),
+        permits in prop_oneof![0u32..4, 1020u32..1030, Just(u32::MAX)],
+        read in any::<bool>(),
+    ) {
+        let client = closed_client();
+        let mut guard = ptr::null_mut();
+        let r = if read {
+            redmutex_read_lock_bytes(client, name.as_ptr(), name.len(), 30_000, 0, &mut guard)
+        } else {
+            redmutex_semaphore_acquire_bytes(
+                client, name.as_ptr(), name.len(), permits, 30_000, 0, &mut guard,
+            )
+        };
+        let valid = !name.is_empty() && name.len() <= 512
+            && (read || (1..=1024).contains(&permits));
+        if valid {
+            prop_assert_eq!(r, redmutex_result::Connection);
+        } else {
+            prop_assert_eq!(r, redmutex_result::InvalidArgument);
+        }
+        prop_assert!(guard.is_null(), "out-pointer written on failure");
         redmutex_client_free(client);
     }
 
