@@ -51,6 +51,9 @@ pub(super) struct State {
     pub(super) valid_until_at: Instant,
     /// When the grant or the last renewal was sent.
     t0: Stamp,
+    /// Threads in `wait_lost`: only then does a release or a loss wake the condition
+    /// variable (a notify is a system call even when nobody waits).
+    pub(super) waiting: usize,
 }
 
 impl Lease {
@@ -61,6 +64,7 @@ impl Lease {
                 hold: Hold::new(spec, grant.t0, grant.valid_until),
                 valid_until_at,
                 t0: grant.t0,
+                waiting: 0,
             }),
             voters,
             spec: spec.clone(),
@@ -141,9 +145,11 @@ impl Lease {
         if !st.hold.lose(why) {
             return Vec::new();
         }
-        let ttl = st.hold.ttl;
+        let (ttl, waiting) = (st.hold.ttl, st.waiting);
         drop(st);
-        self.lost_cv.notify_all();
+        if waiting > 0 {
+            self.lost_cv.notify_all();
+        }
         // Renewals that timed out may still run and keep the key for a TTL although nobody
         // holds it: remove it (token-checked) from every node, in the background.
         let all = (0..self.spec.n).collect();
@@ -235,7 +241,9 @@ impl Lease {
                 return false;
             }
             let until = deadline.map_or(st.valid_until_at, |d| d.min(st.valid_until_at));
+            st.waiting += 1;
             st = self.lost_cv.wait_until(st, until);
+            st.waiting -= 1;
         }
     }
 }

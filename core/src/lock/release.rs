@@ -28,7 +28,7 @@ impl Lease {
         }
         let _op = self.op.lock();
         let now = self.now();
-        let (lost, valid_until) = {
+        let (lost, valid_until, waiting) = {
             let mut st = self.state.lock();
             let Ok(lost) = st.hold.release(now) else {
                 return Err(Error::new(
@@ -36,9 +36,11 @@ impl Lease {
                     "the lock was already released",
                 ));
             };
-            (lost, st.hold.valid_until)
+            (lost, st.hold.valid_until, st.waiting)
         };
-        self.lost_cv.notify_all();
+        if waiting > 0 {
+            self.lost_cv.notify_all();
+        }
         let (tally, pending) = self.release_everywhere(valid_until);
         // Bookkeeping after the release is sent: a waiter's wake-up does not wait for it (no
         // callback runs once `released` is set, and the renew thread skips the guard).
