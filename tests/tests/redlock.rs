@@ -381,3 +381,60 @@ fn fences_stay_monotonic_across_different_majorities() {
         "the nodes' counters never diverged: the test proved nothing"
     );
 }
+
+/// A round ends at its majority: with two of five nodes answering 600 ms late (their requests
+/// run at once; only the replies are slow), `try_lock` and `unlock` return as soon as the three
+/// fast nodes decided, long before the slow replies. The late grants are part of the lock
+/// (the slow nodes hold its token), the release reaches them too, and the connections that
+/// still owed those replies serve the next round.
+#[test]
+fn a_round_ends_at_its_majority_and_keeps_the_late_grants() {
+    use redmutex_tests::{FaultProxy, Mode, wait_until};
+    const SLOW: Duration = Duration::from_millis(600);
+    let servers = RedisServers::start(5);
+    let proxies: Vec<FaultProxy> = servers
+        .iter()
+        .map(|s| FaultProxy::start(&s.addr()))
+        .collect();
+    let client = Client::builder()
+        .nodes(proxies.iter().map(FaultProxy::url))
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let mutex = client.mutex("quorum:late").ttl(Duration::from_secs(10));
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    proxies[3..]
+        .iter()
+        .for_each(|p| p.set_mode(Mode::Delay(SLOW)));
+    for round in 0..3 {
+        let started = Instant::now();
+        let guard = mutex.try_lock().unwrap();
+        let took = started.elapsed();
+        assert!(took < SLOW / 2, "round {round}: try_lock took {took:?}");
+        // The slow nodes' requests ran (only their replies are late): they hold the token.
+        let token = String::from_utf8(guard.token().to_vec()).unwrap();
+        assert!(
+            wait_until(SLOW / 2, || servers.iter().all(|s| {
+                s.conn().get::<_, Option<String>>("quorum:late").unwrap() == Some(token.clone())
+            })),
+            "round {round}: every node holds the token"
+        );
+        let started = Instant::now();
+        let released = guard.unlock().unwrap();
+        let took = started.elapsed();
+        assert!(took < SLOW / 2, "round {round}: unlock took {took:?}");
+        assert_eq!(
+            (released.released, released.pending),
+            (3, 2),
+            "{released:?}"
+        );
+        assert!(
+            wait_until(Duration::from_secs(1), || servers.iter().all(|s| s
+                .conn()
+                .get::<_, Option<String>>("quorum:late")
+                .unwrap()
+                .is_none())),
+            "round {round}: the release reached every node"
+        );
+    }
+}

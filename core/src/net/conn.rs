@@ -29,26 +29,18 @@ impl Connection {
         self.owed += n;
     }
 
-    /// Reads (and drops) the replies still to come, waiting at most a millisecond: a reply of
-    /// a node that answers at all is long there by the next use. `false` when they did not
-    /// all come (a slow or frozen node): the connection is then out of step and must be
-    /// dropped; waiting for it would hold up the round that wants it, and every request that
-    /// round still has to send.
-    pub(crate) fn settle_owed(&mut self) -> bool {
-        if self.owed == 0 {
-            return true;
-        }
-        let wait = Duration::from_millis(1);
-        if self.io.set_read_timeout(Some(wait)).is_err() {
-            return false;
-        }
+    /// Reads (and drops) the replies still to come, waiting for them until `deadline`. An
+    /// error when they did not all come: the connection is then out of step and must be
+    /// dropped.
+    pub(crate) fn settle_owed(&mut self, deadline: Instant) -> RedisResult<()> {
         while self.owed > 0 {
-            if self.io.recv_response().is_err() {
-                return false;
-            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.io
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+            self.io.recv_response()?;
             self.owed -= 1;
         }
-        true
+        Ok(())
     }
 }
 

@@ -125,14 +125,25 @@ impl Endpoint {
     }
 
     /// An idle connection, if there is one (the most recently used: it is the likeliest alive),
-    /// with the replies it still owes read first (see [`Connection::settle_owed`]).
+    /// with the replies it still owes read first, waiting a millisecond at most: a node that
+    /// answers at all has long sent them by the next use, and one that has not is slow, so
+    /// its connection is dropped rather than waited for.
     pub(crate) fn take(&self) -> Option<Connection> {
         loop {
-            let mut conn = self.idle().lock().pop().map(|(c, _)| c)?;
-            if conn.settle_owed() {
+            let mut conn = self.take_owing()?;
+            if conn
+                .settle_owed(Instant::now() + Duration::from_millis(1))
+                .is_ok()
+            {
                 return Some(conn);
             }
         }
+    }
+
+    /// An idle connection that may still owe replies: for a round that writes its requests
+    /// first and reads those replies ahead of its own, within its own deadline.
+    pub(crate) fn take_owing(&self) -> Option<Connection> {
+        self.idle().lock().pop().map(|(c, _)| c)
     }
 
     /// This process's idle connections. A forked child starts with none: it closes its copies

@@ -202,7 +202,9 @@ fn run<R: Request>(
     for (l, leg) in legs.iter().enumerate() {
         match &leg.endpoint {
             Err(e) => answers[l] = Some(Err(e.clone())),
-            Ok(endpoint) => match endpoint.take() {
+            // Replies still owed by an earlier round's slower node come first on the
+            // connection: they are read ahead of this round's, within its deadline.
+            Ok(endpoint) => match endpoint.take_owing() {
                 Some(conn) => pooled.push((l, conn)),
                 None => fresh.push(l),
             },
@@ -252,7 +254,9 @@ fn run<R: Request>(
         let mut decided = None;
         for (l, mut conn) in sent.by_ref() {
             let leg = &legs[l];
-            let answer = receive(&mut conn, &leg_requests(leg), leg.asking, deadline);
+            let answer = conn
+                .settle_owed(deadline)
+                .and_then(|()| receive(&mut conn, &leg_requests(leg), leg.asking, deadline));
             match answer {
                 // The server restarted or dropped us while the connection sat in the pool:
                 // one retry on a new connection, within the same deadline.
