@@ -67,10 +67,13 @@ impl Plan {
         deadline: Option<Instant>,
         interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<Arc<Lease>, TryLockError> {
-        let taken = self.take(deadline, interrupted);
+        let mut refused = false;
+        let taken = self.take(deadline, interrupted, &mut refused);
         // A call that announced itself as a waiter and gives up takes the announcement back,
-        // or releases would keep the lock (or a permit) for a waiter that is gone.
-        if taken.is_err() && self.waiter.get().is_some() {
+        // or releases would keep the lock (or a permit) for a waiter that is gone. Only a
+        // round that a node refused can have announced it: a call that never reached a node
+        // (a certificate that does not verify, an outage) sends nothing more.
+        if taken.is_err() && refused && self.waiter.get().is_some() {
             self.withdraw();
         }
         taken
@@ -81,10 +84,13 @@ impl Plan {
         self.waiter.get().map(Vec::as_slice)
     }
 
+    /// The loop of [`acquire`](Self::acquire); `refused` is set once a node refused a round
+    /// (the lock was busy), which is when a round announces its caller.
     fn take(
         &self,
         deadline: Option<Instant>,
         mut interrupted: Option<&mut dyn FnMut() -> bool>,
+        refused: &mut bool,
     ) -> Result<Arc<Lease>, TryLockError> {
         let begun = Instant::now();
         let mut call = Acquisition::new(
@@ -104,6 +110,7 @@ impl Plan {
                 Attempt::Held(guard) => return Ok(guard),
                 Attempt::Refused(next) => next,
             };
+            *refused |= matches!(next, Next::Busy { .. });
             match call.after(next, started, begun.elapsed(), token::random()) {
                 Then::Fail(e) => return Err(e),
                 Then::Again => {}
