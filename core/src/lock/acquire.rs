@@ -12,7 +12,7 @@ use super::proto::Spec;
 use super::proto::acquisition::{Acquisition, Then};
 use super::proto::round::{AcquireRound, Next, Refused, Requests};
 use super::renew::Renewable;
-use super::scripts::Call;
+use super::scripts::{Call, only_to};
 use super::token;
 use super::voters::Voters;
 use crate::error::{Error, ErrorKind, TryLockError};
@@ -145,7 +145,6 @@ impl Plan {
         let slot = key_slot(&self.spec.keys.lock);
         net::warm_up(nodes, |_| Some(slot));
         let (mut round, sent) = self.round(waited, will_wait)?;
-        let mut pending: Vec<usize> = (0..nodes.len()).collect();
         let mut refusal = Ok(());
         let answers = net::exchange_until(
             nodes,
@@ -153,12 +152,11 @@ impl Plan {
             Instant::now() + self.spec.node_timeout + self.spec.opts.replica_wait(),
             Some(&sent.undo),
             &mut |i, answer| {
-                pending.retain(|&p| p != i);
                 if refusal.is_ok() {
                     refusal = super::shared::refusal(&self.spec, std::slice::from_ref(answer));
                 }
                 round.answer(i, &*nodes[i], answer.clone());
-                match round.decided() && !pending.is_empty() {
+                match round.decided() && !round.all_answered() {
                     true => Enough::Yes {
                         undo: !round.granted(),
                     },
@@ -204,10 +202,7 @@ impl Plan {
         let inner = &*self.voters;
         let nodes = &inner.nodes;
         if let Some((raise, behind)) = round.fence_raise() {
-            let mut calls: Vec<&[Call]> = vec![&[]; nodes.len()];
-            for &i in &behind {
-                calls[i] = std::slice::from_ref(&raise);
-            }
+            let calls = only_to(nodes.len(), &behind, &raise);
             let deadline = Instant::now() + self.spec.node_timeout;
             let answers = net::exchange(nodes, &calls, deadline, None);
             for i in behind {
@@ -251,10 +246,7 @@ impl Plan {
         }
         if !refused.undo_on.is_empty() {
             let nodes = &inner.nodes;
-            let mut calls: Vec<&[Call]> = vec![&[]; nodes.len()];
-            for &i in &refused.undo_on {
-                calls[i] = std::slice::from_ref(undo);
-            }
+            let calls = only_to(nodes.len(), &refused.undo_on, undo);
             let deadline = Instant::now() + self.spec.node_timeout;
             net::exchange(nodes, &calls, deadline, None);
         }

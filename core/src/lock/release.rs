@@ -9,7 +9,7 @@ use super::clock::Stamp;
 use super::lease::Lease;
 use super::proto::release::ReleaseRound;
 use super::renew::{Renewable, Renewal, fire};
-use super::scripts::Call;
+use super::scripts::{Call, only_to};
 use super::shared::release_call;
 use super::tally::Tally;
 use super::token;
@@ -84,12 +84,9 @@ impl Lease {
             .min(self.voters.clock.instant_of(valid_until));
         let mut round = ReleaseRound::new(&self.spec, valid_until);
         loop {
-            let mut calls: Vec<&[Call]> = vec![&[]; nodes.len()];
-            for &i in round.asked() {
-                calls[i] = std::slice::from_ref(&call);
-            }
-            let deadline = Instant::now() + self.spec.node_timeout;
             let asked = round.asked().to_vec();
+            let calls = only_to(nodes.len(), &asked, &call);
+            let deadline = Instant::now() + self.spec.node_timeout;
             // A release ends at its quorum too: the slower nodes' releases still run, and
             // their replies are read before their connections' next use.
             let mut left = asked.len();

@@ -253,6 +253,16 @@ pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, hando
     )
 }
 
+/// A round's requests that send `call` to the nodes `to` and nothing to the other nodes of
+/// `n`.
+pub(crate) fn only_to<'a>(n: usize, to: &[usize], call: &'a Call) -> Vec<&'a [Call]> {
+    let mut calls: Vec<&[Call]> = vec![&[]; n];
+    for &i in to {
+        calls[i] = std::slice::from_ref(call);
+    }
+    calls
+}
+
 /// One request of a round: a script invocation, or a plain command such as `WAIT`.
 pub(crate) enum Call {
     Script {

@@ -231,6 +231,11 @@ impl AcquireRound {
                 && (answered >= self.quorum || answered + pending < self.quorum))
     }
 
+    /// Whether every node answered.
+    pub(crate) fn all_answered(&self) -> bool {
+        self.answered.iter().all(|a| *a)
+    }
+
     /// Whether a quorum granted (the verdict may still refuse: the fence write-back or the
     /// validity).
     pub(crate) fn granted(&self) -> bool {
