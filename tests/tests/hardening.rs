@@ -532,3 +532,65 @@ fn a_waiter_that_gave_up_leaves_no_place_behind() {
         .unlock()
         .unwrap();
 }
+
+/// The release looks only at the announcement that ends last (a release with waiters is on
+/// the hand-off's path and drops nothing itself). A waiter that announced itself for long and
+/// left (its withdrawal removes its member, not the set's expiry) leaves behind a set that
+/// still exists while every announcement in it has ended: the release must see that nobody
+/// waits, delete the lock and leave no wake-up and no hand-off window.
+#[test]
+fn a_release_after_every_announcement_ended_keeps_no_window() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let (lock, fence, waiters, readers, wake) = (
+        "hardening:ended",
+        "{hardening:ended}:fence",
+        "{hardening:ended}:waiters",
+        "{hardening:ended}:readers",
+        "{hardening:ended}:wake",
+    );
+    let acquire = |conn: &mut redis::Connection, token: &str, announce_ms: &str, id: &str| {
+        redis::cmd("EVAL")
+            .arg(script("acquire"))
+            .arg(4)
+            .arg(&[lock, fence, waiters, readers][..])
+            .arg(&[token, "30000", "1", "0", announce_ms, id][..])
+            .query::<Vec<redis::Value>>(conn)
+            .unwrap()
+    };
+    assert_eq!(
+        acquire(&mut conn, "host:1:aa", "0", "")[0],
+        redis::Value::Int(1)
+    );
+    assert_eq!(
+        acquire(&mut conn, "host:2:bb", "5000", "long")[0],
+        redis::Value::Int(0)
+    );
+    assert_eq!(
+        acquire(&mut conn, "host:3:cc", "100", "short")[0],
+        redis::Value::Int(0)
+    );
+    // The long waiter gives up and withdraws; the short one's announcement runs out.
+    let _: i64 = conn.zrem(waiters, "long").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        conn.exists::<_, bool>(waiters).unwrap(),
+        "the set outlives its announcements"
+    );
+    let released: i64 = redis::cmd("EVAL")
+        .arg(script("release"))
+        .arg(3)
+        .arg(&[lock, wake, waiters][..])
+        .arg(&["host:1:aa", "5000"][..])
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(released, 1);
+    assert!(
+        !conn.exists::<_, bool>(lock).unwrap(),
+        "nobody waits: the lock is deleted, not kept as a hand-off window"
+    );
+    assert!(
+        !conn.exists::<_, bool>(wake).unwrap(),
+        "no wake-up for nobody"
+    );
+}

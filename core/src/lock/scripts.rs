@@ -65,7 +65,9 @@ impl Script {
 /// token) for a few milliseconds after a release that had waiters: a plain `SET NX` fails on
 /// it, so only callers that have already waited take it over (a releaser that re-locks at once
 /// queues behind the waiters instead of starving them), and nobody pays for a hand-off check
-/// when nobody waits.
+/// when nobody waits. A caller that has waited reads the key first: the window, or a free
+/// key, is its with one `SET` (a hand-off makes five calls: read holds, `GET`, `SET`, its
+/// announcement's `ZREM`, `INCR`).
 ///
 /// Waiters announce themselves in a sorted set, each under its own id with the server time
 /// its announcement ends as the score; an announcement only grows (`GT`), one waiter's never
@@ -104,15 +106,19 @@ if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
     return {0, tonumber(last[2]) - now, ''}
   end
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local holder
+if ARGV[4] == '1' then
+  holder = redis.pcall('GET', KEYS[1])
+  if holder == '' or holder == false then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return granted(true)
+  end
+elseif redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return granted(true)
+else
+  holder = redis.pcall('GET', KEYS[1])
 end
-local holder = redis.pcall('GET', KEYS[1])
 if holder == ARGV[1] then return granted(false) end
-if holder == '' and ARGV[4] == '1' then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return granted(true)
-end
 announce()
 if type(holder) ~= 'string' then holder = '' end
 return {0, redis.call('PTTL', KEYS[1]), holder}
@@ -120,11 +126,15 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
     )
 });
 
-/// Deletes the lock only if it still holds our token; when waiters are announced (expired
-/// announcements are dropped first), leaves one wake-up signal for one of them, kept until the
-/// last announcement ends (a waiter blocks no longer than that), and instead of deleting the
-/// lock keeps it for the waiters for a short hand-off window (the empty value, which no token
-/// is). Without waiters, the release is a delete and a look at the waiters.
+/// Deletes the lock only if it still holds our token; when a waiter's announcement is live
+/// (the one that ends last has not ended), leaves one wake-up signal for one of them, kept
+/// until the last announcement ends (a waiter blocks no longer than that), and instead of
+/// deleting the lock keeps it for the waiters for a short hand-off window (the empty value,
+/// which no token is). Without waiters, the release is a delete and a look at the waiters.
+///
+/// A release with waiters is on the hand-off's path, usually on a server that sat idle while
+/// the lock was held, where every call a script makes costs many microseconds: it makes seven
+/// (expired announcements are dropped by those who count them, not here).
 ///
 /// KEYS: lock, wake, waiters. ARGV: token, hand-off window ms.
 /// Returns 1 released, 0 missing (expired, or a hand-off our own release left: the same
@@ -134,12 +144,11 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
         r"
 local v = redis.pcall('GET', KEYS[1])
 if v == ARGV[1] then
-  if redis.call('EXISTS', KEYS[3]) == 1 then
+  local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+  if last[2] then
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-    if last[2] then
+    if tonumber(last[2]) > now then
       redis.call('DEL', KEYS[2])
       redis.call('RPUSH', KEYS[2], '1')
       redis.call('PEXPIREAT', KEYS[2], last[2])
