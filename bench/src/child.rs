@@ -207,7 +207,7 @@ fn threads_named(name: &str) -> (usize, Duration) {
     (count, cpu)
 }
 
-fn unsafe_clk_tck() -> u64 {
+pub fn unsafe_clk_tck() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     u64::try_from(t).unwrap_or(0)

@@ -189,28 +189,53 @@ fn closing_notes(
             "floors of this machine: one 5-node scatter/gather PING round is {} the 1-node PING \
              ({} CPUs for 5 servers and the client), so the 5-node row is {} its own floor \
              against {} for the 1-node row. A waiter that slept wakes in {} at best (RPUSH → \
-             BLPOP across processes, median); redmutex's handoff is {} that floor (the waiter's \
-             acquire script runs on the server right behind its BLPOP, and the release's own \
-             round trip adds the rest).",
+             BLPOP across processes, median), and in {} when a script sends the wake-up: a \
+             release is a script on Redis 7 (no compare-and-delete command), and a script on a \
+             server that sat idle until the release costs far more than RPUSH. redmutex's \
+             handoff is {} the first floor and {} the second: its release is one script, and \
+             the waiter's acquire, pipelined behind its BLPOP, a second one.",
             ratio(unc.ping5.median(), base),
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             ratio(unc.redmutex5.median(), unc.ping5.median()),
             ratio(unc.redmutex1.median(), base),
             fmt_ns(hand.blpop.samples.median()),
+            fmt_ns(hand.blpop_script.samples.median()),
             ratio(hand.redmutex.samples.median(), hand.blpop.samples.median()),
+            ratio(
+                hand.redmutex.samples.median(),
+                hand.blpop_script.samples.median()
+            ),
         ),
         format!(
             "a lock whose release is safe costs at least {} the PING here: SET NX PX, then a \
              compare-and-delete script, with redis-rs alone (Redis 7 has no compare-and-delete \
              command); with a fence, whose INCR only on success needs its acquire to be a \
-             script too, {}. redmutex's 1-node row is {} the first floor and {} the fenced one: \
-             its uncontended acquire is that script (SET NX PX and INCR) plus one EXISTS for \
-             read holds of the same name (see the server time below), and the client keeps the \
-             guard, its renewal and the waiter state.",
+             script too, {}; with a fenced acquire that is no script (MULTI: SET NX PX GET, \
+             PTTL, INCR, whose counter then rises on refusals too), {}. redmutex's 1-node row \
+             is {} the first floor and {} the fenced one: its uncontended acquire is that \
+             script (SET NX PX and INCR) plus one EXISTS for read holds of the same name (see \
+             the server time below), and the client keeps the guard, its renewal and the \
+             waiter state.",
             ratio(unc.floor1.median(), base),
             ratio(unc.floor_fenced.median(), base),
+            ratio(unc.floor_multi.median(), base),
             ratio(unc.redmutex1.median(), unc.floor1.median()),
             ratio(unc.redmutex1.median(), unc.floor_fenced.median()),
+        ),
+        format!(
+            "CPU per try_lock + unlock (/proc, the client and every server it asks): one node \
+             {:.0} µs in the client and {:.0} µs in the server; five nodes {:.0} µs and {:.0} µs. \
+             On {} CPUs a 5-node cycle therefore takes at least {}, {} the 1-node row, however \
+             well its rounds overlap: the 5-node target (1.3×) lies below what this machine can \
+             do; with a CPU per process (as on a real fleet) the quorum round's own floor is the \
+             3-of-5 PING row.",
+            lat.cpu1.client_us,
+            lat.cpu1.servers_us,
+            lat.cpu5.client_us,
+            lat.cpu5.servers_us,
+            lat.cpu5.cpus,
+            fmt_ns(lat.cpu5.floor_ns()),
+            ratio(lat.cpu5.floor_ns(), unc.redmutex1.median()),
         ),
         format!(
             "PING median in short probes between the later phases (handoff, contended, renew): \

@@ -49,6 +49,10 @@ pub fn write(r: &Results) -> Result<(), String> {
             samples: &r.handoff.blpop.samples,
         },
         svg::Series {
+            label: "script → BLPOP floor",
+            samples: &r.handoff.blpop_script.samples,
+        },
+        svg::Series {
             label: "redmutex",
             samples: &r.handoff.redmutex.samples,
         },

@@ -94,6 +94,10 @@ pub struct Uncontended {
     /// `INCR` of a counter; then the compare-and-delete script. The least a fenced lock costs
     /// (the `INCR` only on success needs a script, as the release does).
     pub floor_fenced: Samples,
+    /// A fenced acquire without a script: `MULTI`, `SET NX PX GET`, `PTTL`, `INCR`, `EXEC` in
+    /// one write (the counter rises on every attempt, granted or not), then the
+    /// compare-and-delete script: what a fenced lock would cost with no script on its way in.
+    pub floor_multi: Samples,
     pub redmutex1: Samples,
     pub redmutex5: Samples,
     /// redmutex's other kinds on one node: a permit of a 3-permit semaphore, a read hold, the
@@ -150,6 +154,7 @@ pub fn run(
         "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0",
     );
     let mut fenced_conn = conn(one)?;
+    let mut multi_conn = conn(one)?;
     let mut m1 = RedmutexLocker::open(&[one.to_owned()], "bench:uncontended")?;
     let mut m5 = RedmutexLocker::open(five, "bench:uncontended")?;
     let mut r1 = RedlockLocker::open(&[one.to_owned()], "bench:uncontended:redlock");
@@ -222,6 +227,37 @@ pub fn run(
                 _ => Err(format!("{key} was not free")),
             }
         }),
+        Measure::timed("floor_multi", plan.per_round, || {
+            let (key, fence, token) = (
+                "bench:uncontended:multi",
+                "{bench:uncontended:multi}:fence",
+                "floor-token",
+            );
+            let (holder, _pttl, fenced): (Option<String>, i64, i64) = redis::pipe()
+                .atomic()
+                .cmd("SET")
+                .arg(key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(TTL.as_millis() as u64)
+                .arg("GET")
+                .cmd("PTTL")
+                .arg(key)
+                .cmd("INCR")
+                .arg(fence)
+                .query(&mut multi_conn)
+                .map_err(|e| e.to_string())?;
+            let deleted: i64 = compare_and_delete
+                .key(key)
+                .arg(token)
+                .invoke(&mut multi_conn)
+                .map_err(|e| e.to_string())?;
+            match (holder, fenced, deleted) {
+                (None, f, 1) if f > 0 => Ok(()),
+                _ => Err(format!("{key} was not free")),
+            }
+        }),
         Measure::timed("redmutex1", plan.per_round, || try_unlock(&mut m1)),
         Measure::timed("redmutex5", plan.per_round, || try_unlock(&mut m5)),
         Measure::timed("semaphore1", plan.per_round, || try_unlock(&mut sem1)),
@@ -270,6 +306,7 @@ pub fn run(
         ping5q: take("ping5q").unwrap_or_default(),
         floor1: take("floor1").unwrap_or_default(),
         floor_fenced: take("floor_fenced").unwrap_or_default(),
+        floor_multi: take("floor_multi").unwrap_or_default(),
         redmutex1: take("redmutex1").unwrap_or_default(),
         redmutex5: take("redmutex5").unwrap_or_default(),
         semaphore1: take("semaphore1").unwrap_or_default(),
@@ -324,6 +361,74 @@ pub fn server_time(url: &str, n: usize) -> Result<ServerTime, String> {
         script_us,
         scripts_per_op: calls as f64 / n.max(1) as f64,
     })
+}
+
+/// The CPU time one `try_lock` + `unlock` takes, in the client and in all the servers it
+/// asks: on a machine with fewer CPUs than processes, a cycle can take no less than their sum
+/// over the CPUs, however well the round runs in parallel.
+pub struct CpuPerCycle {
+    pub client_us: f64,
+    pub servers_us: f64,
+    /// The CPUs that share the work (`available_parallelism`).
+    pub cpus: usize,
+}
+
+impl CpuPerCycle {
+    /// The least a cycle can take here: all its CPU time spread over every CPU.
+    pub fn floor_ns(&self) -> u64 {
+        ((self.client_us + self.servers_us) * 1000.0 / self.cpus.max(1) as f64) as u64
+    }
+}
+
+/// Measures [`CpuPerCycle`] over `n` cycles of redmutex on `urls` (servers on this machine,
+/// found by the `process_id` they report).
+pub fn cpu_per_cycle(urls: &[String], n: usize) -> Result<CpuPerCycle, String> {
+    let mut pids = Vec::new();
+    for url in urls {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut conn(url)?)
+            .map_err(|e| e.to_string())?;
+        let pid = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .ok_or("no process_id in INFO server")?;
+        pids.push(pid.trim().to_owned());
+    }
+    let mut m = RedmutexLocker::open(urls, "bench:cpu-per-cycle")?;
+    for _ in 0..50 {
+        try_unlock(&mut m)?;
+    }
+    let servers =
+        |pids: &[String]| -> Result<u64, String> { pids.iter().map(|p| proc_cpu_ticks(p)).sum() };
+    let (c0, s0) = (proc_cpu_ticks("self")?, servers(&pids)?);
+    for _ in 0..n {
+        try_unlock(&mut m)?;
+    }
+    let (c1, s1) = (proc_cpu_ticks("self")?, servers(&pids)?);
+    let tick_us = 1e6 / crate::child::unsafe_clk_tck().max(1) as f64;
+    let per = |ticks: u64| ticks as f64 * tick_us / n.max(1) as f64;
+    Ok(CpuPerCycle {
+        client_us: per(c1 - c0),
+        servers_us: per(s1 - s0),
+        cpus: std::thread::available_parallelism().map_or(1, |c| c.get()),
+    })
+}
+
+/// User plus system CPU time of a process so far, in clock ticks.
+fn proc_cpu_ticks(pid: &str) -> Result<u64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    match (field(11), field(12)) {
+        (Some(user), Some(system)) => Ok(user + system),
+        _ => Err(format!("/proc/{pid}/stat: no CPU times")),
+    }
 }
 
 fn reset(c: &mut redis::Connection) -> Result<(), String> {

@@ -14,6 +14,8 @@ use crate::report::{Mark, Row, blocked_at_release, handoff_row};
 pub struct Handoffs {
     /// The wake-up floor: RPUSH → BLPOP across processes.
     pub blpop: Handoff,
+    /// The same wake-up from a script that hands the lock over (a safe release's floor).
+    pub blpop_script: Handoff,
     pub redmutex: Handoff,
     /// (label, hand-off) of every comparison that ran.
     pub compare: Vec<(String, Handoff)>,
@@ -41,12 +43,21 @@ pub fn run(
         move |_: usize| Proc::this_exe(&[LOCK_CHILD.into(), imp.into(), url.clone(), key.into()])
     };
     progress("handoff: RPUSH → BLPOP wake-up floor");
-    seed_blpop(url)?;
+    seed_blpop(url, "bench:handoff:blpop")?;
     let blpop = handoff::run(
         "blpop",
         url,
         &plan(counts.handoff),
         &rust_child("blpop", "bench:handoff:blpop"),
+    )?;
+    ctx.probe(drift)?;
+    progress("handoff: a script's wake-up (safe hand-off floor)");
+    seed_blpop(url, "bench:handoff:script")?;
+    let blpop_script = handoff::run(
+        "blpop-script",
+        url,
+        &plan(counts.handoff),
+        &rust_child("blpop-script", "bench:handoff:script"),
     )?;
     ctx.probe(drift)?;
     progress("handoff: redmutex");
@@ -103,13 +114,24 @@ pub fn run(
         }
     }
     let floor = redmutex.samples.median() as f64 / blpop.samples.median().max(1) as f64;
+    let ratio = crate::phase::latency::ratio;
     let rows = vec![
         handoff_row("context: RPUSH → BLPOP wake-up (2 processes)", &blpop),
+        Row::latency(
+            "context: script (GET, compare, SET PX, RPUSH) → BLPOP wake-up (2 processes)",
+            blpop_script.samples.clone(),
+        )
+        .result(format!(
+            "{}; floor of a safe hand-off (one script); {} the wake-up floor",
+            blocked_at_release(&blpop_script),
+            ratio(blpop_script.samples.median(), blpop.samples.median())
+        )),
         Row::latency("handoff, 1 node (2 processes)", redmutex.samples.clone())
             .result(format!(
-                "{}; {} the wake-up floor",
+                "{}; {} the wake-up floor; {} the script wake-up floor",
                 blocked_at_release(&redmutex),
-                crate::stats::fmt_ratio(floor)
+                crate::stats::fmt_ratio(floor),
+                ratio(redmutex.samples.median(), blpop_script.samples.median())
             ))
             .target("≤ 1.4× the wake-up floor", Mark::of(floor <= 1.4)),
         Row::latency(
@@ -119,29 +141,30 @@ pub fn run(
         .result(format!(
             "{}; {} the mutex's hand-off",
             blocked_at_release(&semaphore),
-            crate::phase::latency::ratio(semaphore.samples.median(), redmutex.samples.median())
+            ratio(semaphore.samples.median(), redmutex.samples.median())
         )),
     ];
     Ok(Phase {
         rows,
         data: Handoffs {
             blpop,
+            blpop_script,
             redmutex,
             compare,
         },
     })
 }
 
-/// One element on the floor's list, so that the first BLPOP does not wait.
-fn seed_blpop(url: &str) -> Result<(), String> {
+/// One element on a floor's list `key`, so that the first BLPOP does not wait.
+fn seed_blpop(url: &str, key: &str) -> Result<(), String> {
     let mut c = redis::Client::open(url)
         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
     redis::pipe()
         .cmd("DEL")
-        .arg("bench:handoff:blpop")
+        .arg(key)
         .cmd("RPUSH")
-        .arg("bench:handoff:blpop")
+        .arg(key)
         .arg(1)
         .query::<()>(&mut c)
         .map_err(|e| e.to_string())

@@ -6,13 +6,16 @@ use crate::phase::peers::{C_LABEL, C_NAME, Peers};
 use crate::phase::{Ctx, Phase, progress};
 use crate::report::{Mark, Row};
 use crate::stats::fmt_ratio;
-use crate::uncontended::{self, ServerTime, Uncontended};
+use crate::uncontended::{self, CpuPerCycle, ServerTime, Uncontended};
 
 pub struct Latency {
     pub unc: Uncontended,
     /// The baseline: the median PING round trip, the unit of every ratio.
     pub base: u64,
     pub server_time: ServerTime,
+    /// CPU per try_lock + unlock on one node and on five.
+    pub cpu1: CpuPerCycle,
+    pub cpu5: CpuPerCycle,
     /// The Python rows (PING and each lock), measured between the rounds.
     pub python: Vec<External>,
     /// The C binding's row, when compared.
@@ -48,6 +51,8 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
     )?;
     let base = unc.ping.median();
     let server_time = uncontended::server_time(url, counts.chunks * 100)?;
+    let cpu1 = uncontended::cpu_per_cycle(std::slice::from_ref(&ctx.url), counts.chunks * 200)?;
+    let cpu5 = uncontended::cpu_per_cycle(&ctx.urls5, counts.chunks * 100)?;
     let c = match &peers.c {
         None => None,
         Some(Err(e)) => Some(External {
@@ -66,6 +71,8 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
             unc,
             base,
             server_time,
+            cpu1,
+            cpu5,
             python: py_chunks.finish(),
             c,
         },
@@ -99,6 +106,14 @@ fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
             "floor of a fenced lock with a safe release; {} the unfenced floor",
             ratio(unc.floor_fenced.median(), unc.floor1.median())
         )),
+        Row::latency(
+            "context: fenced acquire without a script (MULTI: SET NX PX GET, PTTL, INCR) + compare-and-delete script",
+            unc.floor_multi.clone(),
+        )
+        .result(format!(
+            "floor of a fenced lock whose acquire is no script; {} the unfenced floor",
+            ratio(unc.floor_multi.median(), unc.floor1.median())
+        )),
     ]
 }
 
@@ -111,6 +126,10 @@ fn uncontended_rows(unc: &Uncontended) -> Vec<Row> {
     let mut one = vec![
         format!("{} the unfenced floor", ratio(r1, unc.floor1.median())),
         format!("{} the fenced floor", ratio(r1, unc.floor_fenced.median())),
+        format!(
+            "{} the scriptless fenced floor",
+            ratio(r1, unc.floor_multi.median())
+        ),
     ];
     if let Some(s) = &unc.rslock1 {
         one.push(format!("{} rslock's 1-node row", ratio(r1, s.median())));
