@@ -224,13 +224,16 @@ fn closing_notes(
         ),
         format!(
             "CPU per try_lock + unlock (/proc, the client and every server it asks): one node \
-             {:.0} µs in the client and {:.0} µs in the server; five nodes {:.0} µs and {:.0} µs. \
+             {:.0} µs in the client and {:.0} µs in the server (the fenced floor, redis-rs alone: \
+             {:.0} µs and {:.0} µs); five nodes {:.0} µs and {:.0} µs. \
              On {} CPUs a 5-node cycle therefore takes at least {}, {} the 1-node row, however \
              well its rounds overlap: the 5-node target (1.3×) lies below what this machine can \
              do; with a CPU per process (as on a real fleet) the quorum round's own floor is the \
              3-of-5 PING row.",
             lat.cpu1.client_us,
             lat.cpu1.servers_us,
+            lat.cpu_floor.client_us,
+            lat.cpu_floor.servers_us,
             lat.cpu5.client_us,
             lat.cpu5.servers_us,
             lat.cpu5.cpus,

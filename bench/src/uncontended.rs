@@ -150,10 +150,7 @@ pub fn run(
     let compare_and_delete = redis::Script::new(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
     );
-    let fenced_acquire = redis::Script::new(
-        "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0",
-    );
-    let mut fenced_conn = conn(one)?;
+    let mut fenced = FencedFloor::open(one)?;
     let mut multi_conn = conn(one)?;
     let mut m1 = RedmutexLocker::open(&[one.to_owned()], "bench:uncontended")?;
     let mut m5 = RedmutexLocker::open(five, "bench:uncontended")?;
@@ -204,29 +201,7 @@ pub fn run(
                 _ => Err(format!("{key} was not free")),
             }
         }),
-        Measure::timed("floor_fenced", plan.per_round, || {
-            let (key, fence, token) = (
-                "bench:uncontended:fenced",
-                "{bench:uncontended:fenced}:fence",
-                "floor-token",
-            );
-            let fenced: i64 = fenced_acquire
-                .key(key)
-                .key(fence)
-                .arg(token)
-                .arg(TTL.as_millis() as u64)
-                .invoke(&mut fenced_conn)
-                .map_err(|e| e.to_string())?;
-            let deleted: i64 = compare_and_delete
-                .key(key)
-                .arg(token)
-                .invoke(&mut fenced_conn)
-                .map_err(|e| e.to_string())?;
-            match (fenced, deleted) {
-                (f, 1) if f > 0 => Ok(()),
-                _ => Err(format!("{key} was not free")),
-            }
-        }),
+        Measure::timed("floor_fenced", plan.per_round, || fenced.cycle()),
         Measure::timed("floor_multi", plan.per_round, || {
             let (key, fence, token) = (
                 "bench:uncontended:multi",
@@ -319,8 +294,57 @@ pub fn run(
     })
 }
 
+/// The fenced floor: a script that does `SET NX PX` and, when it took the lock, `INCR` of a
+/// counter; then the compare-and-delete script, with redis-rs alone.
+pub struct FencedFloor {
+    conn: redis::Connection,
+    acquire: redis::Script,
+    release: redis::Script,
+}
+
+impl FencedFloor {
+    pub fn open(url: &str) -> Result<FencedFloor, String> {
+        Ok(FencedFloor {
+            conn: conn(url)?,
+            acquire: redis::Script::new(
+                "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0",
+            ),
+            release: redis::Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+            ),
+        })
+    }
+
+    /// One take and release.
+    pub fn cycle(&mut self) -> Result<(), String> {
+        let (key, fence, token) = (
+            "bench:uncontended:fenced",
+            "{bench:uncontended:fenced}:fence",
+            "floor-token",
+        );
+        let fenced: i64 = self
+            .acquire
+            .key(key)
+            .key(fence)
+            .arg(token)
+            .arg(TTL.as_millis() as u64)
+            .invoke(&mut self.conn)
+            .map_err(|e| e.to_string())?;
+        let deleted: i64 = self
+            .release
+            .key(key)
+            .arg(token)
+            .invoke(&mut self.conn)
+            .map_err(|e| e.to_string())?;
+        match (fenced, deleted) {
+            (f, 1) if f > 0 => Ok(()),
+            _ => Err(format!("{key} was not free")),
+        }
+    }
+}
+
 /// One sample of an uncontended row: take the free lock, release it.
-fn try_unlock(l: &mut dyn Locker) -> Result<(), String> {
+pub fn try_unlock(l: &mut dyn Locker) -> Result<(), String> {
     if !l.try_lock()? {
         return Err(format!(
             "the lock was not free (TTL {TTL:?}); another run on the same servers?"
@@ -363,8 +387,8 @@ pub fn server_time(url: &str, n: usize) -> Result<ServerTime, String> {
     })
 }
 
-/// The CPU time one `try_lock` + `unlock` takes, in the client and in all the servers it
-/// asks: on a machine with fewer CPUs than processes, a cycle can take no less than their sum
+/// The CPU time one `try_lock` + `unlock` takes, in the client's thread and in all the
+/// servers it asks: on a machine with fewer CPUs than processes, a cycle can take no less than their sum
 /// over the CPUs, however well the round runs in parallel.
 pub struct CpuPerCycle {
     pub client_us: f64,
@@ -380,9 +404,13 @@ impl CpuPerCycle {
     }
 }
 
-/// Measures [`CpuPerCycle`] over `n` cycles of redmutex on `urls` (servers on this machine,
+/// Measures [`CpuPerCycle`] over `n` cycles of `cycle` on `urls` (servers on this machine,
 /// found by the `process_id` they report).
-pub fn cpu_per_cycle(urls: &[String], n: usize) -> Result<CpuPerCycle, String> {
+pub fn cpu_per_cycle(
+    urls: &[String],
+    n: usize,
+    cycle: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<CpuPerCycle, String> {
     let mut pids = Vec::new();
     for url in urls {
         let info: String = redis::cmd("INFO")
@@ -395,19 +423,16 @@ pub fn cpu_per_cycle(urls: &[String], n: usize) -> Result<CpuPerCycle, String> {
             .ok_or("no process_id in INFO server")?;
         pids.push(pid.trim().to_owned());
     }
-    let mut m = RedmutexLocker::open(urls, "bench:cpu-per-cycle")?;
     for _ in 0..50 {
-        try_unlock(&mut m)?;
+        cycle()?;
     }
-    let servers =
-        |pids: &[String]| -> Result<u64, String> { pids.iter().map(|p| proc_cpu_ticks(p)).sum() };
-    let (c0, s0) = (proc_cpu_ticks("self")?, servers(&pids)?);
+    let servers = |pids: &[String]| -> Result<u64, String> { pids.iter().map(|p| cpu_ns(p)).sum() };
+    let (c0, s0) = (cpu_ns("thread-self")?, servers(&pids)?);
     for _ in 0..n {
-        try_unlock(&mut m)?;
+        cycle()?;
     }
-    let (c1, s1) = (proc_cpu_ticks("self")?, servers(&pids)?);
-    let tick_us = 1e6 / crate::child::unsafe_clk_tck().max(1) as f64;
-    let per = |ticks: u64| ticks as f64 * tick_us / n.max(1) as f64;
+    let (c1, s1) = (cpu_ns("thread-self")?, servers(&pids)?);
+    let per = |ns: u64| ns as f64 / 1000.0 / n.max(1) as f64;
     Ok(CpuPerCycle {
         client_us: per(c1 - c0),
         servers_us: per(s1 - s0),
@@ -415,20 +440,16 @@ pub fn cpu_per_cycle(urls: &[String], n: usize) -> Result<CpuPerCycle, String> {
     })
 }
 
-/// User plus system CPU time of a process so far, in clock ticks.
-fn proc_cpu_ticks(pid: &str) -> Result<u64, String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    match (field(11), field(12)) {
-        (Some(user), Some(system)) => Ok(user + system),
-        _ => Err(format!("/proc/{pid}/stat: no CPU times")),
-    }
+/// The CPU time a thread has run so far, in ns (`/proc/…/schedstat`): `thread-self` for the
+/// calling thread (the one that runs the cycles), a server's pid for its main thread (where
+/// Redis runs every command).
+fn cpu_ns(task: &str) -> Result<u64, String> {
+    let path = format!("/proc/{task}/schedstat");
+    let stat = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    stat.split_whitespace()
+        .next()
+        .and_then(|ns| ns.parse().ok())
+        .ok_or_else(|| format!("{path}: no run time"))
 }
 
 fn reset(c: &mut redis::Connection) -> Result<(), String> {

@@ -2,6 +2,7 @@
 //! chunks between the rounds (see `crate::uncontended` for why they take turns).
 
 use crate::external::{Chunks, External};
+use crate::lockers::RedmutexLocker;
 use crate::phase::peers::{C_LABEL, C_NAME, Peers};
 use crate::phase::{Ctx, Phase, progress};
 use crate::report::{Mark, Row};
@@ -16,6 +17,8 @@ pub struct Latency {
     /// CPU per try_lock + unlock on one node and on five.
     pub cpu1: CpuPerCycle,
     pub cpu5: CpuPerCycle,
+    /// CPU per cycle of the fenced floor (redis-rs alone).
+    pub cpu_floor: CpuPerCycle,
     /// The Python rows (PING and each lock), measured between the rounds.
     pub python: Vec<External>,
     /// The C binding's row, when compared.
@@ -51,8 +54,18 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
     )?;
     let base = unc.ping.median();
     let server_time = uncontended::server_time(url, counts.chunks * 100)?;
-    let cpu1 = uncontended::cpu_per_cycle(std::slice::from_ref(&ctx.url), counts.chunks * 200)?;
-    let cpu5 = uncontended::cpu_per_cycle(&ctx.urls5, counts.chunks * 100)?;
+    let one = std::slice::from_ref(&ctx.url);
+    let key = "bench:cpu-per-cycle";
+    let mut m1 = RedmutexLocker::open(one, key)?;
+    let cpu1 = uncontended::cpu_per_cycle(one, counts.chunks * 200, &mut || {
+        uncontended::try_unlock(&mut m1)
+    })?;
+    let mut m5 = RedmutexLocker::open(&ctx.urls5, key)?;
+    let cpu5 = uncontended::cpu_per_cycle(&ctx.urls5, counts.chunks * 100, &mut || {
+        uncontended::try_unlock(&mut m5)
+    })?;
+    let mut floor = uncontended::FencedFloor::open(url)?;
+    let cpu_floor = uncontended::cpu_per_cycle(one, counts.chunks * 200, &mut || floor.cycle())?;
     let c = match &peers.c {
         None => None,
         Some(Err(e)) => Some(External {
@@ -73,6 +86,7 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
             server_time,
             cpu1,
             cpu5,
+            cpu_floor,
             python: py_chunks.finish(),
             c,
         },
