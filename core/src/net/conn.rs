@@ -115,17 +115,6 @@ pub(crate) fn set_timeouts(conn: &Connection, deadline: Instant) -> Result<(), N
     Ok(())
 }
 
-/// The same for a connection that is not pooled (a sentinel's).
-pub(crate) fn set_raw_timeouts(
-    conn: &redis::Connection,
-    deadline: Instant,
-) -> Result<(), NetError> {
-    let left = remaining(deadline)?;
-    conn.set_read_timeout(Some(left))?;
-    conn.set_write_timeout(Some(left))?;
-    Ok(())
-}
-
 /// Opens a connection of `client` within `budget`. redis-rs bounds the TCP connect and then
 /// each handshake reply (`AUTH`, `SELECT`) by the timeout it is given, one after another, so
 /// the budget is shared among them. It clears its timeouts afterwards; the caller sets its own.

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use redis::{RedisConnectionInfo, Value};
 
-use super::conn::{self, remaining, set_raw_timeouts};
+use super::conn::{self, Connection, remaining, set_timeouts};
 use super::error::{Failure, NetError};
 use super::url::{
     Schemes, Tls, decode, fragment, has_scheme, host_port, parse_host, redact, tls_for,
@@ -267,12 +267,13 @@ impl Sentinel {
     ) -> Result<(String, u16), NetError> {
         let (host, port) = &self.sentinels[i];
         let client = self.tls.client(host, *port, &self.auth)?;
-        let mut conn = conn::open(&client, remaining(deadline)?.min(connect_timeout))?;
-        set_raw_timeouts(&conn, deadline)?;
+        let opened = conn::open(&client, remaining(deadline)?.min(connect_timeout))?;
+        let mut conn = Connection::new(opened, None);
+        set_timeouts(&conn, deadline)?;
         let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
             .arg("get-master-addr-by-name")
             .arg(&self.master_name)
-            .query(&mut conn)?;
+            .query(&mut *conn)?;
         addr.ok_or_else(|| {
             NetError::from(redis::RedisError::from((
                 redis::ErrorKind::MasterNameNotFoundBySentinel,
