@@ -31,6 +31,22 @@ fn whole_ms(d: Duration) -> Duration {
     Duration::from_millis(d.as_nanos().div_ceil(1_000_000).max(1) as u64)
 }
 
+/// Sets a socket timeout with `set` (in whole milliseconds) unless `last` says the socket has
+/// it already; `last` is unknown while the call runs and when it fails.
+fn set_once(
+    last: &Cell<Option<Duration>>,
+    timeout: Option<Duration>,
+    set: impl FnOnce(Option<Duration>) -> RedisResult<()>,
+) -> RedisResult<()> {
+    let timeout = timeout.map(whole_ms);
+    if last.get() != timeout || timeout.is_none() {
+        last.set(None);
+        set(timeout)?;
+        last.set(timeout);
+    }
+    Ok(())
+}
+
 impl Connection {
     pub(crate) fn new(io: redis::Connection, id: Option<i64>) -> Connection {
         Connection {
@@ -45,24 +61,14 @@ impl Connection {
     /// Bounds the next reads by `timeout` (at least 1 ms, rounded up to whole milliseconds).
     /// Every read timeout of a wrapped connection is set here: this method shadows redis-rs's.
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        let timeout = timeout.map(whole_ms);
-        if self.read_timeout.get() != timeout || timeout.is_none() {
-            self.read_timeout.set(None);
-            self.io.set_read_timeout(timeout)?;
-            self.read_timeout.set(timeout);
-        }
-        Ok(())
+        set_once(&self.read_timeout, timeout, |t| self.io.set_read_timeout(t))
     }
 
     /// Bounds the next writes by `timeout`, as [`set_read_timeout`](Self::set_read_timeout).
     pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        let timeout = timeout.map(whole_ms);
-        if self.write_timeout.get() != timeout || timeout.is_none() {
-            self.write_timeout.set(None);
-            self.io.set_write_timeout(timeout)?;
-            self.write_timeout.set(timeout);
-        }
-        Ok(())
+        set_once(&self.write_timeout, timeout, |t| {
+            self.io.set_write_timeout(t)
+        })
     }
 
     /// Notes `n` more replies to come.
