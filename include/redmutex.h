@@ -272,7 +272,8 @@ redmutex_result redmutex_client_new_with_options(const char *const *urls,
 /**
  * Frees a client. Locks taken through it keep their guards (see `redmutex_client`). Must be
  * called at most once per client, after every other call on it has returned. NULL is a
- * no-op.
+ * no-op. When no guard of the client is left, it returns once the renew thread has finished
+ * the round it may be sending (within 2 s) and the connections are closed.
  */
 void redmutex_client_free(struct redmutex_client *client);
 

@@ -134,7 +134,8 @@ fn read_urls(urls: *const *const c_char, urls_len: usize) -> Result<Vec<String>,
 
 /// Frees a client. Locks taken through it keep their guards (see `redmutex_client`). Must be
 /// called at most once per client, after every other call on it has returned. NULL is a
-/// no-op.
+/// no-op. When no guard of the client is left, it returns once the renew thread has finished
+/// the round it may be sending (within 2 s) and the connections are closed.
 #[unsafe(no_mangle)]
 pub extern "C" fn redmutex_client_free(client: *mut redmutex_client) {
     let _ = boundary(|| {

@@ -24,6 +24,10 @@ use crate::sync::{LocalCondvar, LocalMutex};
 /// Extensions per pipelined round.
 const BATCH: usize = 256;
 
+/// How long dropping a client waits at most for its renew thread to finish the round it is
+/// sending (each round is bounded by its own node timeout; this bounds a callback that hangs).
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
 /// A callback that runs when a lease is lost.
 pub(crate) type Callback = Box<dyn FnOnce() + Send + 'static>;
 
@@ -112,6 +116,10 @@ struct Heap {
     /// Clean-ups waiting for their time.
     cleanups: Vec<Cleanup>,
     stop: bool,
+    /// The thread is sending a round (renewals or clean-ups), with the nodes in hand.
+    working: bool,
+    /// The thread, once it runs.
+    thread: Option<std::thread::ThreadId>,
 }
 
 struct Entry {
@@ -237,13 +245,30 @@ impl Shared {
     }
 }
 
+/// Stops the thread. A round it is sending right now is finished first (within
+/// [`STOP_WAIT`]): when the last handle of a client is gone, its thread holds none of its
+/// connections any more, so a program that frees its client and exits leaves nothing half-done
+/// behind (and a memory checker sees every connection closed). Clean-ups still waiting for
+/// their time are dropped; the keys they would remove expire with their TTL.
 impl Drop for Renewer {
     fn drop(&mut self) {
-        if let Some(served) = self.current.existing()
-            && served.started.load(Ordering::Acquire)
-        {
-            served.shared.state.lock().stop = true;
-            served.shared.cv.notify_all();
+        let Some(served) = self.current.existing() else {
+            return;
+        };
+        if !served.started.load(Ordering::Acquire) {
+            return;
+        }
+        let shared = &served.shared;
+        let mut st = shared.state.lock();
+        st.stop = true;
+        shared.cv.notify_all();
+        // The last handle may go on the thread itself (a guard it renews was the last).
+        if st.thread == Some(std::thread::current().id()) {
+            return;
+        }
+        let deadline = Instant::now() + STOP_WAIT;
+        while st.working && Instant::now() < deadline {
+            st = shared.cv.wait_until(st, deadline);
         }
     }
 }
@@ -267,6 +292,7 @@ struct Fleet {
 
 fn run(shared: &Shared, fleet: &Weak<Fleet>) {
     let mut st = shared.state.lock();
+    st.thread = Some(std::thread::current().id());
     loop {
         if st.stop {
             return;
@@ -278,13 +304,13 @@ fn run(shared: &Shared, fleet: &Weak<Fleet>) {
                 .into_iter()
                 .partition(|c| c.at <= now);
             st.cleanups = later;
+            st.working = true;
             drop(st);
-            let Some(fleet) = fleet.upgrade() else {
+            let again = fleet.upgrade().map(|fleet| cleanup::run(due, &fleet.nodes));
+            st = done_working(shared);
+            let Some(again) = again else {
                 return;
             };
-            let again = cleanup::run(due, &fleet.nodes);
-            drop(fleet);
-            st = shared.state.lock();
             st.cleanups.extend(again);
             continue;
         }
@@ -312,17 +338,28 @@ fn run(shared: &Shared, fleet: &Weak<Fleet>) {
                 due.push((e.guard, e.generation));
             }
         }
+        st.working = true;
         drop(st);
-        let Some(fleet) = fleet.upgrade() else {
+        let next = fleet.upgrade().map(|fleet| serve(&fleet, due));
+        st = done_working(shared);
+        let Some(next) = next else {
             return;
         };
-        let next = serve(&fleet, due);
-        drop(fleet);
-        st = shared.state.lock();
         for (at, guard, generation) in next {
             push(&mut st, at, guard, generation);
         }
     }
+}
+
+/// Takes the lock back after a round, and tells a client that is being dropped (waiting in
+/// [`Renewer`]'s `drop`) that the round is over.
+fn done_working(shared: &Shared) -> crate::sync::LocalGuard<'_, Heap> {
+    let mut st = shared.state.lock();
+    st.working = false;
+    if st.stop {
+        shared.cv.notify_all();
+    }
+    st
 }
 
 /// When to look at a lease next, and its schedule.
