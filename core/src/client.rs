@@ -21,10 +21,8 @@ pub const MAX_OWNER_LEN: usize = 128;
 /// connection pool per server and one renew thread.
 ///
 /// Cheap to clone (an `Arc` inside), `Send + Sync`; share one `Client` between threads.
-/// Opening a client does no I/O: nodes are connected on first use. When its last handle (a
-/// clone, or a guard taken through it) is dropped, the renew thread finishes the round it may
-/// be sending (a renewal, a lost guard's clean-up; within 2 s) and stops, and the connections
-/// close: a program that drops its client and exits leaves nothing under way.
+/// Opening a client does no I/O: nodes are connected on first use. Dropping its last handle
+/// (a clone, or a guard) lets the renew thread finish the round it is sending (within 2 s).
 ///
 /// # Examples
 ///
