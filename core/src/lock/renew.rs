@@ -450,3 +450,6 @@ fn renew_batch(fleet: &Fleet, chunk: &[(Arc<dyn Renewable>, Duration, u64)], nex
     }
     fire(callbacks);
 }
+
+#[cfg(test)]
+mod tests;
