@@ -340,10 +340,7 @@ pub fn run(exe: &str, plan: &Schedule) -> Outcome {
         plan.nodes,
         &["--appendonly", "yes", "--appendfsync", "always"],
     );
-    let proxies: Vec<FaultProxy> = servers
-        .iter()
-        .map(|s| FaultProxy::start(&s.addr()))
-        .collect();
+    let proxies = FaultProxy::in_front_of(&servers);
     let urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
     let mut run = Run::new(exe, "chaos:lock");
     let start = Instant::now();

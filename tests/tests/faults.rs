@@ -95,10 +95,7 @@ fn no_quorum_in_time_with_three_of_five_refused_frozen_or_blackholed() {
     const CONNECT: Duration = Duration::from_millis(700);
     const SLACK: Duration = Duration::from_millis(100);
     let servers = RedisServers::start(5);
-    let proxies: Vec<FaultProxy> = servers
-        .iter()
-        .map(|s| FaultProxy::start(&s.addr()))
-        .collect();
+    let proxies = FaultProxy::in_front_of(&servers);
     let proxied: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
     let mut refused = servers.urls();
     for u in refused.iter_mut().take(3) {
@@ -181,10 +178,7 @@ fn no_quorum_in_time_with_three_of_five_refused_frozen_or_blackholed() {
 #[test]
 fn a_fresh_client_waits_for_a_quorum_of_first_connections_not_for_a_hung_node() {
     let servers = RedisServers::start(5);
-    let proxies: Vec<FaultProxy> = servers
-        .iter()
-        .map(|s| FaultProxy::start(&s.addr()))
-        .collect();
+    let proxies = FaultProxy::in_front_of(&servers);
     proxies[0].set_mode(Mode::Blackhole);
     servers[1].pause();
     let client = Client::builder()
@@ -232,10 +226,7 @@ fn dropped_or_delayed_replies_leave_no_key_of_a_failed_attempt() {
     const TTL: Duration = Duration::from_secs(3);
     const NODE_TIMEOUT: Duration = Duration::from_millis(50);
     let servers = RedisServers::start(5);
-    let proxies: Vec<FaultProxy> = servers
-        .iter()
-        .map(|s| FaultProxy::start(&s.addr()))
-        .collect();
+    let proxies = FaultProxy::in_front_of(&servers);
     let client = Client::builder()
         .nodes(proxies.iter().map(FaultProxy::url))
         .owner("late-replies")
@@ -293,10 +284,7 @@ fn validity_excludes_the_time_delayed_replies_took() {
     const TTL: Duration = Duration::from_millis(1000);
     const DELAY: Duration = Duration::from_millis(40);
     let servers = RedisServers::start(5);
-    let proxies: Vec<FaultProxy> = servers
-        .iter()
-        .map(|s| FaultProxy::start(&s.addr()))
-        .collect();
+    let proxies = FaultProxy::in_front_of(&servers);
     let client = Client::builder()
         .nodes(proxies.iter().map(FaultProxy::url))
         .node_timeout(Duration::from_millis(300))

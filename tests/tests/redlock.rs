@@ -392,10 +392,7 @@ fn a_round_ends_at_its_majority_and_keeps_the_late_grants() {
     use redmutex_tests::{FaultProxy, Mode, wait_until};
     const SLOW: Duration = Duration::from_millis(600);
     let servers = RedisServers::start(5);
-    let proxies: Vec<FaultProxy> = servers
-        .iter()
-        .map(|s| FaultProxy::start(&s.addr()))
-        .collect();
+    let proxies = FaultProxy::in_front_of(&servers);
     let client = Client::builder()
         .nodes(proxies.iter().map(FaultProxy::url))
         .node_timeout(Duration::from_secs(2))

@@ -42,48 +42,27 @@ pub fn run(
         let url = url.to_owned();
         move |_: usize| Proc::this_exe(&[LOCK_CHILD.into(), imp.into(), url.clone(), key.into()])
     };
+    // One of the Rust rows: children of this program running `imp` on `key`.
+    let rust_row = |imp: &'static str, key: &'static str, n: usize| {
+        handoff::run(imp, url, &plan(n), &rust_child(imp, key))
+    };
     progress("handoff: RPUSH → BLPOP wake-up floor");
     seed_blpop(url, "bench:handoff:blpop")?;
-    let blpop = handoff::run(
-        "blpop",
-        url,
-        &plan(counts.handoff),
-        &rust_child("blpop", "bench:handoff:blpop"),
-    )?;
+    let blpop = rust_row("blpop", "bench:handoff:blpop", counts.handoff)?;
     ctx.probe(drift)?;
     progress("handoff: a script's wake-up (safe hand-off floor)");
     seed_blpop(url, "bench:handoff:script")?;
-    let blpop_script = handoff::run(
-        "blpop-script",
-        url,
-        &plan(counts.handoff),
-        &rust_child("blpop-script", "bench:handoff:script"),
-    )?;
+    let blpop_script = rust_row("blpop-script", "bench:handoff:script", counts.handoff)?;
     ctx.probe(drift)?;
     progress("handoff: redmutex");
-    let redmutex = handoff::run(
-        "redmutex",
-        url,
-        &plan(counts.handoff),
-        &rust_child("redmutex", "bench:handoff:redmutex"),
-    )?;
+    let redmutex = rust_row("redmutex", "bench:handoff:redmutex", counts.handoff)?;
     ctx.probe(drift)?;
     progress("handoff: redmutex semaphore (1 permit)");
-    let semaphore = handoff::run(
-        "semaphore",
-        url,
-        &plan(counts.handoff),
-        &rust_child("semaphore", "bench:handoff:semaphore"),
-    )?;
+    let semaphore = rust_row("semaphore", "bench:handoff:semaphore", counts.handoff)?;
     let mut compare: Vec<(String, Handoff)> = Vec::new();
     if ctx.compare {
         progress("handoff: redlock");
-        match handoff::run(
-            "redlock",
-            url,
-            &plan(counts.handoff_compare),
-            &rust_child("redlock", "bench:handoff:redlock"),
-        ) {
+        match rust_row("redlock", "bench:handoff:redlock", counts.handoff_compare) {
             Ok(h) => compare.push(("redlock 2.0.0".into(), h)),
             Err(e) => notes.skip("redlock handoff", &e),
         }

@@ -126,6 +126,14 @@ impl FaultProxy {
         }
     }
 
+    /// One proxy in front of each of `servers`, in their order.
+    pub fn in_front_of(servers: &[crate::RedisServer]) -> Vec<FaultProxy> {
+        servers
+            .iter()
+            .map(|s| FaultProxy::start(&s.addr()))
+            .collect()
+    }
+
     /// `redis://127.0.0.1:PORT` of the proxy.
     pub fn url(&self) -> String {
         format!("redis://{}", self.addr)
