@@ -169,14 +169,13 @@ impl AcquireRound {
             Err(e) => (Err(e), None),
         };
         match answer {
-            Ok(Some(Ok(Value::Array(items)))) if int(items.first().unwrap_or(&Value::Nil)) == 1 => {
+            Ok(Some(Ok(Value::Int(fence)))) => {
                 let outcome = match self.min_replicas {
                     Some(wanted) => replicas_outcome(waited.as_ref(), wanted),
                     None => NodeOutcome::Ok,
                 };
                 if outcome == NodeOutcome::Ok {
-                    let fence = int(items.get(1).unwrap_or(&Value::Nil)).max(0) as u64;
-                    self.granted.push((i, fence));
+                    self.granted.push((i, fence.max(0) as u64));
                 } else {
                     // The node granted, but too few replicas have it: undo it there.
                     self.failed_midway.push(i);

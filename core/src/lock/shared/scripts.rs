@@ -12,7 +12,7 @@ use crate::lock::scripts::Script;
 /// KEYS: holders, permits, fence, waiters. ARGV: token, ttl ms, fencing (0/1), has waited
 /// (0/1), waiter announcement ms (0 = do not announce), waiter id, permit count.
 ///
-/// Returns `{1, fence}` on success; `{0, ms until the first permit expires (-1: unknown), ''}`
+/// Returns the fence (an integer, like the mutex's acquire) on success; `{0, ms until the first permit expires (-1: unknown), ''}`
 /// when none is free (announcing the caller as a waiter, like the mutex); `{-1, count}` when
 /// live permits were taken with another count (nothing changed). The count is stored while
 /// any permit is held and goes with the last one. Permits that announced waiters may be
@@ -31,7 +31,7 @@ if held > 0 and n and n ~= ARGV[7] then return {-1, tonumber(n) or 0} end
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   local fence = 0
   if ARGV[3] == '1' then fence = tonumber(redis.call('GET', KEYS[3]) or '0') or 0 end
-  return {1, fence}
+  return fence
 end
 local free = tonumber(ARGV[7]) - held
 if free > 0 and ARGV[4] == '0' and redis.call('EXISTS', KEYS[4]) == 1 then
@@ -47,7 +47,7 @@ if free > 0 then
   if ARGV[4] == '1' then redis.call('ZREM', KEYS[4], ARGV[6]) end
   local fence = 0
   if ARGV[3] == '1' then fence = redis.call('INCR', KEYS[3]) end
-  return {1, fence}
+  return fence
 end
 if tonumber(ARGV[5]) > 0 then
   redis.call('ZADD', KEYS[4], 'GT', now + tonumber(ARGV[5]), ARGV[6])
@@ -72,7 +72,7 @@ return {0, -1, ''}
 /// waiting reader is announced in `waiters` and in `readq`, so a writer's release wakes it,
 /// and writers are the members of `waiters` not in `readq`). A waiting reader never holds a
 /// writer up. A reader that waited and must still yield to a waiting writer passes the
-/// wake-up on (it may have taken the writer's). Granted: `{1, fence}` with the fence counter's
+/// wake-up on (it may have taken the writer's). Granted: the fence counter's
 /// current value (the last write it may observe; not incremented), and a waiter's grant passes
 /// one wake-up on to the next waiting reader.
 pub(crate) static READ_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
@@ -106,7 +106,7 @@ end
 local fence = 0
 if ARGV[3] == '1' then fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0 end
 local mine = redis.call('ZSCORE', KEYS[5], ARGV[1])
-if mine and tonumber(mine) > now then return {1, fence} end
+if mine and tonumber(mine) > now then return fence end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
@@ -124,7 +124,7 @@ if ARGV[4] == '1' then
   redis.call('ZREM', KEYS[4], ARGV[6])
   if redis.call('ZCARD', KEYS[4]) > 0 then wake_one() end
 end
-return {1, fence}
+return fence
 ",
     )
 });

@@ -203,12 +203,8 @@ impl ModelClient {
                 }
                 round.answered.push(p.node);
                 match reply {
-                    Reply::Array(items) if items.first() == Some(&Reply::Int(1)) => {
-                        let fence = match items.get(1) {
-                            Some(Reply::Int(f)) => *f as u64,
-                            _ => 0,
-                        };
-                        round.granted.insert(p.node, fence);
+                    Reply::Int(fence) => {
+                        round.granted.insert(p.node, fence.max(0) as u64);
                     }
                     Reply::Array(items) if items.len() == 3 => {
                         let pttl = match items[1] {
