@@ -371,7 +371,7 @@ impl ClientBuilder {
         if let Some(label) = &self.owner {
             check_label(label)?;
         }
-        let name_label = self.owner.clone().unwrap_or_else(lock::default_label);
+        let name_label = self.owner.as_deref().unwrap_or(lock::default_label());
         let client_name: Arc<str> = format!("redmutex:{name_label}").into();
         let preload = lock::preload();
         let warn = self.on_warning.clone().unwrap_or_else(lock::log_warning);

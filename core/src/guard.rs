@@ -130,7 +130,11 @@ impl MutexGuard {
     /// left in place); [`ErrorKind::NoQuorum`] (or the node's own kind, with one node) when
     /// not enough nodes confirmed — the lock then expires by its TTL.
     pub fn unlock(self) -> Result<Released, Error> {
-        self.lease.release()
+        // The release and the guard's drop read the pid once.
+        let _scope = crate::process::Scope::enter();
+        let released = self.lease.release();
+        drop(self);
+        released
     }
 
     /// Like [`unlock`](MutexGuard::unlock), through a shared reference: for a guard shared

@@ -95,7 +95,11 @@ macro_rules! lease_guard {
             ///
             /// As [`MutexGuard::unlock`](crate::MutexGuard::unlock).
             pub fn unlock(self) -> Result<crate::Released, crate::Error> {
-                self.lease.release()
+                // The release and the guard's drop read the pid once.
+                let _scope = crate::process::Scope::enter();
+                let released = self.lease.release();
+                drop(self);
+                released
             }
 
             /// Like [`unlock`](Self::unlock), through a shared reference; afterwards the

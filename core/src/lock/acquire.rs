@@ -18,6 +18,7 @@ use super::voters::Voters;
 use crate::error::{Error, ErrorKind, TryLockError};
 use crate::net::{self, Enough, key_slot};
 use crate::options::{MutexOptions, default_node_timeout};
+use crate::process;
 
 /// One acquisition attempt's result.
 pub(super) enum Attempt {
@@ -30,7 +31,6 @@ pub(super) enum Attempt {
 pub(crate) struct Plan {
     pub(super) voters: Arc<Voters>,
     pub(super) spec: Spec,
-    label: String,
     /// The id this call announces itself by while it waits.
     waiter: OnceCell<Vec<u8>>,
 }
@@ -55,7 +55,6 @@ impl Plan {
         Ok(Plan {
             voters: Arc::clone(voters),
             spec,
-            label: voters.label(),
             waiter: OnceCell::new(),
         })
     }
@@ -101,6 +100,9 @@ impl Plan {
         // An attempt already made while waiting for a release.
         let mut made: Option<Attempt> = None;
         loop {
+            // Not around `interrupted`: it may run user code (a Python signal handler), which
+            // may fork.
+            let scope = process::Scope::enter();
             let started = begun.elapsed();
             let attempt = match made.take() {
                 Some(a) => a,
@@ -121,6 +123,7 @@ impl Plan {
                     will_wait,
                 } => made = self.wait_for_release(node, block, will_wait)?,
             }
+            drop(scope);
             if let Some(check) = interrupted.as_mut()
                 && check()
             {
@@ -176,7 +179,7 @@ impl Plan {
         waited: bool,
         will_wait: bool,
     ) -> Result<(AcquireRound, Requests), Error> {
-        let token = token::new_token(&self.label)?;
+        let token = token::new_token(self.voters.label())?;
         // This call's announcements all go by the token of its first round that announced.
         let waiter: &[u8] = if will_wait || waited {
             self.waiter.get_or_init(|| token.clone())

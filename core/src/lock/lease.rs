@@ -18,6 +18,7 @@ use super::shared;
 use super::tally::Tally;
 use super::voters::Voters;
 use crate::error::{Error, ErrorKind};
+use crate::process;
 use crate::sync::{LocalCondvar, LocalMutex};
 
 /// Everything a grant owns, shared between its guard and the renew thread (which holds only
@@ -70,7 +71,7 @@ impl Lease {
             spec: spec.clone(),
             token: grant.token,
             fence: grant.fence,
-            pid: std::process::id(),
+            pid: process::id(),
             lost_cv: LocalCondvar::new(),
             op: LocalMutex::new(()),
             callbacks: LocalMutex::new(Vec::new()),
@@ -81,7 +82,7 @@ impl Lease {
 
     /// Whether this process took the lock: a forked child's copy is never its own.
     pub(crate) fn owned_here(&self) -> bool {
-        self.pid == std::process::id()
+        self.pid == process::id()
     }
 
     /// The lease clock's reading now.

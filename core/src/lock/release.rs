@@ -16,10 +16,12 @@ use super::token;
 use crate::error::{Error, ErrorKind, NodeReport};
 use crate::net::{self, Enough};
 use crate::options::check_ttl;
+use crate::process;
 
 impl Lease {
     /// Releases on every node; used by `unlock` and `Drop`.
     pub(crate) fn release(&self) -> Result<Released, Error> {
+        let _scope = process::Scope::enter();
         if !self.owned_here() {
             return Err(Error::new(
                 ErrorKind::NotHeld,

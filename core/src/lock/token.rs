@@ -4,17 +4,22 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
+use crate::process::{self, PerProcess};
+use crate::sync::LocalMutex;
 
 /// Random bytes in every token (hex-encoded, so twice as many characters).
 const TOKEN_BYTES: usize = 16;
 
 /// The default owner label: `hostname:pid`, so that `GET` on a lock tells an operator who holds
-/// it. Taken at each acquisition, so a forked child labels its own locks with its own pid.
-pub(crate) fn default_label() -> String {
-    // Read once: the label is made at every acquisition, and the file reads cost more than
-    // the rest of the attempt's local work.
-    static HOSTNAME: LazyLock<String> = LazyLock::new(hostname);
-    format!("{}:{}", *HOSTNAME, std::process::id())
+/// it. Made once per process (the hostname is a file read): a forked child makes its own, with
+/// its own pid.
+pub(crate) fn default_label() -> &'static str {
+    static LABEL: LazyLock<PerProcess<String>> = LazyLock::new(|| PerProcess::new(label_here()));
+    LABEL.get(|_| label_here())
+}
+
+fn label_here() -> String {
+    format!("{}:{}", hostname(), process::id())
 }
 
 fn hostname() -> String {
@@ -30,7 +35,7 @@ fn hostname() -> String {
 /// `label:` followed by 16 CSPRNG bytes in hex.
 pub(crate) fn new_token(label: &str) -> Result<Vec<u8>, Error> {
     let mut raw = [0u8; TOKEN_BYTES];
-    getrandom::fill(&mut raw).map_err(|e| {
+    os_random(&mut raw).map_err(|e| {
         Error::new(
             ErrorKind::Server,
             format!("the OS random generator failed: {e}"),
@@ -46,6 +51,35 @@ pub(crate) fn new_token(label: &str) -> Result<Vec<u8>, Error> {
     }
     Ok(token)
 }
+
+/// OS random bytes, fetched [`POOL_BYTES`] at a time: a `getrandom` call costs about as much
+/// for 512 bytes as 4 calls for 16, and every acquisition round draws a token. Each byte is
+/// handed out once; a forked child fetches its own (its parent's unused bytes are never its).
+fn os_random(out: &mut [u8]) -> Result<(), getrandom::Error> {
+    struct Pool {
+        bytes: [u8; POOL_BYTES],
+        at: usize,
+    }
+    static POOL: LazyLock<PerProcess<LocalMutex<Pool>>> =
+        LazyLock::new(|| PerProcess::new(empty()));
+    fn empty() -> LocalMutex<Pool> {
+        LocalMutex::new(Pool {
+            bytes: [0; POOL_BYTES],
+            at: POOL_BYTES,
+        })
+    }
+    let mut pool = POOL.get(|_| empty()).lock();
+    if POOL_BYTES - pool.at < out.len() {
+        getrandom::fill(&mut pool.bytes)?;
+        pool.at = 0;
+    }
+    let at = pool.at;
+    out.copy_from_slice(&pool.bytes[at..at + out.len()]);
+    pool.at += out.len();
+    Ok(())
+}
+
+const POOL_BYTES: usize = 512;
 
 /// A random number for the protocol's choices (`proto/` takes them as arguments).
 pub(crate) fn random() -> u64 {

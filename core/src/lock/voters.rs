@@ -58,7 +58,9 @@ impl Voters {
     }
 
     /// The owner label of tokens made now (the default one includes the current pid).
-    pub(crate) fn label(&self) -> String {
-        self.owner.clone().unwrap_or_else(token::default_label)
+    pub(crate) fn label(&self) -> &str {
+        self.owner
+            .as_deref()
+            .unwrap_or_else(|| token::default_label())
     }
 }
