@@ -101,6 +101,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_scope_holds_the_pid_until_its_outermost_entry_ends() {
+        let scoped = || SCOPED.with(Cell::get);
+        assert_eq!((scoped(), id()), (0, std::process::id()));
+        {
+            let _outer = Scope::enter();
+            assert_eq!(scoped(), std::process::id());
+            drop(Scope::enter());
+            assert_eq!(
+                scoped(),
+                std::process::id(),
+                "an inner scope ended the outer one"
+            );
+        }
+        assert_eq!(scoped(), 0, "the pid outlived its scope");
+    }
+
+    #[test]
     fn the_making_process_gets_its_own_value() {
         let v = PerProcess::new(7);
         assert_eq!(*v.get(|_| unreachable!("not a child")), 7);

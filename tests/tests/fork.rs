@@ -71,6 +71,48 @@ fn a_child_forked_while_other_threads_lock_takes_its_own_lock_in_time() {
     assert!(forks >= 50, "only {forks} forks in 10 s");
 }
 
+/// A token's random part comes from a buffer of OS random bytes that each process fills for
+/// itself: a child forked after its parent drew from the buffer never draws the bytes its
+/// parent draws next (with one buffer for both, the two next tokens would be the same).
+#[test]
+fn a_forked_childs_tokens_are_not_its_parents() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    client
+        .mutex("fork:tokens:warm")
+        .try_lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    // SAFETY: the child only takes a lock through the inherited client, then leaves with
+    // _exit (no exit handlers, no unwinding into the test harness).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // Held until its TTL ends: the parent reads the child's token off the server.
+        let ok = client
+            .mutex("fork:tokens:child")
+            .ttl(Duration::from_secs(60))
+            .auto_renew(false)
+            .try_lock()
+            .map(std::mem::forget)
+            .is_ok();
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+    }
+    let parent = client.mutex("fork:tokens:parent").try_lock().unwrap();
+    assert_eq!(wait_for_exit(pid, Duration::from_secs(5)), Some(0));
+    let child: Vec<u8> = redis::cmd("GET")
+        .arg("fork:tokens:child")
+        .query(&mut server.conn())
+        .unwrap();
+    let random = |token: &[u8]| token[token.len() - 32..].to_vec();
+    assert_ne!(
+        random(&child),
+        random(parent.token()),
+        "the child's token repeats its parent's random bytes"
+    );
+}
+
 /// The child's exit code (128 + the signal if a signal ended it), or `None` (after killing it)
 /// when it is still running after `bound`.
 fn wait_for_exit(pid: libc::pid_t, bound: Duration) -> Option<i32> {
