@@ -22,6 +22,9 @@ pub(crate) struct Connection {
     /// known), so that a round whose deadline is as far off as the last one's sets none.
     read_timeout: Cell<Option<Duration>>,
     write_timeout: Cell<Option<Duration>>,
+    /// The buffer requests are packed in, kept between rounds (as large as the largest
+    /// request sent: a script's full text after a `NOSCRIPT`, a few KiB).
+    out: Vec<u8>,
 }
 
 /// Socket timeouts are set in whole milliseconds, rounded up: the kernel counts them in
@@ -55,6 +58,7 @@ impl Connection {
             owed: 0,
             read_timeout: Cell::new(None),
             write_timeout: Cell::new(None),
+            out: Vec::new(),
         }
     }
 
@@ -149,14 +153,17 @@ pub(crate) fn send<R: Request>(
         return Err(NetError::timeout().into_redis());
     }
     conn.set_write_timeout(Some(left))?;
-    let mut buf = Vec::with_capacity(256);
+    let mut buf = std::mem::take(&mut conn.out);
+    buf.clear();
     for r in requests {
         if asking && r.slot().is_some() {
             buf.extend_from_slice(ASKING);
         }
         r.write(&mut buf);
     }
-    conn.send_packed_command(&buf)
+    let sent = conn.send_packed_command(&buf);
+    conn.out = buf;
+    sent
 }
 
 /// Reads the replies to `requests`, re-sending those whose reply asks for another form (a

@@ -107,22 +107,22 @@ impl AcquireRound {
     ) -> (AcquireRound, Requests) {
         let (opts, keys) = (&spec.opts, &spec.keys);
         let flag = |on: bool| if on { &b"1"[..] } else { &b"0"[..] };
-        let ttl = spec.grant_ttl();
-        let acquire = Call::new(
-            &scripts::ACQUIRE,
-            &[&keys.lock, &keys.fence, &keys.waiters, &keys.readers],
-            &[
-                &token,
-                &millis(ttl),
-                flag(opts.fencing),
-                flag(waited),
-                &millis(announce),
-                waiter,
-            ],
-        );
         // Other kinds of lease (a semaphore's permit, a read lock) take their own scripts.
         let acquire =
-            shared::acquire_call(spec, &token, waited, announce, waiter).unwrap_or(acquire);
+            shared::acquire_call(spec, &token, waited, announce, waiter).unwrap_or_else(|| {
+                Call::new(
+                    &scripts::ACQUIRE,
+                    &[&keys.lock, &keys.fence, &keys.waiters, &keys.readers],
+                    &[
+                        &token,
+                        &millis(spec.grant_ttl()),
+                        flag(opts.fencing),
+                        flag(waited),
+                        &millis(announce),
+                        waiter,
+                    ],
+                )
+            });
         let undo = shared::release_call(spec, &token, false);
         let mut calls = vec![acquire];
         if let Some((replicas, timeout)) = opts.min_replicas {
@@ -131,7 +131,7 @@ impl AcquireRound {
         let round = AcquireRound {
             token,
             t0,
-            ttl,
+            ttl: spec.grant_ttl(),
             quorum: spec.quorum,
             fencing: opts.fencing,
             min_replicas: opts.min_replicas.map(|(n, _)| n),
