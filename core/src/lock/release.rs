@@ -92,22 +92,15 @@ impl Lease {
             // A release ends at its quorum too: the slower nodes' releases still run, and
             // their replies are read before their connections' next use.
             let mut left = asked.len();
-            let mut settled = None;
             let answers = net::exchange_until(nodes, &calls, deadline, None, &mut |i, answer| {
                 round.answer(i, answer.clone(), self.now());
                 left -= 1;
-                let (tally, done) = round.settle(nodes);
-                let enough = done && left > 0;
-                settled = Some((tally, done));
-                match enough {
+                match round.settled() && left > 0 {
                     true => Enough::Yes { undo: false },
                     false => Enough::No,
                 }
             });
-            let (tally, done) = match settled {
-                Some(s) => s,
-                None => round.settle(nodes),
-            };
+            let (tally, done) = round.settle(nodes);
             if done {
                 let unread = asked.iter().filter(|&&i| answers[i].is_none()).count();
                 return (tally, unread);
