@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use redmutex::{Client, MutexGuard, Permit, ReadGuard, Released, TryLockError, WriteGuard};
 
+use crate::bare::BareRequests;
+
 /// The lease every lock of the benchmark uses: long enough never to expire during a sample.
 pub const TTL: Duration = Duration::from_secs(30);
 
@@ -30,6 +32,8 @@ pub enum Impl {
     /// Not a lock either: a script wakes the `BLPOP` (see [`ListWake::handing_over`]), the
     /// floor of a safe hand-off on a Redis without a compare-and-delete command.
     BlpopScript,
+    /// redmutex's requests from a bare redis-rs connection (see [`BareRequests`]).
+    Bare,
 }
 
 impl Impl {
@@ -40,6 +44,7 @@ impl Impl {
             "redlock" => Ok(Impl::Redlock),
             "blpop" => Ok(Impl::Blpop),
             "blpop-script" => Ok(Impl::BlpopScript),
+            "redmutex-requests" => Ok(Impl::Bare),
             _ => Err(format!("unknown lock implementation {s:?}")),
         }
     }
@@ -51,6 +56,7 @@ impl Impl {
             Impl::Redlock => Box::new(RedlockLocker::open(urls, key)),
             Impl::Blpop => Box::new(ListWake::open(&urls[0], key)?),
             Impl::BlpopScript => Box::new(ListWake::open(&urls[0], key)?.handing_over()),
+            Impl::Bare => Box::new(BareRequests::open(&urls[0], key)?),
         })
     }
 }

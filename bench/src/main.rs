@@ -8,8 +8,10 @@
 //! redmutex-bench [--quick] [--write [PATH]] [--no-compare]
 //! ```
 
+mod bare;
 mod child;
 mod contended;
+mod cost;
 mod counts;
 mod external;
 mod handoff;

@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::bare::BareRequests;
 use crate::lockers::{Locker, RedlockLocker, RedmutexLocker, Shared, TTL};
 use crate::quorum::QuorumPing;
 use crate::rslock::RslockChild;
@@ -98,6 +99,8 @@ pub struct Uncontended {
     /// one write (the counter rises on every attempt, granted or not), then the
     /// compare-and-delete script: what a fenced lock would cost with no script on its way in.
     pub floor_multi: Samples,
+    /// redmutex's own requests from a bare redis-rs connection (see `crate::bare`).
+    pub bare1: Samples,
     pub redmutex1: Samples,
     pub redmutex5: Samples,
     /// redmutex's other kinds on one node: a permit of a 3-permit semaphore, a read hold, the
@@ -123,7 +126,7 @@ pub struct Plan {
     pub between_every: usize,
 }
 
-fn conn(url: &str) -> Result<redis::Connection, String> {
+pub fn conn(url: &str) -> Result<redis::Connection, String> {
     let c = redis::Client::open(url)
         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
         .map_err(|e| format!("{url}: {e}"))?;
@@ -152,6 +155,7 @@ pub fn run(
     );
     let mut fenced = FencedFloor::open(one)?;
     let mut multi_conn = conn(one)?;
+    let mut bare1 = BareRequests::open(one, "bench:uncontended:bare")?;
     let mut m1 = RedmutexLocker::open(&[one.to_owned()], "bench:uncontended")?;
     let mut m5 = RedmutexLocker::open(five, "bench:uncontended")?;
     let mut r1 = RedlockLocker::open(&[one.to_owned()], "bench:uncontended:redlock");
@@ -233,6 +237,7 @@ pub fn run(
                 _ => Err(format!("{key} was not free")),
             }
         }),
+        Measure::timed("bare1", plan.per_round, || try_unlock(&mut bare1)),
         Measure::timed("redmutex1", plan.per_round, || try_unlock(&mut m1)),
         Measure::timed("redmutex5", plan.per_round, || try_unlock(&mut m5)),
         Measure::timed("semaphore1", plan.per_round, || try_unlock(&mut sem1)),
@@ -282,6 +287,7 @@ pub fn run(
         floor1: take("floor1").unwrap_or_default(),
         floor_fenced: take("floor_fenced").unwrap_or_default(),
         floor_multi: take("floor_multi").unwrap_or_default(),
+        bare1: take("bare1").unwrap_or_default(),
         redmutex1: take("redmutex1").unwrap_or_default(),
         redmutex5: take("redmutex5").unwrap_or_default(),
         semaphore1: take("semaphore1").unwrap_or_default(),
@@ -351,134 +357,6 @@ pub fn try_unlock(l: &mut dyn Locker) -> Result<(), String> {
         ));
     }
     l.unlock()
-}
-
-/// Server-side time per call, from `INFO commandstats`, for telling the client's share of a
-/// row from Redis's own.
-pub struct ServerTime {
-    pub ping_us: f64,
-    /// Average of redmutex's acquire and release scripts (EVALSHA).
-    pub script_us: f64,
-    /// EVALSHA calls per try_lock + unlock.
-    pub scripts_per_op: f64,
-}
-
-pub fn server_time(url: &str, n: usize) -> Result<ServerTime, String> {
-    let mut admin = conn(url)?;
-    let mut ping_conn = conn(url)?;
-    let mut m1 = RedmutexLocker::open(&[url.to_owned()], "bench:server-time")?;
-    try_unlock(&mut m1)?;
-    reset(&mut admin)?;
-    for _ in 0..n {
-        let _: String = redis::cmd("PING")
-            .query(&mut ping_conn)
-            .map_err(|e| e.to_string())?;
-    }
-    let (_, ping_us) = commandstat(&mut admin, "ping")?;
-    reset(&mut admin)?;
-    for _ in 0..n {
-        try_unlock(&mut m1)?;
-    }
-    let (calls, script_us) = commandstat(&mut admin, "evalsha")?;
-    Ok(ServerTime {
-        ping_us,
-        script_us,
-        scripts_per_op: calls as f64 / n.max(1) as f64,
-    })
-}
-
-/// The CPU time one `try_lock` + `unlock` takes, in the client's thread and in all the
-/// servers it asks: on a machine with fewer CPUs than processes, a cycle can take no less than their sum
-/// over the CPUs, however well the round runs in parallel.
-pub struct CpuPerCycle {
-    pub client_us: f64,
-    pub servers_us: f64,
-    /// The CPUs that share the work (`available_parallelism`).
-    pub cpus: usize,
-}
-
-impl CpuPerCycle {
-    /// The least a cycle can take here: all its CPU time spread over every CPU.
-    pub fn floor_ns(&self) -> u64 {
-        ((self.client_us + self.servers_us) * 1000.0 / self.cpus.max(1) as f64) as u64
-    }
-}
-
-/// Measures [`CpuPerCycle`] over `n` cycles of `cycle` on `urls` (servers on this machine,
-/// found by the `process_id` they report).
-pub fn cpu_per_cycle(
-    urls: &[String],
-    n: usize,
-    cycle: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<CpuPerCycle, String> {
-    let mut pids = Vec::new();
-    for url in urls {
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query(&mut conn(url)?)
-            .map_err(|e| e.to_string())?;
-        let pid = info
-            .lines()
-            .find_map(|l| l.strip_prefix("process_id:"))
-            .ok_or("no process_id in INFO server")?;
-        pids.push(pid.trim().to_owned());
-    }
-    for _ in 0..50 {
-        cycle()?;
-    }
-    let servers = |pids: &[String]| -> Result<u64, String> { pids.iter().map(|p| cpu_ns(p)).sum() };
-    let (c0, s0) = (cpu_ns("thread-self")?, servers(&pids)?);
-    for _ in 0..n {
-        cycle()?;
-    }
-    let (c1, s1) = (cpu_ns("thread-self")?, servers(&pids)?);
-    let per = |ns: u64| ns as f64 / 1000.0 / n.max(1) as f64;
-    Ok(CpuPerCycle {
-        client_us: per(c1 - c0),
-        servers_us: per(s1 - s0),
-        cpus: std::thread::available_parallelism().map_or(1, |c| c.get()),
-    })
-}
-
-/// The CPU time a thread has run so far, in ns (`/proc/…/schedstat`): `thread-self` for the
-/// calling thread (the one that runs the cycles), a server's pid for its main thread (where
-/// Redis runs every command).
-fn cpu_ns(task: &str) -> Result<u64, String> {
-    let path = format!("/proc/{task}/schedstat");
-    let stat = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-    stat.split_whitespace()
-        .next()
-        .and_then(|ns| ns.parse().ok())
-        .ok_or_else(|| format!("{path}: no run time"))
-}
-
-fn reset(c: &mut redis::Connection) -> Result<(), String> {
-    redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query::<()>(c)
-        .map_err(|e| e.to_string())
-}
-
-/// (calls, usec_per_call) of one command.
-fn commandstat(c: &mut redis::Connection, cmd: &str) -> Result<(u64, f64), String> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(c)
-        .map_err(|e| e.to_string())?;
-    let line = info
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:")))
-        .ok_or_else(|| format!("no cmdstat_{cmd} in INFO commandstats"))?;
-    let field = |name: &str| {
-        line.split(',')
-            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-            .unwrap_or("0")
-            .to_owned()
-    };
-    Ok((
-        field("calls").parse().unwrap_or(0),
-        field("usec_per_call").parse().unwrap_or(0.0),
-    ))
 }
 
 /// The median of a short burst of PINGs: how the baseline drifts between phases.

@@ -54,6 +54,9 @@ pub fn run(
     seed_blpop(url, "bench:handoff:script")?;
     let blpop_script = rust_row("blpop-script", "bench:handoff:script", counts.handoff)?;
     ctx.probe(drift)?;
+    progress("handoff: redmutex's requests from bare redis-rs");
+    let bare = rust_row("redmutex-requests", "bench:handoff:bare", counts.handoff)?;
+    ctx.probe(drift)?;
     progress("handoff: redmutex");
     let redmutex = rust_row("redmutex", "bench:handoff:redmutex", counts.handoff)?;
     ctx.probe(drift)?;
@@ -104,6 +107,16 @@ pub fn run(
             "{}; floor of a safe hand-off (one script); {} the wake-up floor",
             blocked_at_release(&blpop_script),
             ratio(blpop_script.samples.median(), blpop.samples.median())
+        )),
+        Row::latency(
+            "context: redmutex's requests from bare redis-rs: release script → BLPOP + acquire script (2 processes)",
+            bare.samples.clone(),
+        )
+        .result(format!(
+            "{}; redmutex's requests without its transport, lease or renewal; {} the script wake-up floor; redmutex's row is {} it",
+            blocked_at_release(&bare),
+            ratio(bare.samples.median(), blpop_script.samples.median()),
+            ratio(redmutex.samples.median(), bare.samples.median())
         )),
         Row::latency("handoff, 1 node (2 processes)", redmutex.samples.clone())
             .result(format!(

@@ -1,13 +1,14 @@
 //! The PING baseline and the uncontended rows, with the peers' uncontended rows measured in
 //! chunks between the rounds (see `crate::uncontended` for why they take turns).
 
+use crate::cost::{self, CpuPerCycle, ServerTime};
 use crate::external::{Chunks, External};
 use crate::lockers::RedmutexLocker;
 use crate::phase::peers::{C_LABEL, C_NAME, Peers};
 use crate::phase::{Ctx, Phase, progress};
 use crate::report::{Mark, Row};
 use crate::stats::fmt_ratio;
-use crate::uncontended::{self, CpuPerCycle, ServerTime, Uncontended};
+use crate::uncontended::{self, Uncontended};
 
 pub struct Latency {
     pub unc: Uncontended,
@@ -53,19 +54,19 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
         },
     )?;
     let base = unc.ping.median();
-    let server_time = uncontended::server_time(url, counts.chunks * 100)?;
+    let server_time = cost::server_time(url, counts.chunks * 100)?;
     let one = std::slice::from_ref(&ctx.url);
     let key = "bench:cpu-per-cycle";
     let mut m1 = RedmutexLocker::open(one, key)?;
-    let cpu1 = uncontended::cpu_per_cycle(one, counts.chunks * 200, &mut || {
+    let cpu1 = cost::cpu_per_cycle(one, counts.chunks * 200, &mut || {
         uncontended::try_unlock(&mut m1)
     })?;
     let mut m5 = RedmutexLocker::open(&ctx.urls5, key)?;
-    let cpu5 = uncontended::cpu_per_cycle(&ctx.urls5, counts.chunks * 100, &mut || {
+    let cpu5 = cost::cpu_per_cycle(&ctx.urls5, counts.chunks * 100, &mut || {
         uncontended::try_unlock(&mut m5)
     })?;
     let mut floor = uncontended::FencedFloor::open(url)?;
-    let cpu_floor = uncontended::cpu_per_cycle(one, counts.chunks * 200, &mut || floor.cycle())?;
+    let cpu_floor = cost::cpu_per_cycle(one, counts.chunks * 200, &mut || floor.cycle())?;
     let c = match &peers.c {
         None => None,
         Some(Err(e)) => Some(External {
@@ -127,6 +128,15 @@ fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
         .result(format!(
             "floor of a fenced lock whose acquire is no script; {} the unfenced floor",
             ratio(unc.floor_multi.median(), unc.floor1.median())
+        )),
+        Row::latency(
+            "context: redmutex's requests from bare redis-rs: acquire script + release script",
+            unc.bare1.clone(),
+        )
+        .result(format!(
+            "redmutex's requests without its transport, lease or renewal; {} the fenced floor; the 1-node row is {} it",
+            ratio(unc.bare1.median(), unc.floor_fenced.median()),
+            ratio(unc.redmutex1.median(), unc.bare1.median())
         )),
     ]
 }

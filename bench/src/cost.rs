@@ -1,0 +1,134 @@
+//! What a cycle costs besides its latency, for the notes: the server's time per call (`INFO
+//! commandstats`) and the CPU a cycle takes in the client and in every server it asks
+//! (`/proc/…/schedstat`).
+
+use crate::lockers::RedmutexLocker;
+use crate::uncontended::{conn, try_unlock};
+
+/// Server-side time per call, from `INFO commandstats`, for telling the client's share of a
+/// row from Redis's own.
+pub struct ServerTime {
+    pub ping_us: f64,
+    /// Average of redmutex's acquire and release scripts (EVALSHA).
+    pub script_us: f64,
+    /// EVALSHA calls per try_lock + unlock.
+    pub scripts_per_op: f64,
+}
+
+pub fn server_time(url: &str, n: usize) -> Result<ServerTime, String> {
+    let mut admin = conn(url)?;
+    let mut ping_conn = conn(url)?;
+    let mut m1 = RedmutexLocker::open(&[url.to_owned()], "bench:server-time")?;
+    try_unlock(&mut m1)?;
+    reset(&mut admin)?;
+    for _ in 0..n {
+        let _: String = redis::cmd("PING")
+            .query(&mut ping_conn)
+            .map_err(|e| e.to_string())?;
+    }
+    let (_, ping_us) = commandstat(&mut admin, "ping")?;
+    reset(&mut admin)?;
+    for _ in 0..n {
+        try_unlock(&mut m1)?;
+    }
+    let (calls, script_us) = commandstat(&mut admin, "evalsha")?;
+    Ok(ServerTime {
+        ping_us,
+        script_us,
+        scripts_per_op: calls as f64 / n.max(1) as f64,
+    })
+}
+
+/// The CPU time one `try_lock` + `unlock` takes, in the client's thread and in all the
+/// servers it asks: on a machine with fewer CPUs than processes, a cycle can take no less than their sum
+/// over the CPUs, however well the round runs in parallel.
+pub struct CpuPerCycle {
+    pub client_us: f64,
+    pub servers_us: f64,
+    /// The CPUs that share the work (`available_parallelism`).
+    pub cpus: usize,
+}
+
+impl CpuPerCycle {
+    /// The least a cycle can take here: all its CPU time spread over every CPU.
+    pub fn floor_ns(&self) -> u64 {
+        ((self.client_us + self.servers_us) * 1000.0 / self.cpus.max(1) as f64) as u64
+    }
+}
+
+/// Measures [`CpuPerCycle`] over `n` cycles of `cycle` on `urls` (servers on this machine,
+/// found by the `process_id` they report).
+pub fn cpu_per_cycle(
+    urls: &[String],
+    n: usize,
+    cycle: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<CpuPerCycle, String> {
+    let mut pids = Vec::new();
+    for url in urls {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut conn(url)?)
+            .map_err(|e| e.to_string())?;
+        let pid = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .ok_or("no process_id in INFO server")?;
+        pids.push(pid.trim().to_owned());
+    }
+    for _ in 0..50 {
+        cycle()?;
+    }
+    let servers = |pids: &[String]| -> Result<u64, String> { pids.iter().map(|p| cpu_ns(p)).sum() };
+    let (c0, s0) = (cpu_ns("thread-self")?, servers(&pids)?);
+    for _ in 0..n {
+        cycle()?;
+    }
+    let (c1, s1) = (cpu_ns("thread-self")?, servers(&pids)?);
+    let per = |ns: u64| ns as f64 / 1000.0 / n.max(1) as f64;
+    Ok(CpuPerCycle {
+        client_us: per(c1 - c0),
+        servers_us: per(s1 - s0),
+        cpus: std::thread::available_parallelism().map_or(1, |c| c.get()),
+    })
+}
+
+/// The CPU time a thread has run so far, in ns (`/proc/…/schedstat`): `thread-self` for the
+/// calling thread (the one that runs the cycles), a server's pid for its main thread (where
+/// Redis runs every command).
+fn cpu_ns(task: &str) -> Result<u64, String> {
+    let path = format!("/proc/{task}/schedstat");
+    let stat = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    stat.split_whitespace()
+        .next()
+        .and_then(|ns| ns.parse().ok())
+        .ok_or_else(|| format!("{path}: no run time"))
+}
+
+fn reset(c: &mut redis::Connection) -> Result<(), String> {
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query::<()>(c)
+        .map_err(|e| e.to_string())
+}
+
+/// (calls, usec_per_call) of one command.
+fn commandstat(c: &mut redis::Connection, cmd: &str) -> Result<(u64, f64), String> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(c)
+        .map_err(|e| e.to_string())?;
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:")))
+        .ok_or_else(|| format!("no cmdstat_{cmd} in INFO commandstats"))?;
+    let field = |name: &str| {
+        line.split(',')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .unwrap_or("0")
+            .to_owned()
+    };
+    Ok((
+        field("calls").parse().unwrap_or(0),
+        field("usec_per_call").parse().unwrap_or(0.0),
+    ))
+}
