@@ -56,6 +56,15 @@ impl BareRequests {
         })
     }
 
+    /// Holds `token` when `reply` (to its acquire request) granted it.
+    fn take(&mut self, token: Vec<u8>, reply: Value) -> Result<bool, String> {
+        let ok = granted(reply)?;
+        if ok {
+            self.held = Some(token);
+        }
+        Ok(ok)
+    }
+
     fn token(&mut self) -> Vec<u8> {
         self.made += 1;
         format!("{}{}", self.prefix, self.made).into_bytes()
@@ -93,8 +102,8 @@ impl Locker for BareRequests {
         let token = self.token();
         let waiter = token.clone();
         let first = self.acquire(&token, false, true, &waiter);
-        if granted(first.query(&mut self.conn).map_err(|e| e.to_string())?)? {
-            self.held = Some(token);
+        let reply = first.query(&mut self.conn).map_err(|e| e.to_string())?;
+        if self.take(token, reply)? {
             return Ok(());
         }
         loop {
@@ -106,8 +115,7 @@ impl Locker for BareRequests {
                 .add_command(acquire)
                 .query(&mut self.conn)
                 .map_err(|e| e.to_string())?;
-            if granted(reply)? {
-                self.held = Some(token);
+            if self.take(token, reply)? {
                 return Ok(());
             }
         }
@@ -116,11 +124,8 @@ impl Locker for BareRequests {
     fn try_lock(&mut self) -> Result<bool, String> {
         let token = self.token();
         let acquire = self.acquire(&token, false, false, b"");
-        let ok = granted(acquire.query(&mut self.conn).map_err(|e| e.to_string())?)?;
-        if ok {
-            self.held = Some(token);
-        }
-        Ok(ok)
+        let reply = acquire.query(&mut self.conn).map_err(|e| e.to_string())?;
+        self.take(token, reply)
     }
 
     fn unlock(&mut self) -> Result<(), String> {

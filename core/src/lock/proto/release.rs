@@ -49,10 +49,10 @@ impl ReleaseRound {
         self.answers[i] = answer;
     }
 
-    /// Whether the answers so far settle the release (as [`settle`](Self::settle) decides),
-    /// without building the tally and its reports: asked after every answer, where a round
-    /// over many nodes would otherwise tally (and word an error for) every node still to
-    /// answer, again and again.
+    /// Whether the answers so far settle the release: a quorum confirmed, or said "not
+    /// yours", or every node answered. Counted without building the tally and its reports:
+    /// asked after every answer, where a round over many nodes would otherwise tally (and word
+    /// an error for) every node still to answer, again and again.
     pub(crate) fn settled(&self) -> bool {
         let (mut yes, mut refused, mut all_answered) = (0, 0, true);
         for answer in &self.answers {
@@ -67,19 +67,15 @@ impl ReleaseRound {
         yes >= self.quorum || refused > n - self.quorum || all_answered
     }
 
-    /// The tally of the answers so far, and whether they settle the release: a quorum
-    /// confirmed, or said "not yours", or every node answered. Otherwise the nodes that did
-    /// not answer are the ones [`asked`](Self::asked) next.
+    /// The tally of the answers so far, and whether they settle the release (see
+    /// [`settled`](Self::settled)). Otherwise the nodes that did not answer are the ones
+    /// [`asked`](Self::asked) next.
     pub(crate) fn settle<S: Seat>(&mut self, seats: &[S]) -> (Tally, bool) {
         let tally = Tally::of_ints(seats, &self.answers, 0, None);
-        let settled = self.settled();
+        let done = self.settled();
         let answers = &self.answers;
         self.ask
             .retain(|&i| !matches!(&answers[i], Ok(v) if matches!(v.first(), Some(Ok(_)))));
-        let n = seats.len();
-        let done =
-            tally.yes >= self.quorum || tally.refused > n - self.quorum || self.ask.is_empty();
-        debug_assert_eq!(done, settled, "settled() must decide as settle() does");
         (tally, done)
     }
 }

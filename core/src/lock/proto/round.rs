@@ -107,6 +107,7 @@ impl AcquireRound {
     ) -> (AcquireRound, Requests) {
         let (opts, keys) = (&spec.opts, &spec.keys);
         let flag = |on: bool| if on { &b"1"[..] } else { &b"0"[..] };
+        let ttl = spec.grant_ttl();
         // Other kinds of lease (a semaphore's permit, a read lock) take their own scripts.
         let acquire =
             shared::acquire_call(spec, &token, waited, announce, waiter).unwrap_or_else(|| {
@@ -115,7 +116,7 @@ impl AcquireRound {
                     &[&keys.lock, &keys.fence, &keys.waiters, &keys.readers],
                     &[
                         &token,
-                        &millis(spec.grant_ttl()),
+                        &millis(ttl),
                         flag(opts.fencing),
                         flag(waited),
                         &millis(announce),
@@ -131,7 +132,7 @@ impl AcquireRound {
         let round = AcquireRound {
             token,
             t0,
-            ttl: spec.grant_ttl(),
+            ttl,
             quorum: spec.quorum,
             fencing: opts.fencing,
             min_replicas: opts.min_replicas.map(|(n, _)| n),

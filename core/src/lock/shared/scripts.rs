@@ -12,8 +12,8 @@ use crate::lock::scripts::Script;
 /// KEYS: holders, permits, fence, waiters. ARGV: token, ttl ms, fencing (0/1), has waited
 /// (0/1), waiter announcement ms (0 = do not announce), waiter id, permit count.
 ///
-/// Returns the fence (an integer, like the mutex's acquire) on success; `{0, ms until the first permit expires (-1: unknown), ''}`
-/// when none is free (announcing the caller as a waiter, like the mutex); `{-1, count}` when
+/// Returns the fence (an integer, like the mutex's acquire) on success; `{0, ms until the
+/// first permit expires (-1: unknown), ''}` when none is free (announcing the caller as a waiter, like the mutex); `{-1, count}` when
 /// live permits were taken with another count (nothing changed). The count is stored while
 /// any permit is held and goes with the last one. Permits that announced waiters may be
 /// waiting for are kept for them: a caller that has not waited only takes a permit beyond
@@ -72,9 +72,9 @@ return {0, -1, ''}
 /// waiting reader is announced in `waiters` and in `readq`, so a writer's release wakes it,
 /// and writers are the members of `waiters` not in `readq`). A waiting reader never holds a
 /// writer up. A reader that waited and must still yield to a waiting writer passes the
-/// wake-up on (it may have taken the writer's). Granted: the fence counter's
-/// current value (the last write it may observe; not incremented), and a waiter's grant passes
-/// one wake-up on to the next waiting reader.
+/// wake-up on (it may have taken the writer's). Granted: the fence counter's current value
+/// (the last write it may observe; not incremented), and a waiter's grant passes one wake-up
+/// on to the next waiting reader.
 pub(crate) static READ_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
