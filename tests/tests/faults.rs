@@ -78,10 +78,12 @@ fn the_fault_proxy_passes_blackholes_drops_and_delays() {
     assert!(wait_until(Duration::from_secs(2), || proxy.threads() == 4));
     let addr = proxy.addr();
     drop(proxy);
-    assert!(
-        std::net::TcpStream::connect(addr).is_err(),
-        "still listening"
-    );
+    // A connection to a loopback port nobody listens on can still succeed, to itself, when
+    // the kernel picks that very port as its source (TCP's simultaneous open).
+    if let Ok(stream) = std::net::TcpStream::connect(addr) {
+        let local = stream.local_addr().unwrap();
+        assert_eq!(local, addr, "still listening (connected from {local})");
+    }
 }
 
 /// 3 of 5 nodes refused, frozen or blackholed: `NoQuorum` within the wait plus one node
@@ -540,4 +542,79 @@ fn a_connection_slower_to_open_than_the_node_timeout_is_still_made() {
     let err = result.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Auth, "after {took:?}: {err}");
     assert!(took < Duration::from_secs(1), "{took:?}: {err}");
+}
+
+/// This process's open TCP connections to `port` on loopback (client ends, from
+/// `/proc/net/tcp`: the kernel moves a socket out of ESTABLISHED as it is closed).
+fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"01")
+        })
+        .count()
+}
+
+/// Dropping a client's last handle closes its pooled connections before it returns, also
+/// while one of its connections is still being opened in the background (its setup is never
+/// answered: *a reply that never comes*). The thread opening it holds the server's address,
+/// not the client's pool, and closes what it opens once it sees the client gone. Otherwise
+/// the pool lives on in that thread until it finishes, and a program that frees its client
+/// and exits ends with the pool being torn down on another thread.
+#[test]
+fn dropping_a_client_closes_its_pool_while_a_connection_opens_in_the_background() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(&server.addr());
+    let port = proxy.addr().port();
+    let client = Client::builder()
+        .node(proxy.url())
+        .node_timeout(Duration::from_millis(100))
+        .connect_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let lock = client.mutex("bg-open:lock");
+    lock.try_lock().unwrap().unlock().unwrap();
+    // The pooled connection goes; the next one's setup is swallowed: the attempt gives up at
+    // its node timeout and the connection goes on opening in the background.
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(2), || connections_to(port) == 0));
+    proxy.set_mode(Mode::Blackhole);
+    let started = Instant::now();
+    let err = lock.try_lock().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    // The attempt's setup arrived first; the background one's comes a node timeout later.
+    let attempt = proxy.first_request_since(started).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(2), || proxy
+            .first_request_since(attempt + Duration::from_millis(50))
+            .is_some()),
+        "no connection was opened in the background"
+    );
+    proxy.set_mode(Mode::Pass);
+    // A connection opened and pooled meanwhile.
+    lock.try_lock().unwrap().unlock().unwrap();
+    assert_eq!(
+        connections_to(port),
+        2,
+        "one pooled connection and one opening in the background"
+    );
+
+    drop(lock);
+    drop(client);
+    assert_eq!(
+        connections_to(port),
+        1,
+        "the dropped client's pooled connection is still open"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || connections_to(port) == 0),
+        "the connection opened in the background for a dropped client stays open"
+    );
 }
