@@ -22,7 +22,8 @@ pub const MAX_OWNER_LEN: usize = 128;
 ///
 /// Cheap to clone (an `Arc` inside), `Send + Sync`; share one `Client` between threads.
 /// Opening a client does no I/O: nodes are connected on first use. Dropping its last handle
-/// (a clone, or a guard) lets the renew thread finish the round it is sending (within 2 s).
+/// (a clone, or a guard) lets the renew thread finish the round it is sending (within 2 s),
+/// then closes the client's connections before it returns.
 ///
 /// # Examples
 ///

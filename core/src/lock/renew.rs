@@ -213,6 +213,33 @@ impl Renewer {
             .map_or(0, |served| served.shared.state.lock().heap.len())
     }
 
+    /// Stops the thread (dropping the renewer does too; a second stop does nothing more). A
+    /// round it is sending right now is finished first (within [`STOP_WAIT`]): when the last
+    /// handle of a client is gone, its thread holds none of its connections any more, so a
+    /// program that frees its client and exits leaves nothing half-done behind (and a memory
+    /// checker sees every connection closed). Clean-ups still waiting for their time are
+    /// dropped; the keys they would remove expire with their TTL.
+    pub(crate) fn stop(&self) {
+        let Some(served) = self.current.existing() else {
+            return;
+        };
+        if !served.started.load(Ordering::Acquire) {
+            return;
+        }
+        let shared = &served.shared;
+        let mut st = shared.state.lock();
+        st.stop = true;
+        shared.cv.notify_all();
+        // The last handle may go on the thread itself (a guard it renews was the last).
+        if st.thread == Some(std::thread::current().id()) {
+            return;
+        }
+        let deadline = Instant::now() + STOP_WAIT;
+        while st.working && Instant::now() < deadline {
+            st = shared.cv.wait_until(st, deadline);
+        }
+    }
+
     fn ensure_started(&self) -> Arc<Shared> {
         let served = self.current.get(|_| Served::new());
         if !served.started.load(Ordering::Acquire)
@@ -245,31 +272,9 @@ impl Shared {
     }
 }
 
-/// Stops the thread. A round it is sending right now is finished first (within
-/// [`STOP_WAIT`]): when the last handle of a client is gone, its thread holds none of its
-/// connections any more, so a program that frees its client and exits leaves nothing half-done
-/// behind (and a memory checker sees every connection closed). Clean-ups still waiting for
-/// their time are dropped; the keys they would remove expire with their TTL.
 impl Drop for Renewer {
     fn drop(&mut self) {
-        let Some(served) = self.current.existing() else {
-            return;
-        };
-        if !served.started.load(Ordering::Acquire) {
-            return;
-        }
-        let shared = &served.shared;
-        let mut st = shared.state.lock();
-        st.stop = true;
-        shared.cv.notify_all();
-        // The last handle may go on the thread itself (a guard it renews was the last).
-        if st.thread == Some(std::thread::current().id()) {
-            return;
-        }
-        let deadline = Instant::now() + STOP_WAIT;
-        while st.working && Instant::now() < deadline {
-            st = shared.cv.wait_until(st, deadline);
-        }
+        self.stop();
     }
 }
 

@@ -64,3 +64,16 @@ impl Voters {
             .unwrap_or_else(|| token::default_label())
     }
 }
+
+/// The client's last handle is gone (the client and every guard taken through it): its renew
+/// thread stops, after the round it may be sending, and then its pools are closed here, on
+/// the thread that let go, even while a thread opening a connection for it in the background
+/// still holds one of its nodes (that thread closes what it opens).
+impl Drop for Voters {
+    fn drop(&mut self) {
+        self.renewer.stop();
+        for node in &self.nodes {
+            node.close();
+        }
+    }
+}

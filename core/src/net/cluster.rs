@@ -52,13 +52,17 @@ pub(crate) struct Cluster {
     setup: Setup,
     display: String,
     map: LocalRwLock<SlotMap>,
-    /// Every master seen so far, with its pool; kept across map changes.
-    endpoints: LocalMutex<HashMap<(String, u16), Arc<Endpoint>>>,
+    /// Every master seen so far, with its pool; kept across map changes. `None` once the
+    /// client is gone ([`Cluster::close`]).
+    endpoints: LocalMutex<Option<Masters>>,
     /// Held while one thread asks the cluster for its slots.
     refreshing: LocalMutex<()>,
     /// Which candidate a refresh asks first.
     first: AtomicUsize,
 }
+
+/// The masters seen so far, by host and port.
+type Masters = HashMap<(String, u16), Arc<Endpoint>>;
 
 struct SlotMap {
     /// For each slot, an index into `masters`, or `NONE`.
@@ -207,7 +211,7 @@ impl Cluster {
                 asked: None,
                 failed: None,
             }),
-            endpoints: LocalMutex::new(HashMap::new()),
+            endpoints: LocalMutex::new(Some(HashMap::new())),
             refreshing: LocalMutex::new(()),
             first: AtomicUsize::new(0),
         }
@@ -291,7 +295,8 @@ impl Cluster {
     /// The endpoint of the master at `host:port`, made on first sight.
     fn master(&self, host: &str, port: u16) -> Result<Arc<Endpoint>, NetError> {
         let mut endpoints = self.endpoints.lock();
-        if let Some(e) = endpoints.get(&(host.to_owned(), port)) {
+        let key = (host.to_owned(), port);
+        if let Some(e) = endpoints.as_ref().and_then(|known| known.get(&key)) {
             return Ok(Arc::clone(e));
         }
         let e = Arc::new(Endpoint::cluster_master(
@@ -301,8 +306,22 @@ impl Cluster {
             &self.tls,
             &self.setup,
         )?);
-        endpoints.insert((host.to_owned(), port), Arc::clone(&e));
+        match endpoints.as_mut() {
+            Some(known) => drop(known.insert(key, Arc::clone(&e))),
+            // The client is gone (a connection still being opened for it learned of a new
+            // master): nothing is pooled for it any more.
+            None => e.close(),
+        }
         Ok(e)
+    }
+
+    /// Closes every master's pooled connections, and those of masters seen later (see
+    /// [`Endpoint::close`]): the client is gone.
+    pub(crate) fn close(&self) {
+        let known = self.endpoints.lock().take();
+        for e in known.into_iter().flat_map(HashMap::into_values) {
+            e.close();
+        }
     }
 
     /// Asks the known masters, then the seeds, for the slot map, until one answers or the
@@ -409,89 +428,4 @@ impl SlotMap {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn setup() -> Setup {
-        Setup {
-            client_name: "t".into(),
-            connect_timeout: Duration::from_secs(1),
-            preload: Arc::new([]),
-            probe: None,
-        }
-    }
-
-    fn parse(url: &str) -> Result<Cluster, String> {
-        Cluster::parse(url, None, setup())
-    }
-
-    #[test]
-    fn parses_the_documented_forms() {
-        let c = parse("redis+cluster://h1:7000,h2,[::1]:7002").unwrap();
-        assert_eq!(
-            c.seeds,
-            vec![
-                ("h1".to_owned(), 7000),
-                ("h2".to_owned(), 6379),
-                ("::1".to_owned(), 7002)
-            ]
-        );
-        assert_eq!(c.display(), "redis+cluster://h1:7000,h2:6379,[::1]:7002");
-
-        let c = parse("REDIS+CLUSTER://alice:p%40ss@h:1/").unwrap();
-        assert_eq!(c.settings.username(), Some("alice"));
-        assert_eq!(c.settings.password(), Some("p@ss"));
-        assert_eq!(c.display(), "redis+cluster://alice@h:1");
-
-        let c = Cluster::from_seeds(
-            &["redis://:pw@h1:7000".into(), "redis://:pw@h2:7001".into()],
-            None,
-            setup(),
-        )
-        .unwrap();
-        assert_eq!(c.settings.password(), Some("pw"));
-        assert_eq!(c.display(), "redis+cluster://h1:7000,h2:7001");
-
-        let c = parse("rediss+cluster://h1:7000,h2:7001#insecure").unwrap();
-        assert_eq!(c.display(), "rediss+cluster://h1:7000,h2:7001");
-        #[cfg(feature = "tls-rustls")]
-        {
-            let seeds = ["rediss://h1:7000".into(), "rediss://h2:7001".into()];
-            let c = Cluster::from_seeds(&seeds, None, setup()).unwrap();
-            assert_eq!(c.display(), "rediss+cluster://h1:7000,h2:7001");
-        }
-    }
-
-    #[test]
-    fn rejects_malformed_urls() {
-        for url in [
-            "redis+cluster://",
-            "redis+cluster://h1,,h2",
-            "redis+cluster://h:0",
-            "redis+cluster://h:x",
-            "redis+cluster://h/0",
-            "redis+cluster://h?password=x",
-            "redis+cluster://h#frag",
-            "redis+cluster://:p%zz@h",
-            "rediss+cluster://h#verify",
-            "redis+cluster://h#insecure",
-        ] {
-            assert!(parse(url).is_err(), "{url}");
-        }
-        for seeds in [
-            vec![],
-            vec!["redis://h:1/2".to_owned()],
-            vec!["unix:///tmp/x.sock".to_owned()],
-            vec!["redis://:a@h:1".to_owned(), "redis://:b@h:2".to_owned()],
-            vec!["nonsense".to_owned()],
-            vec!["redis://h:1".to_owned(), "rediss://h:2".to_owned()],
-        ] {
-            assert!(
-                Cluster::from_seeds(&seeds, None, setup()).is_err(),
-                "{seeds:?}"
-            );
-        }
-        // A CA goes with TLS only.
-        assert!(Cluster::parse("redis+cluster://h", Some(b"pem"), setup()).is_err());
-    }
-}
+mod tests;

@@ -72,6 +72,8 @@ pub(crate) struct Endpoint {
     background_error: LocalMutex<Option<(Instant, NetError)>>,
     /// The setup's probe passed on a connection: later ones skip it.
     probed: AtomicBool,
+    /// The client is gone ([`Endpoint::close`]): a connection put back is closed instead.
+    closed: AtomicBool,
 }
 
 /// Where an endpoint's connections go.
@@ -92,6 +94,7 @@ impl Endpoint {
             warming: AtomicBool::new(false),
             background_error: LocalMutex::new(None),
             probed: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -162,10 +165,29 @@ impl Endpoint {
     pub(crate) fn put(&self, conn: Connection) {
         let now = Instant::now();
         let mut idle = self.idle().lock();
+        if self.closed.load(Ordering::Acquire) {
+            drop(idle);
+            drop(conn);
+            return;
+        }
         idle.retain(|(_, since)| now.duration_since(*since) < IDLE_TIMEOUT);
         if idle.len() < MAX_IDLE {
             idle.push((conn, now));
         }
+    }
+
+    /// Closes the idle connections, here and now, and from now on every connection put back:
+    /// the client is gone. A thread still opening a connection in the background (see
+    /// [`Endpoint::connect`]) may hold the endpoint for up to the connect timeout; without
+    /// this it would hold the pool too, and close it whenever it finished, perhaps while the
+    /// program that freed its client is exiting.
+    pub(crate) fn close(&self) {
+        let idle = {
+            let mut pool = self.idle().lock();
+            self.closed.store(true, Ordering::Release);
+            std::mem::take(&mut *pool)
+        };
+        drop(idle);
     }
 
     /// A pooled connection, or a new one opened before `deadline`.

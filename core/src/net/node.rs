@@ -114,6 +114,15 @@ impl Node {
         opened.is_ok()
     }
 
+    /// Closes the node's pooled connections, and every one put back later (see
+    /// [`Endpoint::close`]): its client is gone.
+    pub(crate) fn close(&self) {
+        match &self.kind {
+            Kind::Single(e) => e.close(),
+            Kind::Cluster(c) => c.close(),
+        }
+    }
+
     /// The node's address without credentials, for reports and logs.
     pub(crate) fn name(&self) -> &str {
         &self.display
