@@ -307,7 +307,9 @@ impl Cluster {
             &self.setup,
         )?);
         match endpoints.as_mut() {
-            Some(known) => drop(known.insert(key, Arc::clone(&e))),
+            Some(known) => {
+                known.insert(key, Arc::clone(&e));
+            }
             // The client is gone (a connection still being opened for it learned of a new
             // master): nothing is pooled for it any more.
             None => e.close(),
