@@ -56,13 +56,26 @@ impl CpuPerCycle {
     }
 }
 
+/// A cycle whose CPU is measured: one `try_lock` + `unlock`, or a floor's requests.
+pub type Cycle<'a> = &'a mut dyn FnMut() -> Result<(), String>;
+
 /// Measures [`CpuPerCycle`] over `n` cycles of `cycle` on `urls` (servers on this machine,
 /// found by the `process_id` they report).
-pub fn cpu_per_cycle(
+pub fn cpu_per_cycle(urls: &[String], n: usize, cycle: Cycle) -> Result<CpuPerCycle, String> {
+    let mut one = [cycle];
+    Ok(cpu_per_cycle_alternating(urls, n, &mut one)?.remove(0))
+}
+
+/// Measures [`CpuPerCycle`] of each of `cycles`, `n` cycles each on the same `urls`, in
+/// alternating blocks: measured one after the other, whichever ran first looked dearer in
+/// the server (by up to 40 % in quick runs, either way round), so a comparison between them
+/// needs them to share the machine's drift.
+pub fn cpu_per_cycle_alternating(
     urls: &[String],
     n: usize,
-    cycle: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<CpuPerCycle, String> {
+    cycles: &mut [Cycle],
+) -> Result<Vec<CpuPerCycle>, String> {
+    const BLOCKS: usize = 10;
     let mut pids = Vec::new();
     for url in urls {
         let info: String = redis::cmd("INFO")
@@ -75,21 +88,34 @@ pub fn cpu_per_cycle(
             .ok_or("no process_id in INFO server")?;
         pids.push(pid.trim().to_owned());
     }
-    for _ in 0..50 {
-        cycle()?;
+    for cycle in cycles.iter_mut() {
+        for _ in 0..50 {
+            cycle()?;
+        }
     }
-    let servers = |pids: &[String]| -> Result<u64, String> { pids.iter().map(|p| cpu_ns(p)).sum() };
-    let (c0, s0) = (cpu_ns("thread-self")?, servers(&pids)?);
-    for _ in 0..n {
-        cycle()?;
+    let servers = || -> Result<u64, String> { pids.iter().map(|p| cpu_ns(p)).sum() };
+    let per_block = n.div_ceil(BLOCKS);
+    let mut spent = vec![(0, 0); cycles.len()];
+    for _ in 0..BLOCKS {
+        for (cycle, spent) in cycles.iter_mut().zip(&mut spent) {
+            let (c0, s0) = (cpu_ns("thread-self")?, servers()?);
+            for _ in 0..per_block {
+                cycle()?;
+            }
+            let (c1, s1) = (cpu_ns("thread-self")?, servers()?);
+            *spent = (spent.0 + c1 - c0, spent.1 + s1 - s0);
+        }
     }
-    let (c1, s1) = (cpu_ns("thread-self")?, servers(&pids)?);
-    let per = |ns: u64| ns as f64 / 1000.0 / n.max(1) as f64;
-    Ok(CpuPerCycle {
-        client_us: per(c1 - c0),
-        servers_us: per(s1 - s0),
-        cpus: std::thread::available_parallelism().map_or(1, |c| c.get()),
-    })
+    let per = |ns: u64| ns as f64 / 1000.0 / (per_block * BLOCKS) as f64;
+    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    Ok(spent
+        .into_iter()
+        .map(|(client, servers)| CpuPerCycle {
+            client_us: per(client),
+            servers_us: per(servers),
+            cpus,
+        })
+        .collect())
 }
 
 /// The CPU time a thread has run so far, in ns (`/proc/…/schedstat`): `thread-self` for the

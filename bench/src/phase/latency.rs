@@ -58,15 +58,19 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
     let one = std::slice::from_ref(&ctx.url);
     let key = "bench:cpu-per-cycle";
     let mut m1 = RedmutexLocker::open(one, key)?;
-    let cpu1 = cost::cpu_per_cycle(one, counts.chunks * 200, &mut || {
-        uncontended::try_unlock(&mut m1)
-    })?;
+    let mut floor = uncontended::FencedFloor::open(url)?;
+    let mut both = cost::cpu_per_cycle_alternating(
+        one,
+        counts.chunks * 200,
+        &mut [&mut || uncontended::try_unlock(&mut m1), &mut || {
+            floor.cycle()
+        }],
+    )?;
+    let (cpu1, cpu_floor) = (both.remove(0), both.remove(0));
     let mut m5 = RedmutexLocker::open(&ctx.urls5, key)?;
     let cpu5 = cost::cpu_per_cycle(&ctx.urls5, counts.chunks * 100, &mut || {
         uncontended::try_unlock(&mut m5)
     })?;
-    let mut floor = uncontended::FencedFloor::open(url)?;
-    let cpu_floor = cost::cpu_per_cycle(one, counts.chunks * 200, &mut || floor.cycle())?;
     let c = match &peers.c {
         None => None,
         Some(Err(e)) => Some(External {
