@@ -1,5 +1,6 @@
-//! Hand-off: how soon a waiting process holds the lock after the holder released it; first
-//! the floor (an `RPUSH` waking a `BLPOP` in another process), then redmutex, then the peers.
+//! Hand-off: how soon a waiting process holds the lock after the holder released it; the
+//! floors (an `RPUSH` or a script waking a `BLPOP` in another process) and redmutex's rows in
+//! alternating blocks, then the peers.
 
 use std::time::Duration;
 
@@ -10,6 +11,9 @@ use crate::phase::peers::Peers;
 use crate::phase::{Ctx, Notes, Phase, progress};
 use crate::proc::Proc;
 use crate::report::{Mark, Row, blocked_at_release, handoff_row};
+
+/// Blocks the alternating rows are measured in.
+const HANDOFF_BLOCKS: usize = 10;
 
 pub struct Handoffs {
     /// The wake-up floor: RPUSH → BLPOP across processes.
@@ -46,22 +50,33 @@ pub fn run(
     let rust_row = |imp: &'static str, key: &'static str, n: usize| {
         handoff::run(imp, url, &plan(n), &rust_child(imp, key))
     };
-    progress("handoff: RPUSH → BLPOP wake-up floor");
+    // The rows whose ratios the report gives run in alternating blocks, sharing the drift.
+    progress(
+        "handoff: RPUSH → BLPOP and script wake-up floors, redmutex's bare requests, redmutex's \
+         mutex and semaphore (alternating)",
+    );
     seed_blpop(url, "bench:handoff:blpop")?;
-    let blpop = rust_row("blpop", "bench:handoff:blpop", counts.handoff)?;
-    ctx.probe(drift)?;
-    progress("handoff: a script's wake-up (safe hand-off floor)");
     seed_blpop(url, "bench:handoff:script")?;
-    let blpop_script = rust_row("blpop-script", "bench:handoff:script", counts.handoff)?;
+    let (blpop_row, script_row, bare_row, mutex_row, semaphore_row) = (
+        rust_child("blpop", "bench:handoff:blpop"),
+        rust_child("blpop-script", "bench:handoff:script"),
+        rust_child("redmutex-requests", "bench:handoff:bare"),
+        rust_child("redmutex", "bench:handoff:redmutex"),
+        rust_child("semaphore", "bench:handoff:semaphore"),
+    );
+    let rows: [(&str, handoff::MakeChild); 5] = [
+        ("blpop", &blpop_row),
+        ("blpop-script", &script_row),
+        ("redmutex-requests", &bare_row),
+        ("redmutex", &mutex_row),
+        ("semaphore", &semaphore_row),
+    ];
+    let mut measured =
+        handoff::run_alternating(&rows, url, &plan(counts.handoff), HANDOFF_BLOCKS)?.into_iter();
+    let mut next = || measured.next().ok_or("a hand-off row is missing");
+    let (blpop, blpop_script, bare, redmutex, semaphore) =
+        (next()?, next()?, next()?, next()?, next()?);
     ctx.probe(drift)?;
-    progress("handoff: redmutex's requests from bare redis-rs");
-    let bare = rust_row("redmutex-requests", "bench:handoff:bare", counts.handoff)?;
-    ctx.probe(drift)?;
-    progress("handoff: redmutex");
-    let redmutex = rust_row("redmutex", "bench:handoff:redmutex", counts.handoff)?;
-    ctx.probe(drift)?;
-    progress("handoff: redmutex semaphore (1 permit)");
-    let semaphore = rust_row("semaphore", "bench:handoff:semaphore", counts.handoff)?;
     let mut compare: Vec<(String, Handoff)> = Vec::new();
     if ctx.compare {
         progress("handoff: redlock");
