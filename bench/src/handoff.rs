@@ -42,7 +42,9 @@ pub fn run(name: &str, server_url: &str, plan: &Plan, make: MakeChild) -> Result
 /// Runs several handoffs in alternating blocks of samples, each pair of children started once:
 /// one after the other, rows whose ratio the report gives moved with the machine's drift
 /// (a floor measured at 174 µs in one run and 239 µs in the next), so the rows compared share
-/// it. Returns one [`Handoff`] per row, in order.
+/// it. Returns one [`Handoff`] per row, in order. A pair's holder keeps its lock while the
+/// others run their blocks (about 2 s each here), which is far within the rows' 30 s TTL, also
+/// for the bare-requests row, which does not renew.
 pub fn run_alternating(
     rows: &[(&str, MakeChild)],
     server_url: &str,
