@@ -76,14 +76,14 @@ fn the_fault_proxy_passes_blackholes_drops_and_delays() {
     let _keep_one_open = proxied_conn(&proxy, Duration::from_millis(300));
     // Per connection: a reader and a writer each way.
     assert!(wait_until(Duration::from_secs(2), || proxy.threads() == 4));
-    let addr = proxy.addr();
+    // Its listening socket is closed: told apart by its inode, since this binary's other
+    // tests bind ports meanwhile and one took the freed port within microseconds (twice).
+    let port = proxy.addr().port();
+    let listener = tcp_sockets(|local, _, state| local == port && state == LISTEN);
+    assert_eq!(listener.len(), 1, "the proxy's listening socket");
     drop(proxy);
-    // A connection to a loopback port nobody listens on can still succeed, to itself, when
-    // the kernel picks that very port as its source (TCP's simultaneous open).
-    if let Ok(stream) = std::net::TcpStream::connect(addr) {
-        let local = stream.local_addr().unwrap();
-        assert_eq!(local, addr, "still listening (connected from {local})");
-    }
+    let still = tcp_sockets(|local, _, state| local == port && state == LISTEN);
+    assert!(!still.contains(&listener[0]), "still listening");
 }
 
 /// 3 of 5 nodes refused, frozen or blackholed: `NoQuorum` within the wait plus one node
@@ -544,19 +544,31 @@ fn a_connection_slower_to_open_than_the_node_timeout_is_still_made() {
     assert!(took < Duration::from_secs(1), "{took:?}: {err}");
 }
 
-/// This process's open TCP connections to `port` on loopback (client ends, from
-/// `/proc/net/tcp`: the kernel moves a socket out of ESTABLISHED as it is closed).
-fn connections_to(port: u16) -> usize {
+/// `/proc/net/tcp`'s state of a listening socket, and of an open connection.
+const LISTEN: u8 = 0x0A;
+const ESTABLISHED: u8 = 0x01;
+
+/// The inodes of this machine's IPv4 TCP sockets whose local port, remote port and state pass
+/// `keep` (the kernel changes a socket's state as it is closed, at once).
+fn tcp_sockets(keep: impl Fn(u16, u16, u8) -> bool) -> Vec<u64> {
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
-    let remote = format!("0100007F:{port:04X}");
+    let port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap_or(""), 16).ok();
     table
         .lines()
         .skip(1)
-        .filter(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"01")
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (local, remote) = (port(f.get(1)?)?, port(f.get(2)?)?);
+            let state = u8::from_str_radix(f.get(3)?, 16).ok()?;
+            keep(local, remote, state).then(|| f.get(9)?.parse().ok())?
         })
-        .count()
+        .collect()
+}
+
+/// The open TCP connections to `port` (client ends: the tests' servers and proxies listen on
+/// ports of their own).
+fn connections_to(port: u16) -> usize {
+    tcp_sockets(|_, remote, state| remote == port && state == ESTABLISHED).len()
 }
 
 /// Dropping a client's last handle closes its pooled connections before it returns, also
