@@ -356,7 +356,18 @@ fn fences_stay_monotonic_across_different_majorities() {
                 assert!(guard.fence() > last, "fence {} after {last}", guard.fence());
                 last = guard.fence();
                 grants += 1;
+                let token = guard.token().to_vec();
                 guard.unlock().unwrap();
+                // The release counts at its quorum; the slower nodes' releases are still on
+                // their way, and the next attempt (maybe another client's) would find those
+                // nodes held. Wait until every node has let go of the token (which they must).
+                let released = redmutex_tests::wait_until(Duration::from_secs(2), || {
+                    conns.iter_mut().all(|c| {
+                        let v: Option<Vec<u8>> = c.get("fence5:lock").unwrap();
+                        v.as_deref() != Some(&token[..])
+                    })
+                });
+                assert!(released, "a node still holds the token 2 s after unlock");
             }
             Err(TryLockError::WouldBlock) => assert_eq!(clogged_count, 3),
             Err(e) => panic!("{e}"),
