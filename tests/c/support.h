@@ -85,17 +85,25 @@ static inline redmutex_result lock_unrenewed(redmutex_client *client, const char
   return r;
 }
 
-/* A client for one URL, or NULL (with the reason on stderr). */
-static inline redmutex_client *client_for(const char *url) {
+/* A client for `n` URLs (several: Redlock), with the tests' node timeout, or NULL (with the
+ * reason on stderr). */
+static inline redmutex_client *client_of(const char *const *urls, size_t n) {
   redmutex_client *client = NULL;
-  const char *urls[1];
-  urls[0] = url;
-  if (redmutex_client_new(urls, 1, &client) != REDMUTEX_RESULT_OK) {
-    fprintf(stderr, "redmutex_client_new(%s): %s\n", url, last_error());
+  redmutex_client_options *options = NULL;
+  redmutex_result r;
+  if (redmutex_client_options_new(&options) != REDMUTEX_RESULT_OK) return NULL;
+  redmutex_client_options_set_node_timeout(options, TEST_NODE_TIMEOUT_MS);
+  r = redmutex_client_new_with_options(urls, n, options, &client);
+  redmutex_client_options_free(options);
+  if (r != REDMUTEX_RESULT_OK) {
+    fprintf(stderr, "redmutex_client_new(%s, ...): %s\n", n ? urls[0] : "", last_error());
     return NULL;
   }
   return client;
 }
+
+/* A client for one URL (see client_of). */
+static inline redmutex_client *client_for(const char *url) { return client_of(&url, 1); }
 
 /* A client for the one-server test Redis. */
 static inline redmutex_client *test_client(void) {

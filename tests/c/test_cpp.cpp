@@ -14,16 +14,9 @@
 
 #include "redmutex.hpp"
 #include "testing.h"
+#include "support.hpp"
 
 using namespace std::chrono_literals;
-
-static std::string url() { return testing_env("REDMUTEX_TEST_URL"); }
-
-static std::string unique_name(const char* what) {
-  static std::atomic<unsigned> counter{0};
-  return "redmutex-cpp-test:" + std::to_string(getpid()) + ":" + std::to_string(counter++) +
-         ":" + what;
-}
 
 // The code of the redmutex::Error that `f` throws, or REDMUTEX_RESULT_OK if it throws none.
 template <typename F>
@@ -44,8 +37,8 @@ static void test_version_matches_c_api() {
 }
 
 static void test_guard_releases_at_the_end_of_its_scope() {
-  redmutex::Client client(url());
-  redmutex::Client other(url());
+  redmutex::Client client = test_client();
+  redmutex::Client other = test_client();
   std::string name = unique_name("raii");
   {
     redmutex::Guard guard = client.lock(name, 30s);
@@ -63,7 +56,7 @@ static void test_guard_releases_at_the_end_of_its_scope() {
 }
 
 static void test_guard_is_move_only_and_moves_ownership() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string first = unique_name("move-a");
   std::string second = unique_name("move-b");
   redmutex::Guard a = client.lock(first);
@@ -86,7 +79,7 @@ static void test_guard_is_move_only_and_moves_ownership() {
 }
 
 static void test_try_lock_for_waits_for_the_release() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string name = unique_name("wait");
   std::optional<redmutex::Guard> holder = client.try_lock(name);
   CHECK(holder);
@@ -109,7 +102,7 @@ static void test_errors_carry_the_result_code_and_message() {
         REDMUTEX_RESULT_INVALID_ARGUMENT);
   CHECK(code_of([] { redmutex::Client client("http://not-redis"); }) ==
         REDMUTEX_RESULT_INVALID_ARGUMENT);
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   CHECK(code_of([&] { (void)client.lock(unique_name("ttl"), 0ms); }, &message) ==
         REDMUTEX_RESULT_INVALID_ARGUMENT);
   CHECK(message.find("TTL") != std::string::npos);
@@ -130,7 +123,7 @@ static void test_errors_carry_the_result_code_and_message() {
 }
 
 static void test_unlock_reports_a_lost_lock_and_on_lost_runs() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string name = unique_name("lost");
   redmutex::LockOptions options;
   options.ttl = 300ms;
@@ -153,7 +146,7 @@ static void test_unlock_reports_a_lost_lock_and_on_lost_runs() {
 }
 
 static void test_token_and_owner_label() {
-  redmutex::ClientOptions options;
+  redmutex::ClientOptions options = test_options();
   options.owner = "cpp-worker";
   redmutex::Client client(url(), options);
   redmutex::Guard guard = client.lock(unique_name("token"));
@@ -166,7 +159,7 @@ static void test_token_and_owner_label() {
 }
 
 static void test_status_names_the_holder() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string name = unique_name("status");
   redmutex::Status free_lock = client.status(name);
   CHECK(free_lock.holder.empty() && !free_lock.ttl && free_lock.fence == 0);

@@ -14,6 +14,7 @@
 
 #include "redmutex.hpp"
 #include "testing.h"
+#include "support.hpp"
 
 using namespace std::chrono_literals;
 
@@ -29,14 +30,6 @@ void* operator new(std::size_t size) {
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
-static std::string url() { return testing_env("REDMUTEX_TEST_URL"); }
-
-static std::string unique_name(const char* what) {
-  static std::atomic<unsigned> counter{0};
-  return "redmutex-cpp-release-test:" + std::to_string(getpid()) + ":" +
-         std::to_string(counter++) + ":" + what;
-}
-
 template <typename F>
 static redmutex_result code_of(F&& f) {
   try {
@@ -48,7 +41,7 @@ static redmutex_result code_of(F&& f) {
 }
 
 static void test_release_ends_a_watchdog_wait() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string name = unique_name("watchdog");
   redmutex::Guard guard = client.lock(name, 30s);
   std::atomic<int> state{0};  // 0 waiting to start, 1 waiting, 2 not lost, 3 lost
@@ -70,7 +63,7 @@ static void test_release_ends_a_watchdog_wait() {
 }
 
 static void test_guard_adopts_a_c_handle() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string name = unique_name("adopt");
   redmutex_guard* raw = nullptr;
   CHECK(redmutex_lock(client.native_handle(), name.c_str(), 30000, 0, &raw) == REDMUTEX_RESULT_OK);
@@ -83,7 +76,7 @@ static void test_guard_adopts_a_c_handle() {
 }
 
 static void test_interrupt_stops_a_wait() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string name = unique_name("interrupt");
   redmutex::Guard holder = client.lock(name, 30s);
   redmutex::LockOptions options;
@@ -108,7 +101,7 @@ static void test_interrupt_stops_a_wait() {
 }
 
 static void test_lock_options_reach_the_library() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string name = unique_name("options");
   redmutex::LockOptions options;
   options.retry_delay = 0ms;  // out of range: the library must have seen it
@@ -159,7 +152,7 @@ static void test_on_lost_that_throws_registers_nothing() {
     printf("skipped: operator new is replaced here (valgrind); the sanitizer runs check this\n");
     return;
   }
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string name = unique_name("on-lost-alloc");
   redmutex::LockOptions options;
   options.ttl = 200ms;

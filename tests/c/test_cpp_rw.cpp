@@ -12,16 +12,9 @@
 
 #include "redmutex.hpp"
 #include "testing.h"
+#include "support.hpp"
 
 using namespace std::chrono_literals;
-
-static std::string url() { return testing_env("REDMUTEX_TEST_URL"); }
-
-static std::string unique_name(const char* what) {
-  static std::atomic<unsigned> counter{0};
-  return "redmutex-cpp-rw-test:" + std::to_string(getpid()) + ":" + std::to_string(counter++) +
-         ":" + what;
-}
 
 // The code of the redmutex::Error that `f` throws, or REDMUTEX_RESULT_OK if it throws none.
 template <typename F>
@@ -36,7 +29,7 @@ static redmutex_result code_of(F&& f, std::string* message = nullptr) {
 }
 
 static void test_semaphore_admits_n_and_releases_by_scope() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string name = unique_name("sem");
   {
     std::vector<redmutex::Guard> held;
@@ -71,7 +64,7 @@ static void test_semaphore_admits_n_and_releases_by_scope() {
 }
 
 static void test_semaphore_bad_counts() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string why;
   CHECK(code_of([&] { (void)client.semaphore(unique_name("zero"), 0); }, &why) ==
         REDMUTEX_RESULT_INVALID_ARGUMENT);
@@ -87,7 +80,7 @@ static void test_semaphore_bad_counts() {
 }
 
 static void test_readers_share_writers_exclude() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   std::string name = unique_name("rw");
   {
     redmutex::Guard r1 = client.read_lock(name);
@@ -118,7 +111,7 @@ static void test_readers_share_writers_exclude() {
 }
 
 static void test_guard_functions_on_read_and_write_holds() {
-  redmutex::Client client(url());
+  redmutex::Client client = test_client();
   redmutex::LockOptions options;
   options.ttl = 300ms;
   options.auto_renew = false;

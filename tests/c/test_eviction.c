@@ -18,6 +18,7 @@ static void evicting_client(bool require, redmutex_client **out) {
   *out = NULL;
   CHECK_OK(redmutex_client_options_new(&options));
   CHECK_OK(redmutex_client_options_set_require_noeviction(options, require));
+  CHECK_OK(redmutex_client_options_set_node_timeout(options, TEST_NODE_TIMEOUT_MS));
   CHECK_OK(redmutex_client_new_with_options(urls, 1, options, out));
   redmutex_client_options_free(options);
 }

@@ -43,6 +43,7 @@ static void tls_client(const char *url_env, const char *ca_env, uint64_t connect
   *out = NULL;
   CHECK_OK(redmutex_client_options_new(&options));
   CHECK_OK(redmutex_client_options_set_connect_timeout(options, connect_timeout_ms));
+  CHECK_OK(redmutex_client_options_set_node_timeout(options, TEST_NODE_TIMEOUT_MS));
   CHECK_OK(redmutex_client_options_set_tls_ca_cert(options, (const uint8_t *)pem, len));
   CHECK_OK(redmutex_client_new_with_options(urls, 1, options, out));
   redmutex_client_options_free(options);

@@ -15,6 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/*
+ * The per-request node timeout of the tests' clients, in milliseconds. The library's default
+ * for a 30 s lease is 250 ms, a bound a stall of a loaded two-CPU machine can reach while
+ * valgrind runs the client many times slower (a wait of 200 ms once failed with "no answer in
+ * time"). A test whose point is a timeout sets its own.
+ */
+#define TEST_NODE_TIMEOUT_MS 1000
+
 static int testing_current_failed;
 static int testing_passed;
 static int testing_failed;
