@@ -33,10 +33,7 @@ pub struct Plan {
 
 /// Runs the handoff with two children made by `make` (called with 0 and 1).
 pub fn run(name: &str, server_url: &str, plan: &Plan, make: MakeChild) -> Result<Handoff, String> {
-    let mut pair = Pair::start(name, server_url, make)?;
-    pair.sample(plan, plan.warmup, false)?;
-    pair.sample(plan, plan.samples, true)?;
-    pair.finish()
+    Ok(run_alternating(&[(name, make)], server_url, plan, 1)?.remove(0))
 }
 
 /// Runs several handoffs in alternating blocks of samples, each pair of children started once:

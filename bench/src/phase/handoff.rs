@@ -57,25 +57,23 @@ pub fn run(
     );
     seed_blpop(url, "bench:handoff:blpop")?;
     seed_blpop(url, "bench:handoff:script")?;
-    let (blpop_row, script_row, bare_row, mutex_row, semaphore_row) = (
-        rust_child("blpop", "bench:handoff:blpop"),
-        rust_child("blpop-script", "bench:handoff:script"),
-        rust_child("redmutex-requests", "bench:handoff:bare"),
-        rust_child("redmutex", "bench:handoff:redmutex"),
-        rust_child("semaphore", "bench:handoff:semaphore"),
-    );
-    let rows: [(&str, handoff::MakeChild); 5] = [
-        ("blpop", &blpop_row),
-        ("blpop-script", &script_row),
-        ("redmutex-requests", &bare_row),
-        ("redmutex", &mutex_row),
-        ("semaphore", &semaphore_row),
+    const ROWS: [(&str, &str); 5] = [
+        ("blpop", "bench:handoff:blpop"),
+        ("blpop-script", "bench:handoff:script"),
+        ("redmutex-requests", "bench:handoff:bare"),
+        ("redmutex", "bench:handoff:redmutex"),
+        ("semaphore", "bench:handoff:semaphore"),
     ];
-    let mut measured =
-        handoff::run_alternating(&rows, url, &plan(counts.handoff), HANDOFF_BLOCKS)?.into_iter();
-    let mut next = || measured.next().ok_or("a hand-off row is missing");
-    let (blpop, blpop_script, bare, redmutex, semaphore) =
-        (next()?, next()?, next()?, next()?, next()?);
+    let children = ROWS.map(|(imp, key)| rust_child(imp, key));
+    let rows: Vec<(&str, handoff::MakeChild)> = ROWS
+        .iter()
+        .zip(&children)
+        .map(|(&(imp, _), make)| (imp, make as handoff::MakeChild))
+        .collect();
+    let measured = handoff::run_alternating(&rows, url, &plan(counts.handoff), HANDOFF_BLOCKS)?;
+    let [blpop, blpop_script, bare, redmutex, semaphore]: [Handoff; 5] = measured
+        .try_into()
+        .map_err(|_| "a hand-off row is missing")?;
     ctx.probe(drift)?;
     let mut compare: Vec<(String, Handoff)> = Vec::new();
     if ctx.compare {
