@@ -551,3 +551,20 @@ fn simulated_redis_matches_redis_server() {
         started.elapsed()
     );
 }
+
+/// A script's number that no 64-bit integer holds (±inf, NaN, 2^63 and beyond) reaches the
+/// client as the server's C cast makes it on its machine. The random sequences meet one
+/// through a read hold whose expiry is `+inf`: the acquire script returns its remaining time.
+#[test]
+fn numbers_beyond_the_integer_range_convert_as_on_the_server() {
+    let server = RedisServer::start();
+    let mut real = Resp::connect(server.port());
+    let mut sim = Server::new();
+    for expr in [
+        "1/0", "-1/0", "0/0", "2^63", "-2^63", "2^64", "-2^64", "1e300", "2^62", "-2.5",
+    ] {
+        let words = argv(&["EVAL", &format!("return {expr}"), "0"]);
+        let (real, sim) = (real.call(&words), sim.exec(MAIN, &words).expect("no block"));
+        assert!(same(&sim, &real), "return {expr}: sim {sim}, real {real}");
+    }
+}
