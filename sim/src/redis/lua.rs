@@ -251,6 +251,19 @@ fn one_field(lua: &Lua, name: &str, text: &str) -> mlua::Result<Table> {
     Ok(t)
 }
 
+/// A Lua number as Redis converts it to an integer reply: a C cast to `long long`, which
+/// truncates toward zero. Out of range (±inf, NaN, 2^63 and beyond) the cast is undefined in
+/// C and does what the machine's instruction does: x86-64's `cvttsd2si` answers `i64::MIN`;
+/// elsewhere (ARM's `fcvtzs`) it saturates, NaN to 0, as Rust's `as` does.
+fn c_cast(n: f64) -> i64 {
+    let in_range = (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n);
+    if cfg!(target_arch = "x86_64") && !in_range {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
 /// A script's return value as the client receives it: numbers truncate to integers, `true`
 /// is 1, `false` and nil are nil, a table is an array that stops at its first nil, unless it
 /// has an `err` (error reply) or `ok` (status reply) string field.
@@ -259,7 +272,7 @@ fn to_reply(v: &Value) -> Reply {
         Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
         Value::Boolean(true) => Reply::Int(1),
         Value::Integer(i) => Reply::Int(*i),
-        Value::Number(n) => Reply::Int(*n as i64),
+        Value::Number(n) => Reply::Int(c_cast(*n)),
         Value::Table(t) => {
             for (field, make) in [
                 ("err", Reply::Error as fn(String) -> Reply),
