@@ -151,7 +151,7 @@ impl Gen {
     /// The keys a script is meant to get, or (sometimes) any keys from the pool.
     fn script_keys(&mut self, name: &str) -> Vec<&'static str> {
         let canonical: &[&str] = match name {
-            "acquire" => &[KEYS[0], KEYS[1], KEYS[3]],
+            "acquire" => &[KEYS[0], KEYS[1], KEYS[8], KEYS[3]],
             "release" => &[KEYS[0], KEYS[2], KEYS[3]],
             "extend" => &[KEYS[0]],
             "fence_max" => &[KEYS[1]],
@@ -214,8 +214,14 @@ impl Gen {
     fn script_step(&mut self) -> Step {
         let i = self.rng.below(self.scripts.len() as u64) as usize;
         let (name, source, sha) = self.scripts[i].clone();
-        let keys = self.script_keys(name);
-        let args = self.script_args(name);
+        let mut keys = self.script_keys(name);
+        let mut args = self.script_args(name);
+        // A caller that has not waited and will not wait sends the acquire without the
+        // waiters key and the three waiter arguments.
+        if name == "acquire" && self.rng.chance(0.5) {
+            keys.truncate(3);
+            args.truncate(3);
+        }
         let (verb, body) = if self.rng.chance(0.7) {
             ("EVALSHA", sha)
         } else {

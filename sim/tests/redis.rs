@@ -21,10 +21,10 @@ fn script(name: &str) -> &'static str {
 
 fn acquire(s: &mut Server, token: &str, ttl: &str) -> Reply {
     let sha = sha1_hex(script("acquire").as_bytes());
-    let keys = ["lock", "{lock}:fence", "{lock}:waitq", "{lock}:handoff"];
-    let mut words = vec!["EVALSHA", &sha, "4"];
+    let keys = ["lock", "{lock}:fence", "{lock}:readers"];
+    let mut words = vec!["EVALSHA", &sha, "3"];
     words.extend(keys);
-    words.extend([token, ttl, "1", "0", "0"]);
+    words.extend([token, ttl, "1"]);
     run(s, &words)
 }
 

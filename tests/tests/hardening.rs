@@ -101,10 +101,10 @@ fn a_retried_acquire_that_finds_its_own_token_has_granted() {
     let acquire = |conn: &mut redis::Connection| -> redis::Value {
         redis::cmd("EVAL")
             .arg(script("acquire"))
-            .arg(4)
+            .arg(3)
             .arg(&["hardening:retry", "{hardening:retry}:fence"][..])
-            .arg(&["{hardening:retry}:waiters", "{hardening:retry}:handoff"][..])
-            .arg(&["host:1:00ff", "30000", "1", "0", "0"][..])
+            .arg("{hardening:retry}:readers")
+            .arg(&["host:1:00ff", "30000", "1"][..])
             .query(conn)
             .unwrap()
     };
@@ -554,7 +554,7 @@ fn a_release_after_every_announcement_ended_keeps_no_window() {
         redis::cmd("EVAL")
             .arg(script("acquire"))
             .arg(4)
-            .arg(&[lock, fence, waiters, readers][..])
+            .arg(&[lock, fence, readers, waiters][..])
             .arg(&[token, "30000", "1", "0", announce_ms, id][..])
             .query::<redis::Value>(conn)
             .unwrap()

@@ -204,7 +204,7 @@ impl Plan {
     ) -> Attempt {
         let inner = &*self.voters;
         let nodes = &inner.nodes;
-        if let Some((raise, behind)) = round.fence_raise() {
+        if let Some((raise, behind)) = round.fence_raise(&self.spec) {
             let calls = only_to(nodes.len(), &behind, &raise);
             let deadline = Instant::now() + self.spec.node_timeout;
             let answers = net::exchange(nodes, &calls, deadline, None);
@@ -228,7 +228,7 @@ impl Plan {
                 if round_was_granted {
                     refused.undo_on.extend_from_slice(unread);
                 }
-                self.undo(&refused, &sent.undo);
+                self.undo(&refused, sent.undo.call());
                 Attempt::Refused(refused.next)
             }
         }

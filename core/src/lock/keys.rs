@@ -1,6 +1,8 @@
 //! The lock key and its companions, all in the lock key's Redis Cluster hash slot.
 
-use crate::net::{hash_tag, key_slot};
+use std::sync::OnceLock;
+
+use crate::net::{Decimal, bulk, hash_tag, key_slot};
 
 /// Companion keys are derived from the lock name so that a script touching all of them never
 /// crosses a cluster slot.
@@ -24,6 +26,36 @@ pub(crate) struct Keys {
     pub(crate) holders: Vec<u8>,
     /// A semaphore's permit count while any permit is held.
     pub(crate) permits: Vec<u8>,
+    /// The mutex's acquire script's keys (without and with the waiters) and its release
+    /// script's, packed on first use.
+    acquire_keys: [OnceLock<PackedKeys>; 2],
+    release_keys: OnceLock<PackedKeys>,
+}
+
+/// A script call's keys packed in RESP once, with their count and slot: what the calls of one
+/// lock name have in common (a call packs only its arguments).
+#[derive(Clone, Debug)]
+pub(crate) struct PackedKeys {
+    /// `numkeys`, then the keys.
+    pub(crate) packed: Vec<u8>,
+    pub(crate) count: usize,
+    /// The first key's cluster slot.
+    pub(crate) slot: Option<u16>,
+}
+
+impl PackedKeys {
+    pub(crate) fn new(keys: &[&[u8]]) -> PackedKeys {
+        let mut packed = Vec::with_capacity(8 + keys.iter().map(|k| k.len() + 16).sum::<usize>());
+        bulk(&mut packed, &Decimal::new(keys.len() as u64));
+        for k in keys {
+            bulk(&mut packed, k);
+        }
+        PackedKeys {
+            packed,
+            count: keys.len(),
+            slot: keys.first().map(|k| key_slot(k)),
+        }
+    }
 }
 
 impl Keys {
@@ -40,6 +72,8 @@ impl Keys {
                 readq: Vec::new(),
                 holders: Vec::new(),
                 permits: Vec::new(),
+                acquire_keys: Default::default(),
+                release_keys: Default::default(),
             };
         }
         Keys::new(&name)
@@ -77,7 +111,24 @@ impl Keys {
             readq: with(":readq"),
             holders: with(":holders"),
             permits: with(":permits"),
+            acquire_keys: Default::default(),
+            release_keys: Default::default(),
         }
+    }
+
+    /// The mutex acquire script's keys: lock, fence, readers, and the waiters `with_waiters`
+    /// (for a caller that has waited or will wait).
+    pub(crate) fn acquire_keys(&self, with_waiters: bool) -> &PackedKeys {
+        self.acquire_keys[usize::from(with_waiters)].get_or_init(|| {
+            let keys: [&[u8]; 4] = [&self.lock, &self.fence, &self.readers, &self.waiters];
+            PackedKeys::new(&keys[..3 + usize::from(with_waiters)])
+        })
+    }
+
+    /// The mutex release script's keys: lock, wake, waiters.
+    pub(crate) fn release_keys(&self) -> &PackedKeys {
+        self.release_keys
+            .get_or_init(|| PackedKeys::new(&[&self.lock, &self.wake, &self.waiters]))
     }
 }
 

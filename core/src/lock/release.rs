@@ -48,7 +48,6 @@ impl Lease {
         // callback runs once `released` is set, and the renew thread skips the guard).
         self.callbacks.lock().clear();
         self.voters.renewer.forget();
-        let report = Released::from_tally(&tally, pending);
         let n = self.spec.n;
         if lost.is_some() || tally.refused > n - self.spec.quorum {
             let what = match lost {
@@ -61,7 +60,7 @@ impl Lease {
             );
         }
         if tally.yes >= self.spec.quorum {
-            return Ok(report);
+            return Ok(Released::from_tally(tally, pending));
         }
         Err(Error::from_report(
             "release was not confirmed by a quorum of nodes; the lock expires by its TTL",
@@ -134,14 +133,14 @@ pub struct Released {
 }
 
 impl Released {
-    fn from_tally(t: &Tally, pending: usize) -> Released {
+    fn from_tally(t: Tally, pending: usize) -> Released {
         Released {
             released: t.yes,
             expired: t.missing,
             taken: t.refused - t.missing,
             failed: t.failed - pending.min(t.failed),
             pending,
-            nodes: t.reports.clone(),
+            nodes: t.reports,
         }
     }
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::keys::Keys;
-use crate::net::{Command, Decimal, Request, array, bulk, key_slot};
+use super::keys::{Keys, PackedKeys};
+use crate::net::{Command, Decimal, Request, array, bulk};
 use crate::options::MutexOptions;
 
 /// A Lua script with its SHA1, as Redis names it in EVALSHA.
@@ -46,13 +46,15 @@ impl Script {
 
 /// Takes the lock when it is free; otherwise reports the holder and its remaining TTL.
 ///
-/// KEYS: lock, fence, waiters, readers. ARGV: token, ttl ms, fencing (0/1), has waited (0/1),
-/// waiter announcement ms (0 = do not announce), waiter id.
+/// KEYS: lock, fence, readers, waiters. ARGV: token, ttl ms, fencing (0/1), has waited (0/1),
+/// waiter announcement ms (0 = do not announce), waiter id. A caller that has not waited and
+/// will not wait (a `try_lock`, the uncontended path) sends neither the waiters key nor the
+/// last three arguments: every argument costs the server time to read and hand to Lua.
 ///
 /// The mutex is also the write side of a read-write lock on the same name: while live read
 /// holds exist (the `readers` set, expired members dropped first), it is refused like a held
 /// lock, with the longest read hold's remaining time and no holder. Without readers this is
-/// one `EXISTS` (none when the key is not passed).
+/// one `EXISTS`.
 ///
 /// Returns the fence (an integer: 0 when fencing is off) on success, `{0, pttl, holder}`
 /// otherwise (a grant's reply is no table: a table reply costs the server 1–2 µs more to
@@ -78,16 +80,16 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local function announce()
-  if tonumber(ARGV[5]) > 0 then
+  if KEYS[4] and tonumber(ARGV[5]) > 0 then
     local t = redis.call('TIME')
     local ends = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[5])
-    redis.call('ZADD', KEYS[3], 'GT', ends, ARGV[6])
-    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-    redis.call('PEXPIREAT', KEYS[3], last[2])
+    redis.call('ZADD', KEYS[4], 'GT', ends, ARGV[6])
+    local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', KEYS[4], last[2])
   end
 end
 local function granted(fresh)
-  if ARGV[4] == '1' then redis.call('ZREM', KEYS[3], ARGV[6]) end
+  if ARGV[4] == '1' then redis.call('ZREM', KEYS[4], ARGV[6]) end
   local fence = 0
   if ARGV[3] == '1' then
     if fresh then
@@ -98,11 +100,11 @@ local function granted(fresh)
   end
   return fence
 end
-if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
+if redis.call('EXISTS', KEYS[3]) == 1 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
   if last[2] then
     announce()
     return {0, tonumber(last[2]) - now, ''}
@@ -259,11 +261,7 @@ pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, hando
     } else {
         Duration::ZERO
     };
-    Call::new(
-        &RELEASE,
-        &[&keys.lock, &keys.wake, &keys.waiters],
-        &[token, &millis(window)],
-    )
+    Call::with_keys(&RELEASE, keys.release_keys(), &[token, &millis(window)])
 }
 
 /// A round's requests that send `call` to the nodes `to` and nothing to the other nodes of
@@ -293,17 +291,23 @@ pub(crate) enum Call {
 
 impl Call {
     pub(crate) fn new(script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) -> Call {
-        let mut body =
-            Vec::with_capacity(32 + keys.iter().chain(args).map(|a| a.len() + 16).sum::<usize>());
-        bulk(&mut body, &Decimal::new(keys.len() as u64));
-        for a in keys.iter().chain(args) {
+        Call::with_keys(script, &PackedKeys::new(keys), args)
+    }
+
+    /// A call of `script` on keys packed beforehand.
+    pub(crate) fn with_keys(script: &'static Script, keys: &PackedKeys, args: &[&[u8]]) -> Call {
+        let mut body = Vec::with_capacity(
+            keys.packed.len() + args.iter().map(|a| a.len() + 16).sum::<usize>(),
+        );
+        body.extend_from_slice(&keys.packed);
+        for a in args {
             bulk(&mut body, a);
         }
         Call::Script {
             script,
-            argc: 1 + keys.len() + args.len(),
+            argc: 1 + keys.count + args.len(),
             body,
-            slot: keys.first().map(|k| key_slot(k)),
+            slot: keys.slot,
         }
     }
 
@@ -352,6 +356,7 @@ impl Request for Call {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::key_slot;
 
     /// The hand-packed requests are byte for byte what redis-rs packs.
     #[test]

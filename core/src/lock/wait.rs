@@ -65,7 +65,9 @@ impl Plan {
             blocking,
             &then,
             spec.node_timeout + spec.opts.replica_wait(),
-            round.as_ref().map(|(_, sent)| &sent.undo),
+            round
+                .as_ref()
+                .map(|(_, sent)| &sent.undo as &dyn net::Request),
         );
         match (blocked, round.take()) {
             (Blocked::Ended(Some(answer)), Some((mut round, sent))) => {

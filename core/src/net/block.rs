@@ -45,7 +45,7 @@ pub(crate) fn block_then<R: Request>(
     blocking: Blocking<'_>,
     then: &[&R],
     then_timeout: Duration,
-    on_fail: Option<&R>,
+    on_fail: Option<&dyn Request>,
 ) -> Blocked {
     let Blocking {
         node,
@@ -105,7 +105,7 @@ fn failed<R: Request>(
     conn: Connection,
     e: NetError,
     then: &[&R],
-    on_fail: Option<&R>,
+    on_fail: Option<&dyn Request>,
 ) -> Blocked {
     let timed_out = e.failure() == Failure::Timeout;
     let mut failed = Err(e);

@@ -35,7 +35,7 @@ pub(crate) fn exchange<R: Request>(
     nodes: &[Arc<Node>],
     requests: &[&[R]],
     deadline: Instant,
-    on_timeout: Option<&R>,
+    on_timeout: Option<&dyn Request>,
 ) -> Vec<Answer> {
     exchange_until(nodes, requests, deadline, on_timeout, &mut |_, _| {
         Enough::No
@@ -69,7 +69,7 @@ pub(crate) fn exchange_until<R: Request>(
     nodes: &[Arc<Node>],
     requests: &[&[R]],
     deadline: Instant,
-    on_timeout: Option<&R>,
+    on_timeout: Option<&dyn Request>,
     enough: &mut dyn FnMut(usize, &Answer) -> Enough,
 ) -> Vec<Option<Answer>> {
     debug_assert_eq!(nodes.len(), requests.len());
@@ -192,7 +192,7 @@ fn run<R: Request>(
     legs: &[Leg],
     requests: &[&[R]],
     deadline: Instant,
-    on_timeout: Option<&R>,
+    on_timeout: Option<&dyn Request>,
     single: &dyn Fn(usize) -> bool,
     tell: &mut dyn FnMut(usize, &Raw) -> Enough,
 ) -> (Vec<Raw>, Vec<usize>) {
@@ -316,7 +316,7 @@ fn connect_and_run<R: Request>(
     requests: &[&R],
     asking: bool,
     deadline: Instant,
-    on_timeout: Option<&R>,
+    on_timeout: Option<&dyn Request>,
 ) -> Raw {
     if let Some(mut conn) = endpoint.take() {
         let answer = send(&mut conn, requests, asking, deadline)
@@ -355,7 +355,7 @@ fn follow<R: Request>(
     answer: &mut Raw,
     requests: &[R],
     deadline: Instant,
-    on_timeout: Option<&R>,
+    on_timeout: Option<&dyn Request>,
 ) {
     for _ in 0..MAX_FOLLOW {
         let values = match answer {
@@ -429,11 +429,11 @@ const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(5);
 ///
 /// A failed answer gets `on_timeout` written behind its request; when even that write fails
 /// (the connection broke), the answer's failure says so ([`NetError::followup_lost`]).
-pub(super) fn finish<R: Request>(
+pub(super) fn finish(
     endpoint: &Endpoint,
     mut conn: Connection,
     answer: &mut Raw,
-    on_timeout: Option<&R>,
+    on_timeout: Option<&dyn Request>,
 ) {
     match answer {
         Ok(values)

@@ -268,7 +268,7 @@ impl Round {
 
     /// The undo queued behind the requests of a node that did not answer in time.
     pub fn undo(&self) -> Argv {
-        argv(&self.1.undo)
+        argv(self.1.undo.call())
     }
 
     /// Node `i`'s replies; `None` when its connection broke.
@@ -292,9 +292,9 @@ impl Round {
     }
 
     /// The fence write-back, if one is needed: the request and the nodes behind.
-    pub fn fence_raise(&mut self) -> Option<(Argv, Vec<usize>)> {
+    pub fn fence_raise(&mut self, lock: &Lock) -> Option<(Argv, Vec<usize>)> {
         self.0
-            .fence_raise()
+            .fence_raise(&lock.spec)
             .map(|(call, behind)| (argv(&call), behind))
     }
 
@@ -305,7 +305,7 @@ impl Round {
 
     /// The verdict at `now` (boot, µs).
     pub fn finish(self, now: u64) -> Result<Grant, Box<Refused>> {
-        let undo = argv(&self.1.undo);
+        let undo = argv(self.1.undo.call());
         match self.0.finish(Stamp::from_micros(now)) {
             Ok(g) => Ok(Grant {
                 token: g.token,

@@ -3,6 +3,7 @@
 //! reading that the driver hands in. It reads no clock, draws no random number and touches
 //! no socket.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use redis::Value;
@@ -14,7 +15,7 @@ use crate::lock::reply::{bytes, int};
 use crate::lock::scripts::{self, Call, millis};
 use crate::lock::shared;
 use crate::lock::tally::{Seat, Tally, replicas_outcome};
-use crate::net::{Answer, Failure};
+use crate::net::{Answer, Failure, Request};
 use crate::options::drift;
 
 /// One round: the acquire script on every node, counted as the answers arrive.
@@ -43,8 +44,6 @@ pub(crate) struct AcquireRound {
     /// Nodes whose connection broke after the request may have reached them, so that the
     /// undo queued behind it could not follow.
     unanswered: Vec<usize>,
-    /// The fence counter's key, for the write-back.
-    fence_key: Vec<u8>,
     /// The fence write-back: the fence, and the granting nodes still behind it.
     raising: Option<(u64, Vec<usize>)>,
 }
@@ -57,7 +56,44 @@ pub(crate) struct Requests {
     /// Releases the round's token: for grants the round does not keep, queued behind the
     /// requests of a node that does not answer in time so that a late grant is undone in
     /// order.
-    pub(crate) undo: Call,
+    pub(crate) undo: Undo,
+}
+
+/// The release of a round's token, packed when it is first sent: most rounds never send it.
+pub(crate) struct Undo {
+    spec: Spec,
+    token: Vec<u8>,
+    call: OnceLock<Call>,
+}
+
+impl Undo {
+    fn new(spec: &Spec, token: &[u8]) -> Undo {
+        Undo {
+            spec: spec.clone(),
+            token: token.to_vec(),
+            call: OnceLock::new(),
+        }
+    }
+
+    /// The release request.
+    pub(crate) fn call(&self) -> &Call {
+        self.call
+            .get_or_init(|| shared::release_call(&self.spec, &self.token, false))
+    }
+}
+
+impl Request for Undo {
+    fn write(&self, buf: &mut Vec<u8>) {
+        self.call().write(buf);
+    }
+
+    fn slot(&self) -> Option<u16> {
+        self.call().slot()
+    }
+
+    fn resend(&self, reply: &Value) -> Option<Vec<u8>> {
+        self.call().resend(reply)
+    }
 }
 
 /// A round that a quorum granted within the validity: the lease.
@@ -111,20 +147,23 @@ impl AcquireRound {
         // Other kinds of lease (a semaphore's permit, a read lock) take their own scripts.
         let acquire =
             shared::acquire_call(spec, &token, waited, announce, waiter).unwrap_or_else(|| {
-                Call::new(
+                // A caller that has not waited and will not wait sends no waiter arguments.
+                let waits = waited || !announce.is_zero();
+                let args: [&[u8]; 6] = [
+                    &token,
+                    &millis(ttl),
+                    flag(opts.fencing),
+                    flag(waited),
+                    &millis(announce),
+                    waiter,
+                ];
+                Call::with_keys(
                     &scripts::ACQUIRE,
-                    &[&keys.lock, &keys.fence, &keys.waiters, &keys.readers],
-                    &[
-                        &token,
-                        &millis(ttl),
-                        flag(opts.fencing),
-                        flag(waited),
-                        &millis(announce),
-                        waiter,
-                    ],
+                    keys.acquire_keys(waits),
+                    &args[..if waits { 6 } else { 3 }],
                 )
             });
-        let undo = shared::release_call(spec, &token, false);
+        let undo = Undo::new(spec, &token);
         let mut calls = vec![acquire];
         if let Some((replicas, timeout)) = opts.min_replicas {
             calls.push(Call::wait(replicas, timeout));
@@ -144,7 +183,6 @@ impl AcquireRound {
             wake_from: Vec::new(),
             failed_midway: Vec::new(),
             unanswered: Vec::new(),
-            fence_key: keys.fence.clone(),
             raising: None,
         };
         (round, Requests { calls, undo })
@@ -246,7 +284,7 @@ impl AcquireRound {
     /// counter among the granting nodes, written to those that returned less, so that any
     /// later quorum overlaps a node whose counter is already at least this fence. `None`
     /// when nothing is to be written.
-    pub(crate) fn fence_raise(&mut self) -> Option<(Call, Vec<usize>)> {
+    pub(crate) fn fence_raise(&mut self, spec: &Spec) -> Option<(Call, Vec<usize>)> {
         if !self.fencing || self.granted.len() < self.quorum {
             return None;
         }
@@ -263,7 +301,7 @@ impl AcquireRound {
         self.raising = Some((max, behind.clone()));
         let raise = Call::new(
             &scripts::FENCE_MAX,
-            &[&self.fence_key],
+            &[&spec.keys.fence],
             &[max.to_string().as_bytes()],
         );
         Some((raise, behind))
@@ -283,13 +321,15 @@ impl AcquireRound {
     /// undo and what to do next.
     pub(crate) fn finish(mut self, now: Stamp) -> Result<Grant, Box<Refused>> {
         // Reports in node order, whatever order the answers came in.
-        let mut order: Vec<(usize, _)> = self
-            .reported
-            .drain(..)
-            .zip(self.tally.reports.drain(..))
-            .collect();
-        order.sort_by_key(|(i, _)| *i);
-        self.tally.reports = order.into_iter().map(|(_, r)| r).collect();
+        if !self.reported.is_sorted() {
+            let mut order: Vec<(usize, _)> = self
+                .reported
+                .drain(..)
+                .zip(self.tally.reports.drain(..))
+                .collect();
+            order.sort_by_key(|(i, _)| *i);
+            self.tally.reports = order.into_iter().map(|(_, r)| r).collect();
+        }
         let fence = match &self.raising {
             _ if !self.fencing => Some(0),
             None => self.granted.iter().map(|(_, f)| *f).max(),
@@ -345,5 +385,39 @@ impl AcquireRound {
             clean_up: self.unanswered,
             next,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::lock::Keys;
+    use crate::options::MutexOptions;
+
+    /// Every argument costs the server time: a caller that will not wait sends the acquire
+    /// without the waiters key and the waiter's arguments; one that will wait, or has
+    /// waited, sends them.
+    #[test]
+    fn only_a_waiting_caller_sends_the_waiter_arguments() {
+        let keys = Arc::new(Keys::new(b"job"));
+        let spec = Spec::new(keys, MutexOptions::default(), Duration::from_millis(250), 1)
+            .expect("valid options");
+        let sent = |waited, announce| {
+            let t0 = Stamp::from_micros(0);
+            let (_, sent) = AcquireRound::new(&spec, b"t".to_vec(), t0, waited, announce, b"w");
+            match &sent.calls[0] {
+                Call::Script { argc, body, .. } => {
+                    let waiters = b"{job}:waitq";
+                    (*argc, body.windows(waiters.len()).any(|w| w == waiters))
+                }
+                Call::Command(_) => panic!("the acquire is a script call"),
+            }
+        };
+        let announce = Duration::from_millis(300);
+        assert_eq!(sent(false, Duration::ZERO), (1 + 3 + 3, false));
+        assert_eq!(sent(false, announce), (1 + 4 + 6, true));
+        assert_eq!(sent(true, Duration::ZERO), (1 + 4 + 6, true));
     }
 }

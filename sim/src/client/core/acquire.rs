@@ -89,7 +89,7 @@ impl CoreClient {
         for &node in &silent {
             round.timed_out(&self.lock, node);
         }
-        if let Some((argv, behind)) = round.fence_raise() {
+        if let Some((argv, behind)) = round.fence_raise(&self.lock) {
             for &node in &behind {
                 self.send(node, argv.clone(), Purpose::Fence, out);
             }
