@@ -46,15 +46,21 @@ pub(crate) struct PackedKeys {
 impl PackedKeys {
     pub(crate) fn new(keys: &[&[u8]]) -> PackedKeys {
         let mut packed = Vec::with_capacity(8 + keys.iter().map(|k| k.len() + 16).sum::<usize>());
-        bulk(&mut packed, &Decimal::new(keys.len() as u64));
-        for k in keys {
-            bulk(&mut packed, k);
-        }
+        let slot = PackedKeys::pack(&mut packed, keys);
         PackedKeys {
             packed,
             count: keys.len(),
-            slot: keys.first().map(|k| key_slot(k)),
+            slot,
         }
+    }
+
+    /// Appends `numkeys` and the keys to `buf`; returns the first key's slot.
+    pub(crate) fn pack(buf: &mut Vec<u8>, keys: &[&[u8]]) -> Option<u16> {
+        bulk(buf, &Decimal::new(keys.len() as u64));
+        for k in keys {
+            bulk(buf, k);
+        }
+        keys.first().map(|k| key_slot(k))
     }
 }
 

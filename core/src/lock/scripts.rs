@@ -248,6 +248,11 @@ pub(crate) fn named() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
+/// About how many bytes `words` take packed as RESP bulk strings.
+fn packed_len(words: &[&[u8]]) -> usize {
+    words.iter().map(|w| w.len() + 16).sum()
+}
+
 /// A duration in whole milliseconds, as a script argument.
 pub(crate) fn millis(d: Duration) -> Decimal {
     Decimal::new(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -291,23 +296,34 @@ pub(crate) enum Call {
 
 impl Call {
     pub(crate) fn new(script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) -> Call {
-        Call::with_keys(script, &PackedKeys::new(keys), args)
+        let mut body = Vec::with_capacity(8 + packed_len(keys) + packed_len(args));
+        let slot = PackedKeys::pack(&mut body, keys);
+        Call::script(script, body, keys.len(), slot, args)
     }
 
     /// A call of `script` on keys packed beforehand.
     pub(crate) fn with_keys(script: &'static Script, keys: &PackedKeys, args: &[&[u8]]) -> Call {
-        let mut body = Vec::with_capacity(
-            keys.packed.len() + args.iter().map(|a| a.len() + 16).sum::<usize>(),
-        );
+        let mut body = Vec::with_capacity(keys.packed.len() + packed_len(args));
         body.extend_from_slice(&keys.packed);
+        Call::script(script, body, keys.count, keys.slot, args)
+    }
+
+    /// A script call whose `body` holds `numkeys` and `keys` keys: appends the arguments.
+    fn script(
+        script: &'static Script,
+        mut body: Vec<u8>,
+        keys: usize,
+        slot: Option<u16>,
+        args: &[&[u8]],
+    ) -> Call {
         for a in args {
             bulk(&mut body, a);
         }
         Call::Script {
             script,
-            argc: 1 + keys.count + args.len(),
+            argc: 1 + keys + args.len(),
             body,
-            slot: keys.slot,
+            slot,
         }
     }
 

@@ -305,7 +305,6 @@ impl Round {
 
     /// The verdict at `now` (boot, µs).
     pub fn finish(self, now: u64) -> Result<Grant, Box<Refused>> {
-        let undo = argv(self.1.undo.call());
         match self.0.finish(Stamp::from_micros(now)) {
             Ok(g) => Ok(Grant {
                 token: g.token,
@@ -314,7 +313,7 @@ impl Round {
                 valid_until: g.valid_until.micros(),
             }),
             Err(r) => Err(Box::new(Refused {
-                undo,
+                undo: argv(self.1.undo.call()),
                 undo_on: r.undo_on,
                 clean_up: r.clean_up,
                 clean_until: r.clean_until.micros(),
