@@ -32,6 +32,9 @@ pub enum Impl {
     /// Not a lock either: a script wakes the `BLPOP` (see [`ListWake::handing_over`]), the
     /// floor of a safe hand-off on a Redis without a compare-and-delete command.
     BlpopScript,
+    /// A script wakes the `BLPOP` and leaves the lock for the waiters, which claims it with a
+    /// second script pipelined behind its `BLPOP` (see [`ListWake::leaving_for_waiters`]).
+    BlpopClaim,
     /// redmutex's requests from a bare redis-rs connection (see [`BareRequests`]).
     Bare,
 }
@@ -44,6 +47,7 @@ impl Impl {
             "redlock" => Ok(Impl::Redlock),
             "blpop" => Ok(Impl::Blpop),
             "blpop-script" => Ok(Impl::BlpopScript),
+            "blpop-claim" => Ok(Impl::BlpopClaim),
             "redmutex-requests" => Ok(Impl::Bare),
             _ => Err(format!("unknown lock implementation {s:?}")),
         }
@@ -56,6 +60,7 @@ impl Impl {
             Impl::Redlock => Box::new(RedlockLocker::open(urls, key)),
             Impl::Blpop => Box::new(ListWake::open(&urls[0], key)?),
             Impl::BlpopScript => Box::new(ListWake::open(&urls[0], key)?.handing_over()),
+            Impl::BlpopClaim => Box::new(ListWake::open(&urls[0], key)?.leaving_for_waiters()?),
             Impl::Bare => Box::new(BareRequests::open(&urls[0], key)?),
         })
     }
@@ -275,7 +280,16 @@ pub struct ListWake {
     key: String,
     /// "unlock" runs this script instead of a bare `RPUSH`.
     script: Option<redis::Script>,
+    /// "lock" pipelines this script (loaded on the server) behind its `BLPOP`.
+    claim: Option<redis::Script>,
 }
+
+/// The lock key of a floor whose wake-up list is `key`, and the one token both of its
+/// processes use (a floor needs no owners of its own).
+pub fn floor_lock(key: &str) -> String {
+    format!("{key}:lock")
+}
+const FLOOR_TOKEN: &str = "floor-token";
 
 impl ListWake {
     pub fn open(url: &str, key: &str) -> Result<ListWake, String> {
@@ -286,6 +300,7 @@ impl ListWake {
             conn,
             key: key.to_owned(),
             script: None,
+            claim: None,
         })
     }
 
@@ -307,16 +322,68 @@ return 0",
         ));
         self
     }
+
+    /// The floor of a hand-off in which the waiter takes the lock itself, as redmutex's does:
+    /// "unlock" is a script that compares the holder's token, leaves the lock for the waiters
+    /// (the empty value, for a few seconds) and pushes the wake-up; "lock" is `BLPOP` with a
+    /// second script pipelined behind it that takes the left lock (`GET`, compare, `SET PX`).
+    /// Without a compare-and-set command (Redis 7), taking a lock that someone else may hold
+    /// is a script.
+    pub fn leaving_for_waiters(mut self) -> Result<ListWake, String> {
+        self.script = Some(redis::Script::new(
+            r"
+local v = redis.call('GET', KEYS[1])
+if v == false or v == ARGV[1] then
+  redis.call('SET', KEYS[1], '', 'PX', 5000)
+  redis.call('RPUSH', KEYS[2], '1')
+  return 1
+end
+return 0",
+        ));
+        let claim = redis::Script::new(
+            r"
+local v = redis.call('GET', KEYS[1])
+if v == false or v == '' then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0",
+        );
+        claim.load(&mut self.conn).map_err(|e| e.to_string())?;
+        self.claim = Some(claim);
+        Ok(self)
+    }
 }
 
 impl Locker for ListWake {
     fn lock(&mut self) -> Result<(), String> {
-        let _: Option<(String, String)> = redis::cmd("BLPOP")
+        let Some(claim) = &self.claim else {
+            let _: Option<(String, String)> = redis::cmd("BLPOP")
+                .arg(&self.key)
+                .arg(0)
+                .query(&mut self.conn)
+                .map_err(|e| e.to_string())?;
+            return Ok(());
+        };
+        let (_, taken): (Option<(String, String)>, i64) = redis::pipe()
+            .cmd("BLPOP")
             .arg(&self.key)
             .arg(0)
+            .cmd("EVALSHA")
+            .arg(claim.get_hash())
+            .arg(1)
+            .arg(floor_lock(&self.key))
+            .arg(FLOOR_TOKEN)
+            .arg(TTL.as_millis() as u64)
             .query(&mut self.conn)
             .map_err(|e| e.to_string())?;
-        Ok(())
+        match taken {
+            1 => Ok(()),
+            _ => Err(format!(
+                "{} was not left for the waiter",
+                floor_lock(&self.key)
+            )),
+        }
     }
 
     fn try_lock(&mut self) -> Result<bool, String> {
@@ -330,15 +397,15 @@ impl Locker for ListWake {
     fn unlock(&mut self) -> Result<(), String> {
         if let Some(script) = &self.script {
             let handed: i64 = script
-                .key(format!("{}:lock", self.key))
+                .key(floor_lock(&self.key))
                 .key(&self.key)
-                .arg("floor-token")
+                .arg(FLOOR_TOKEN)
                 .arg(TTL.as_millis() as u64)
                 .invoke(&mut self.conn)
                 .map_err(|e| e.to_string())?;
             return match handed {
                 1 => Ok(()),
-                _ => Err(format!("{}:lock holds another token", self.key)),
+                _ => Err(format!("{} holds another token", floor_lock(&self.key))),
             };
         }
         redis::cmd("RPUSH")

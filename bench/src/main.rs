@@ -193,19 +193,31 @@ fn closing_notes(
              against {} for the 1-node row. A waiter that slept wakes in {} at best (RPUSH → \
              BLPOP across processes, median), and in {} when a script sends the wake-up: a \
              release is a script on Redis 7 (no compare-and-delete command), and a script on a \
-             server that sat idle until the release costs far more than RPUSH. redmutex's \
-             handoff is {} the first floor and {} the second: its release is one script, and \
-             the waiter's acquire, pipelined behind its BLPOP, a second one.",
+             server that sat idle until the release costs far more than RPUSH. A hand-off \
+             whose waiter takes the lock itself, with a second script pipelined behind its \
+             BLPOP (Redis 7 has no compare-and-set command either), wakes in {} at best, {} \
+             the first floor. redmutex's handoff is {} the first floor, {} the second and {} \
+             the third: its release is one script, and the waiter's acquire, pipelined behind \
+             its BLPOP, a second one.",
             ratio(unc.ping5.median(), base),
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             ratio(unc.redmutex5.median(), unc.ping5.median()),
             ratio(unc.redmutex1.median(), base),
             fmt_ns(hand.blpop.samples.median()),
             fmt_ns(hand.blpop_script.samples.median()),
+            fmt_ns(hand.blpop_claim.samples.median()),
+            ratio(
+                hand.blpop_claim.samples.median(),
+                hand.blpop.samples.median()
+            ),
             ratio(hand.redmutex.samples.median(), hand.blpop.samples.median()),
             ratio(
                 hand.redmutex.samples.median(),
                 hand.blpop_script.samples.median()
+            ),
+            ratio(
+                hand.redmutex.samples.median(),
+                hand.blpop_claim.samples.median()
             ),
         ),
         format!(

@@ -357,7 +357,9 @@ after a random settle delay the holder is told to unlock. One sample is the wait
 `CLOCK_MONOTONIC` timestamp when `lock()` returned minus the holder's timestamp just before it \
 called unlock (both processes read the same clock). The orchestrating process is never on \
 that path. *blocked* is how often the waiter was parked in a Redis blocking command \
-(`blocked_clients` ≥ 1) at the release. The two wake-up floors and redmutex's own hand-off \
+(`blocked_clients` ≥ 1) at the release. The three wake-up floors (`RPUSH`; one script that \
+hands the lock over; a script that leaves it for the waiters, which takes it with a second \
+script behind its `BLPOP`) and redmutex's own hand-off \
 rows run in 10 alternating blocks (each pair of processes started once), so that the ratios \
 between them share the machine's drift; the peers run after them.\n\
 - **contended**: 4 processes × N sections of lock, `GET` counter, `SET` counter + 1, unlock. \

@@ -20,6 +20,9 @@ pub struct Handoffs {
     pub blpop: Handoff,
     /// The same wake-up from a script that hands the lock over (a safe release's floor).
     pub blpop_script: Handoff,
+    /// A script leaves the lock for the waiters and wakes one, which takes it with a second
+    /// script behind its `BLPOP` (the floor of redmutex's kind of hand-off).
+    pub blpop_claim: Handoff,
     pub redmutex: Handoff,
     /// (label, hand-off) of every comparison that ran.
     pub compare: Vec<(String, Handoff)>,
@@ -52,14 +55,20 @@ pub fn run(
     };
     // The rows whose ratios the report gives run in alternating blocks, sharing the drift.
     progress(
-        "handoff: RPUSH → BLPOP and script wake-up floors, redmutex's bare requests, redmutex's \
-         mutex and semaphore (alternating)",
+        "handoff: RPUSH → BLPOP, one-script and two-script wake-up floors, redmutex's bare \
+         requests, redmutex's mutex and semaphore (alternating)",
     );
-    seed_blpop(url, "bench:handoff:blpop")?;
-    seed_blpop(url, "bench:handoff:script")?;
-    const ROWS: [(&str, &str); 5] = [
+    for key in [
+        "bench:handoff:blpop",
+        "bench:handoff:script",
+        "bench:handoff:claim",
+    ] {
+        seed_blpop(url, key)?;
+    }
+    const ROWS: [(&str, &str); 6] = [
         ("blpop", "bench:handoff:blpop"),
         ("blpop-script", "bench:handoff:script"),
+        ("blpop-claim", "bench:handoff:claim"),
         ("redmutex-requests", "bench:handoff:bare"),
         ("redmutex", "bench:handoff:redmutex"),
         ("semaphore", "bench:handoff:semaphore"),
@@ -71,7 +80,7 @@ pub fn run(
         .map(|(&(imp, _), make)| (imp, make as handoff::MakeChild))
         .collect();
     let measured = handoff::run_alternating(&rows, url, &plan(counts.handoff), HANDOFF_BLOCKS)?;
-    let [blpop, blpop_script, bare, redmutex, semaphore]: [Handoff; 5] = measured
+    let [blpop, blpop_script, blpop_claim, bare, redmutex, semaphore]: [Handoff; 6] = measured
         .try_into()
         .map_err(|_| "a hand-off row is missing")?;
     ctx.probe(drift)?;
@@ -122,21 +131,33 @@ pub fn run(
             ratio(blpop_script.samples.median(), blpop.samples.median())
         )),
         Row::latency(
+            "context: script (GET, compare, SET empty PX, RPUSH) → BLPOP + script (GET, compare, SET PX) (2 processes)",
+            blpop_claim.samples.clone(),
+        )
+        .result(format!(
+            "{}; floor of a hand-off whose waiter takes the lock itself (two scripts); {} the wake-up floor; {} the script wake-up floor",
+            blocked_at_release(&blpop_claim),
+            ratio(blpop_claim.samples.median(), blpop.samples.median()),
+            ratio(blpop_claim.samples.median(), blpop_script.samples.median())
+        )),
+        Row::latency(
             "context: redmutex's requests from bare redis-rs: release script → BLPOP + acquire script (2 processes)",
             bare.samples.clone(),
         )
         .result(format!(
-            "{}; redmutex's requests without its transport, lease or renewal; {} the script wake-up floor; redmutex's row is {} it",
+            "{}; redmutex's requests without its transport, lease or renewal; {} the script wake-up floor; {} the two-script floor; redmutex's row is {} it",
             blocked_at_release(&bare),
             ratio(bare.samples.median(), blpop_script.samples.median()),
+            ratio(bare.samples.median(), blpop_claim.samples.median()),
             ratio(redmutex.samples.median(), bare.samples.median())
         )),
         Row::latency("handoff, 1 node (2 processes)", redmutex.samples.clone())
             .result(format!(
-                "{}; {} the wake-up floor; {} the script wake-up floor",
+                "{}; {} the wake-up floor; {} the script wake-up floor; {} the two-script floor",
                 blocked_at_release(&redmutex),
                 crate::stats::fmt_ratio(floor),
-                ratio(redmutex.samples.median(), blpop_script.samples.median())
+                ratio(redmutex.samples.median(), blpop_script.samples.median()),
+                ratio(redmutex.samples.median(), blpop_claim.samples.median())
             ))
             .target("≤ 1.4× the wake-up floor", Mark::of(floor <= 1.4)),
         Row::latency(
@@ -154,13 +175,15 @@ pub fn run(
         data: Handoffs {
             blpop,
             blpop_script,
+            blpop_claim,
             redmutex,
             compare,
         },
     })
 }
 
-/// One element on a floor's list `key`, so that the first BLPOP does not wait.
+/// One element on a floor's list `key`, so that the first BLPOP does not wait, and its lock
+/// key free (a run before may have left it held).
 fn seed_blpop(url: &str, key: &str) -> Result<(), String> {
     let mut c = redis::Client::open(url)
         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
@@ -168,6 +191,7 @@ fn seed_blpop(url: &str, key: &str) -> Result<(), String> {
     redis::pipe()
         .cmd("DEL")
         .arg(key)
+        .arg(crate::lockers::floor_lock(key))
         .cmd("RPUSH")
         .arg(key)
         .arg(1)
