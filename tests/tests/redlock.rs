@@ -446,3 +446,131 @@ fn a_round_ends_at_its_majority_and_keeps_the_late_grants() {
         );
     }
 }
+
+/// The bytes received but not yet read by this machine's established TCP connections to
+/// `port` on loopback (`rx_queue` in `/proc/net/tcp`): replies a client left unread.
+fn unread_bytes_to(port: u16) -> Vec<u64> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let remote_port = u16::from_str_radix(f[2].split(':').nth(1)?, 16).ok()?;
+            let established = f[3] == "01";
+            let rx = u64::from_str_radix(f[4].split(':').nth(1)?, 16).ok()?;
+            (established && remote_port == port).then_some(rx)
+        })
+        .collect()
+}
+
+/// A round ends at its quorum and leaves the other nodes' replies to be read later. A client
+/// that does nothing but take and release a lock on five healthy nodes, again and again,
+/// must still read them: replies left unread pile up in the sockets and then in the servers'
+/// output buffers, without bound.
+#[test]
+fn replies_left_behind_by_quorum_rounds_do_not_pile_up() {
+    let servers = RedisServers::start(5);
+    let client = Client::builder()
+        .nodes(servers.iter().map(|s| s.url()))
+        .build()
+        .unwrap();
+    let mutex = client.mutex("quorum:backlog").ttl(Duration::from_secs(10));
+    for _ in 0..2000 {
+        mutex.try_lock().unwrap().unlock().unwrap();
+    }
+    for server in servers.iter() {
+        let unread = unread_bytes_to(server.port());
+        assert!(!unread.is_empty(), "no connection to {}", server.port());
+        let most = unread.iter().max().copied().unwrap_or(0);
+        assert!(
+            most < 1024,
+            "{most} bytes of replies wait unread on a connection to node {} after 2,000 \
+             cycles (each reply is a few bytes)",
+            server.port()
+        );
+    }
+}
+
+/// A node whose replies are steadily slow is on no round's path once a round has found it
+/// slow, wherever it stands in the list of nodes: the rounds end with the fast majority
+/// (here the slow nodes are the first two; replies are read one node after another).
+#[test]
+fn steadily_slow_nodes_first_in_the_list_leave_the_path() {
+    use redmutex_tests::{FaultProxy, Mode};
+    const SLOW: Duration = Duration::from_millis(600);
+    let servers = RedisServers::start(5);
+    let proxies = FaultProxy::in_front_of(&servers);
+    let client = Client::builder()
+        .nodes(proxies.iter().map(FaultProxy::url))
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let mutex = client
+        .mutex("quorum:slow-first")
+        .ttl(Duration::from_secs(10));
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    proxies[..2]
+        .iter()
+        .for_each(|p| p.set_mode(Mode::Delay(SLOW)));
+    // One cycle may meet each slow node once before it is known to be slow.
+    mutex.try_lock().unwrap().unlock().unwrap();
+    for round in 0..3 {
+        let started = Instant::now();
+        let guard = mutex.try_lock().unwrap();
+        let took = started.elapsed();
+        assert!(took < SLOW / 2, "round {round}: try_lock took {took:?}");
+        let started = Instant::now();
+        guard.unlock().unwrap();
+        let took = started.elapsed();
+        assert!(took < SLOW / 2, "round {round}: unlock took {took:?}");
+    }
+}
+
+/// Renewals and `extend` end at their quorum too: with two of five nodes answering later
+/// than the lock's whole TTL, an `extend` returns with the fast majority (the slow nodes
+/// still run it), and an auto-renewed lock stays held through many renewals instead of
+/// waiting for the slow replies and running out of validity meanwhile.
+#[test]
+fn renewals_and_extend_end_at_their_quorum() {
+    use redmutex_tests::{FaultProxy, Mode, wait_until};
+    const SLOW: Duration = Duration::from_millis(1500);
+    let servers = RedisServers::start(5);
+    let proxies = FaultProxy::in_front_of(&servers);
+    let client = Client::builder()
+        .nodes(proxies.iter().map(FaultProxy::url))
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let mutex = client.mutex("quorum:renewed").ttl(Duration::from_secs(1));
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    let guard = mutex.try_lock().unwrap();
+    proxies[3..]
+        .iter()
+        .for_each(|p| p.set_mode(Mode::Delay(SLOW)));
+    let lost = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&lost);
+    guard.on_lost(move || flag.store(true, Ordering::SeqCst));
+    let before = guard.renewals();
+    assert!(
+        wait_until(Duration::from_secs(5), || guard.renewals() >= before + 8
+            || !guard.is_held()),
+        "no renewal came in 5 s"
+    );
+    assert!(
+        guard.is_held() && !lost.load(Ordering::SeqCst),
+        "the lock was lost while a majority of its nodes answered at once: {:?}",
+        guard.check()
+    );
+    let started = Instant::now();
+    guard.extend(Duration::from_secs(30)).unwrap();
+    let took = started.elapsed();
+    assert!(took < SLOW / 2, "extend took {took:?}");
+    assert!(
+        wait_until(SLOW * 2, || servers.iter().all(|s| {
+            s.conn().pttl::<_, i64>("quorum:renewed").unwrap() > 20_000
+        })),
+        "the slow nodes ran the extension too"
+    );
+    guard.unlock().unwrap();
+}
