@@ -2,6 +2,7 @@
 //! requests written at once and read back reply by reply.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use redis::{RedisError, RedisResult, Value};
@@ -15,9 +16,11 @@ pub(crate) struct Connection {
     io: redis::Connection,
     /// `None` when the server would not say (an ACL user without `client|id`).
     pub(crate) id: Option<i64>,
-    /// Replies still to come for requests whose round ended without them (at its quorum):
-    /// read before the connection is used again.
-    owed: u32,
+    /// Replies still to come for requests whose round ended without them (at its quorum),
+    /// oldest first: how many, and when their requests were written. Read before the
+    /// connection's next reply, or earlier once they must have come (see
+    /// [`settle_sent_before`](Self::settle_sent_before)).
+    owed: VecDeque<(Instant, u32)>,
     /// The socket's read and write timeouts as last set through this wrapper (`None`: not
     /// known), so that a round whose deadline is as far off as the last one's sets none.
     read_timeout: Cell<Option<Duration>>,
@@ -55,7 +58,7 @@ impl Connection {
         Connection {
             io,
             id,
-            owed: 0,
+            owed: VecDeque::new(),
             read_timeout: Cell::new(None),
             write_timeout: Cell::new(None),
             out: Vec::new(),
@@ -75,20 +78,46 @@ impl Connection {
         })
     }
 
-    /// Notes `n` more replies to come.
+    /// Notes `n` more replies to come, to requests written just now.
     pub(crate) fn owe(&mut self, n: u32) {
-        self.owed += n;
+        if n > 0 {
+            self.owed.push_back((Instant::now(), n));
+        }
+    }
+
+    /// How many replies are still to come.
+    pub(crate) fn owed(&self) -> u32 {
+        self.owed.iter().map(|(_, n)| n).sum()
     }
 
     /// Reads (and drops) the replies still to come, waiting for them until `deadline`. An
     /// error when they did not all come: the connection is then out of step and must be
     /// dropped.
     pub(crate) fn settle_owed(&mut self, deadline: Instant) -> RedisResult<()> {
-        while self.owed > 0 {
+        self.settle_sent_before(None, deadline)
+    }
+
+    /// Like [`settle_owed`](Self::settle_owed), for the replies to requests written before
+    /// `before` only (all with `None`): those of a node whose replies take a known time have
+    /// come by then, and reading them costs no wait.
+    pub(crate) fn settle_sent_before(
+        &mut self,
+        before: Option<Instant>,
+        deadline: Instant,
+    ) -> RedisResult<()> {
+        while let Some(&(sent, _)) = self.owed.front() {
+            if before.is_some_and(|before| sent >= before) {
+                break;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             self.set_read_timeout(Some(left))?;
             self.io.recv_response()?;
-            self.owed -= 1;
+            if let Some((_, n)) = self.owed.front_mut() {
+                *n -= 1;
+                if *n == 0 {
+                    self.owed.pop_front();
+                }
+            }
         }
         Ok(())
     }

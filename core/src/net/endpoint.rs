@@ -6,10 +6,10 @@
 //! dropped, never reused, so a late reply can never be read as the answer to a new request.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::{RedisConnectionInfo, RedisError, Value};
+use redis::{RedisConnectionInfo, RedisError, RedisResult, Value};
 
 use super::conn::{self, Connection, remaining};
 use super::error::{Failure, NetError};
@@ -22,6 +22,11 @@ use crate::sync::LocalMutex;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// At most this many idle connections are kept per endpoint.
 const MAX_IDLE: usize = 64;
+/// A connection of an endpoint not found slow that owes this many replies is read first.
+const MAX_OWED: u32 = 8;
+/// How much longer than another's a server's last read must have waited for the server to be
+/// read after it.
+const SLOW_STEP: Duration = Duration::from_millis(10);
 
 /// What every new connection of a client is set up with.
 pub(crate) struct Setup {
@@ -74,6 +79,9 @@ pub(crate) struct Endpoint {
     probed: AtomicBool,
     /// The client is gone ([`Endpoint::close`]): a connection put back is closed instead.
     closed: AtomicBool,
+    /// How long (ns) the last read of a round's reply from this endpoint waited (see
+    /// [`Endpoint::read_rank`]).
+    read_wait: AtomicU64,
 }
 
 /// Where an endpoint's connections go.
@@ -95,6 +103,48 @@ impl Endpoint {
             background_error: LocalMutex::new(None),
             probed: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            read_wait: AtomicU64::new(0),
+        }
+    }
+
+    /// Notes how long a read of a round's reply from here waited. Replies are read one
+    /// endpoint after another, so a reply that came while an earlier one was awaited costs
+    /// no wait: a steadily slow server stands out however its replies interleave with the
+    /// others'.
+    pub(crate) fn note_read_wait(&self, waited: Duration) {
+        let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        self.read_wait.store(ns, Ordering::Relaxed);
+    }
+
+    fn read_wait(&self) -> Duration {
+        Duration::from_nanos(self.read_wait.load(Ordering::Relaxed))
+    }
+
+    /// Where a round reads this endpoint's reply on `conn` among the others' (lowest first),
+    /// so that a round that ends at its quorum leaves the slowest behind: endpoints by how
+    /// long their last read waited, in steps of [`SLOW_STEP`] (a server found slow is read
+    /// last, wherever it stands among the nodes; below the step, a busy machine's scheduling
+    /// would reorder healthy servers at random), and among the others (in node order) first
+    /// those whose connection owes [`MAX_OWED`] replies or more, whose replies have long come
+    /// and would otherwise pile up unread behind a fixed order.
+    pub(crate) fn read_rank(&self, conn: &Connection) -> (u128, bool) {
+        let step = self.read_wait().as_nanos() / SLOW_STEP.as_nanos();
+        (step, conn.owed() < MAX_OWED)
+    }
+
+    /// Before `conn` goes back to the pool owing a round's replies: when this endpoint was
+    /// found slow (its last read waited [`SLOW_STEP`] or more), reads the replies it owes to
+    /// requests written longer ago than twice that wait, which must have come by now, so that
+    /// what a slow server's connection owes stays what is in flight. An error when they did
+    /// not come by `deadline`: the connection is then out of step and must be dropped.
+    pub(crate) fn drain(&self, conn: &mut Connection, deadline: Instant) -> RedisResult<()> {
+        let wait = self.read_wait();
+        if wait < SLOW_STEP {
+            return Ok(());
+        }
+        match Instant::now().checked_sub(wait * 2) {
+            Some(before) => conn.settle_sent_before(Some(before), deadline),
+            None => Ok(()),
         }
     }
 

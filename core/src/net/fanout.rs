@@ -19,7 +19,7 @@ use super::conn::{Connection, receive, remaining, send};
 use super::endpoint::Endpoint;
 use super::error::NetError;
 use super::gather::gather;
-use super::leg::{Answer, Leg, Raw, typed};
+use super::leg::{Answer, Leg, Raw, typed, unread_as_timeouts};
 use super::node::Node;
 use super::request::Request;
 use super::warm::warm_up;
@@ -37,12 +37,13 @@ pub(crate) fn exchange<R: Request>(
     deadline: Instant,
     on_timeout: Option<&dyn Request>,
 ) -> Vec<Answer> {
-    exchange_until(nodes, requests, deadline, on_timeout, &mut |_, _| {
-        Enough::No
-    })
-    .into_iter()
-    .map(|a| a.unwrap_or_else(|| Err(NetError::timeout())))
-    .collect()
+    unread_as_timeouts(exchange_until(
+        nodes,
+        requests,
+        deadline,
+        on_timeout,
+        &mut |_, _| Enough::No,
+    ))
 }
 
 /// Whether the answers read so far decide a round (see [`exchange_until`]).
@@ -54,6 +55,16 @@ pub(crate) enum Enough {
     /// requests of every node whose answer was not read (the round failed, and what those
     /// requests do must be undone as they run).
     Yes { undo: bool },
+}
+
+impl Enough {
+    /// Stop reading once `decided`, with nothing to undo.
+    pub(crate) fn when(decided: bool) -> Enough {
+        match decided {
+            true => Enough::Yes { undo: false },
+            false => Enough::No,
+        }
+    }
 }
 
 /// Like [`exchange`], handing each node's answer to `enough` as it is read: once that says
@@ -250,13 +261,19 @@ fn run<R: Request>(
                 Err(e) => answers[l] = Some(Err(e.into())),
             }
         }
+        // Read first what most likely came first (see `Endpoint::read_rank`).
+        sent.sort_by_key(|(l, conn)| legs[*l].endpoint.as_ref().map(|e| e.read_rank(conn)).ok());
         let mut sent = sent.into_iter();
         let mut decided = None;
         for (l, mut conn) in sent.by_ref() {
             let leg = &legs[l];
+            let began = Instant::now();
             let answer = conn
                 .settle_owed(deadline)
                 .and_then(|()| receive(&mut conn, &leg_requests(leg), leg.asking, deadline));
+            if let Ok(endpoint) = &leg.endpoint {
+                endpoint.note_read_wait(began.elapsed());
+            }
             match answer {
                 // The server restarted or dropped us while the connection sat in the pool:
                 // one retry on a new connection, within the same deadline.
@@ -291,12 +308,16 @@ fn run<R: Request>(
                     }
                     owed += 1;
                 }
-                conn.owe(owed);
-                if let Ok(endpoint) = &leg.endpoint {
-                    endpoint.put(conn);
-                }
                 unread.push(l);
                 answers[l] = Some(Err(NetError::timeout()));
+                // The replies owed by earlier rounds that must have come by now are read
+                // here, at no wait; a connection whose replies did not come is dropped.
+                if let Ok(endpoint) = &leg.endpoint
+                    && endpoint.drain(&mut conn, deadline).is_ok()
+                {
+                    conn.owe(owed);
+                    endpoint.put(conn);
+                }
             }
         }
         for (l, t) in threads {

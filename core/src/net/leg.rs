@@ -34,3 +34,12 @@ pub(crate) fn typed(raw: Raw) -> Answer {
             .collect()
     })
 }
+
+/// The answers of a round that ended at its quorum, with each answer left to come counted
+/// as a node that did not answer in time.
+pub(crate) fn unread_as_timeouts(answers: Vec<Option<Answer>>) -> Vec<Answer> {
+    answers
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|| Err(NetError::timeout())))
+        .collect()
+}

@@ -26,7 +26,7 @@ pub(crate) use cluster::Cluster;
 pub(crate) use endpoint::{Probe, Setup};
 pub(crate) use error::{Failure, NetError};
 pub(crate) use fanout::{Enough, exchange, exchange_until};
-pub(crate) use leg::Answer;
+pub(crate) use leg::{Answer, unread_as_timeouts};
 pub(crate) use node::Node;
 pub(crate) use request::{Command, Decimal, Request, array, bulk};
 pub(crate) use sentinel::Sentinel;
