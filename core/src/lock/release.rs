@@ -11,7 +11,7 @@ use super::proto::release::ReleaseRound;
 use super::renew::{Renewable, Renewal, fire};
 use super::scripts::{Call, only_to};
 use super::shared::release_call;
-use super::tally::Tally;
+use super::tally::{Tally, confirms};
 use super::token;
 use crate::error::{Error, ErrorKind, NodeReport};
 use crate::net::{self, Enough};
@@ -159,13 +159,21 @@ impl Lease {
         if let Some((n, timeout)) = replicas {
             calls.push(Call::wait(n, timeout));
         }
-        let answers = net::exchange(
+        let replicas = replicas.map(|(n, _)| (1, n));
+        // An extension ends at its quorum, like a round: the slower nodes still run it.
+        let mut yes = 0;
+        let answers = net::exchange_until(
             nodes,
             &vec![&calls[..]; nodes.len()],
             Instant::now() + self.spec.node_timeout + self.spec.opts.replica_wait(),
             None,
+            &mut |_, answer| {
+                yes += usize::from(confirms(answer, 0, replicas));
+                Enough::when(yes >= self.spec.quorum)
+            },
         );
-        let tally = Tally::of_ints(nodes, &answers, 0, replicas.map(|(n, _)| (1, n)));
+        let answers = net::unread_as_timeouts(answers);
+        let tally = Tally::of_ints(nodes, &answers, 0, replicas);
         let (result, callbacks) = self.settle_extend(t0, ttl, &tally, true);
         drop(op);
         fire(callbacks);

@@ -16,8 +16,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use super::cleanup::{self, Cleanup};
 use super::clock::{Clock, Stamp};
 use super::scripts::Call;
-use super::tally::Tally;
-use crate::net::{self, Node};
+use super::tally::{self, Tally, confirms};
+use crate::net::{self, Enough, Node};
 use crate::process::PerProcess;
 use crate::sync::{LocalCondvar, LocalMutex};
 
@@ -433,15 +433,34 @@ fn renew_batch(fleet: &Fleet, chunk: &[(Arc<dyn Renewable>, Duration, u64)], nex
     }
     let timeout = timeout + wait_timeout;
     let (nodes, t0) = (&fleet.nodes, fleet.clock.now());
-    let answers = net::exchange(
+    let replicas: Vec<_> = held
+        .iter()
+        .map(|(g, ..)| g.replica_wait().map(|(n, _)| (wait_at, n)))
+        .collect();
+    // The pass ends at its quorum, like a round, once a quorum confirmed every extension in
+    // it: the slower nodes still run them, and their replies are read later.
+    let quorum = tally::quorum(nodes.len());
+    let mut yes = vec![0; held.len()];
+    let mut unconfirmed = held.len();
+    let answers = net::exchange_until(
         nodes,
         &vec![&calls[..]; nodes.len()],
         Instant::now() + timeout,
         None,
+        &mut |_, answer| {
+            for (j, yes) in yes.iter_mut().enumerate() {
+                if *yes < quorum && confirms(answer, j, replicas[j]) {
+                    *yes += 1;
+                    unconfirmed -= usize::from(*yes == quorum);
+                }
+            }
+            Enough::when(unconfirmed == 0)
+        },
     );
+    let answers = net::unread_as_timeouts(answers);
     let mut callbacks = Vec::new();
     for (j, (guard, ttl, op, generation)) in held.into_iter().enumerate() {
-        let replicas = guard.replica_wait().map(|(n, _)| (wait_at, n));
+        let replicas = replicas[j];
         let tally = Tally::of_ints(nodes, &answers, j, replicas);
         let (outcome, cbs) = guard.apply_extend(t0, ttl, &tally);
         drop(op);

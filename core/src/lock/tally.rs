@@ -155,6 +155,18 @@ impl Tally {
     }
 }
 
+/// Whether a node's answer confirms call `j` of scripts that answer 1 (yes), as
+/// [`Tally::of_ints`] counts it: with `replicas = Some((k, n))`, only if its `WAIT` (call `k`)
+/// reported at least `n` replicas. For a round that ends once a quorum confirmed.
+pub(crate) fn confirms(answer: &Answer, j: usize, replicas: Option<(usize, u32)>) -> bool {
+    let Ok(values) = answer else {
+        return false;
+    };
+    matches!(values.get(j), Some(Ok(Value::Int(1))))
+        && replicas
+            .is_none_or(|(k, wanted)| replicas_outcome(values.get(k), wanted) == NodeOutcome::Ok)
+}
+
 /// What a node's `WAIT` reply means for a write that the node accepted: [`NodeOutcome::Ok`]
 /// when at least `wanted` replicas acknowledged it, else why not.
 pub(crate) fn replicas_outcome(
