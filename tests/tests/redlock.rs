@@ -531,7 +531,7 @@ fn steadily_slow_nodes_first_in_the_list_leave_the_path() {
 /// late, a lock with a 900 ms TTL is renewed every 300 ms: waiting for every node, each
 /// renewal would be confirmed 400 ms after it was sent, with less than 500 ms of validity
 /// left; ending with the fast majority, it is confirmed at once, with nearly the whole TTL
-/// left (once, a renewal may meet the slow nodes before they are known to be slow). An
+/// left (a renewal may meet each slow node once before it is known to be slow). An
 /// `extend` then returns with the fast majority too, and the slow nodes still run it.
 #[test]
 fn renewals_and_extend_end_at_their_quorum() {
@@ -557,7 +557,10 @@ fn renewals_and_extend_end_at_their_quorum() {
     let record = Arc::clone(&left);
     guard.on_renewed(move |until| {
         let now = Instant::now();
-        record.lock().unwrap().push(until.saturating_duration_since(now));
+        record
+            .lock()
+            .unwrap()
+            .push(until.saturating_duration_since(now));
     });
     proxies[3..]
         .iter()
@@ -573,9 +576,12 @@ fn renewals_and_extend_end_at_their_quorum() {
         guard.check()
     );
     let left = left.lock().unwrap().clone();
-    let late = left.iter().filter(|l| **l < TTL - Duration::from_millis(200)).count();
+    let late = left
+        .iter()
+        .filter(|l| **l < TTL - Duration::from_millis(200))
+        .count();
     assert!(
-        late <= 1,
+        late <= 2,
         "{late} of {} renewals waited for the slow nodes (validity left at each: {left:?})",
         left.len()
     );

@@ -24,9 +24,9 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_IDLE: usize = 64;
 /// A connection of an endpoint not found slow that owes this many replies is read first.
 const MAX_OWED: u32 = 8;
-/// How much longer than another's a server's last read must have waited for the server to be
-/// read after it.
-const SLOW_STEP: Duration = Duration::from_millis(10);
+/// How much longer than another's a server's reads must have waited on average for the server
+/// to be read after it.
+const SLOW_STEP: Duration = Duration::from_millis(20);
 
 /// What every new connection of a client is set up with.
 pub(crate) struct Setup {
@@ -79,8 +79,8 @@ pub(crate) struct Endpoint {
     probed: AtomicBool,
     /// The client is gone ([`Endpoint::close`]): a connection put back is closed instead.
     closed: AtomicBool,
-    /// How long (ns) the last read of a round's reply from this endpoint waited (see
-    /// [`Endpoint::read_rank`]).
+    /// How long (ns) reads of a round's reply from this endpoint waited, on average (see
+    /// [`Endpoint::note_read_wait`]).
     read_wait: AtomicU64,
 }
 
@@ -107,13 +107,15 @@ impl Endpoint {
         }
     }
 
-    /// Notes how long a read of a round's reply from here waited. Replies are read one
-    /// endpoint after another, so a reply that came while an earlier one was awaited costs
-    /// no wait: a steadily slow server stands out however its replies interleave with the
-    /// others'.
+    /// Notes how long a read of a round's reply from here waited, averaged with the reads
+    /// before (half each: one hiccup of a busy machine does not make a server slow, one slow
+    /// reply makes it look half as slow). Replies are read one endpoint after another, so a
+    /// reply that came while an earlier one was awaited costs no wait: a steadily slow server
+    /// stands out however its replies interleave with the others'.
     pub(crate) fn note_read_wait(&self, waited: Duration) {
         let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
-        self.read_wait.store(ns, Ordering::Relaxed);
+        let before = self.read_wait.load(Ordering::Relaxed);
+        self.read_wait.store(before / 2 + ns / 2, Ordering::Relaxed);
     }
 
     fn read_wait(&self) -> Duration {
@@ -122,7 +124,7 @@ impl Endpoint {
 
     /// Where a round reads this endpoint's reply on `conn` among the others' (lowest first),
     /// so that a round that ends at its quorum leaves the slowest behind: endpoints by how
-    /// long their last read waited, in steps of [`SLOW_STEP`] (a server found slow is read
+    /// long their reads waited, in steps of [`SLOW_STEP`] (a server found slow is read
     /// last, wherever it stands among the nodes; below the step, a busy machine's scheduling
     /// would reorder healthy servers at random), and among the others (in node order) first
     /// those whose connection owes [`MAX_OWED`] replies or more, whose replies have long come
@@ -133,16 +135,17 @@ impl Endpoint {
     }
 
     /// Before `conn` goes back to the pool owing a round's replies: when this endpoint was
-    /// found slow (its last read waited [`SLOW_STEP`] or more), reads the replies it owes to
-    /// requests written longer ago than twice that wait, which must have come by now, so that
-    /// what a slow server's connection owes stays what is in flight. An error when they did
-    /// not come by `deadline`: the connection is then out of step and must be dropped.
+    /// found slow (its reads waited [`SLOW_STEP`] or more), reads the replies it owes to
+    /// requests written longer ago than four times that wait (the average may be half the
+    /// last wait), which must have come by now, so that what a slow server's connection owes
+    /// stays what is in flight. An error when they did not come by `deadline`: the
+    /// connection is then out of step and must be dropped.
     pub(crate) fn drain(&self, conn: &mut Connection, deadline: Instant) -> RedisResult<()> {
         let wait = self.read_wait();
         if wait < SLOW_STEP {
             return Ok(());
         }
-        match Instant::now().checked_sub(wait * 2) {
+        match Instant::now().checked_sub(wait * 4) {
             Some(before) => conn.settle_sent_before(Some(before), deadline),
             None => Ok(()),
         }
