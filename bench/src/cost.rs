@@ -40,19 +40,26 @@ pub fn server_time(url: &str, n: usize) -> Result<ServerTime, String> {
 }
 
 /// The CPU time one `try_lock` + `unlock` takes, in the client's thread and in all the
-/// servers it asks: on a machine with fewer CPUs than processes, a cycle can take no less than their sum
-/// over the CPUs, however well the round runs in parallel.
+/// servers it asks: on a machine with fewer CPUs than processes, a cycle can take no less than
+/// its CPU time over the CPUs that run it, however well the round runs in parallel.
 pub struct CpuPerCycle {
     pub client_us: f64,
     pub servers_us: f64,
-    /// The CPUs that share the work (`available_parallelism`).
-    pub cpus: usize,
 }
 
 impl CpuPerCycle {
-    /// The least a cycle can take here: all its CPU time spread over every CPU.
+    /// The least a cycle can take here: the servers' CPU time over the servers' CPUs, or the
+    /// client's over its own, whichever is more (pinned apart, see `pin.rs`); unpinned, all
+    /// its CPU time spread over every CPU.
     pub fn floor_ns(&self) -> u64 {
-        ((self.client_us + self.servers_us) * 1000.0 / self.cpus.max(1) as f64) as u64
+        let us = match crate::pin::current() {
+            crate::pin::Cpus {
+                split: Some((clients, servers)),
+                ..
+            } => (self.client_us / clients as f64).max(self.servers_us / servers as f64),
+            crate::pin::Cpus { machine, .. } => (self.client_us + self.servers_us) / machine as f64,
+        };
+        (us * 1000.0) as u64
     }
 }
 
@@ -107,13 +114,11 @@ pub fn cpu_per_cycle_alternating(
         }
     }
     let per = |ns: u64| ns as f64 / 1000.0 / (per_block * BLOCKS) as f64;
-    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
     Ok(spent
         .into_iter()
         .map(|(client, servers)| CpuPerCycle {
             client_us: per(client),
             servers_us: per(servers),
-            cpus,
         })
         .collect())
 }

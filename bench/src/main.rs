@@ -17,6 +17,7 @@ mod external;
 mod handoff;
 mod lockers;
 mod phase;
+mod pin;
 mod proc;
 mod publish;
 mod quorum;
@@ -87,6 +88,11 @@ fn run(args: &Args) -> Result<(), String> {
     progress("starting 6 redis-servers on loopback");
     let one = RedisServer::start();
     let five = RedisServers::start(5);
+    let pids: Vec<u32> = std::iter::once(&one)
+        .chain(five.iter())
+        .map(|s| s.pid())
+        .collect();
+    progress(&format!("CPUs: {}", pin::split(&pids)));
     let mut ctx = Ctx {
         url: one.url(),
         urls5: five.urls(),
@@ -189,7 +195,7 @@ fn closing_notes(
     vec![
         format!(
             "floors of this machine: one 5-node scatter/gather PING round is {} the 1-node PING \
-             ({} CPUs for 5 servers and the client), so the 5-node row is {} its own floor \
+             ({}), so the 5-node row is {} its own floor \
              against {} for the 1-node row. A waiter that slept wakes in {} at best (RPUSH → \
              BLPOP across processes, median), and in {} when a script sends the wake-up: a \
              release is a script on Redis 7 (no compare-and-delete command), and a script on a \
@@ -200,7 +206,14 @@ fn closing_notes(
              the third: its release is one script, and the waiter's acquire, pipelined behind \
              its BLPOP, a second one.",
             ratio(unc.ping5.median(), base),
-            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            match pin::current().split {
+                Some((_, 1)) => "5 servers on one CPU, the client on another".to_owned(),
+                Some((c, s)) => format!("5 servers on {s} CPUs, the client on {c} others"),
+                None => format!(
+                    "{} CPUs for 5 servers and the client",
+                    pin::current().machine
+                ),
+            },
             ratio(unc.redmutex5.median(), unc.ping5.median()),
             ratio(unc.redmutex1.median(), base),
             fmt_ns(hand.blpop.samples.median()),
@@ -240,17 +253,20 @@ fn closing_notes(
             "CPU per try_lock + unlock (/proc, the client and every server it asks): one node \
              {:.0} µs in the client and {:.0} µs in the server (the fenced floor, redis-rs alone: \
              {:.0} µs and {:.0} µs); five nodes {:.0} µs and {:.0} µs. \
-             On {} CPUs a 5-node cycle therefore takes at least {}, {} the 1-node row, however \
-             well its rounds overlap: the 5-node target (1.3×) lies below what this machine can \
-             do; with a CPU per process (as on a real fleet) the quorum round's own floor is the \
-             3-of-5 PING row.",
+             With {} a 5-node cycle therefore takes at least {}, {} the 1-node row, however \
+             well its rounds overlap; with a CPU per process (as on a real fleet) the quorum \
+             round's own floor is the 3-of-5 PING row.",
             lat.cpu1.client_us,
             lat.cpu1.servers_us,
             lat.cpu_floor.client_us,
             lat.cpu_floor.servers_us,
             lat.cpu5.client_us,
             lat.cpu5.servers_us,
-            lat.cpu5.cpus,
+            match pin::current().split {
+                Some((_, 1)) => "the 5 servers on one CPU".to_owned(),
+                Some((_, s)) => format!("the 5 servers on {s} CPUs"),
+                None => format!("{} CPUs for all six processes", pin::current().machine),
+            },
             fmt_ns(lat.cpu5.floor_ns()),
             ratio(lat.cpu5.floor_ns(), unc.redmutex1.median()),
         ),

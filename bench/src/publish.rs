@@ -76,7 +76,7 @@ pub fn write(r: &Results) -> Result<(), String> {
         title: &format!(
             "redmutex-bench {} — {} CPUs, redis {}",
             report::today(),
-            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            crate::pin::current().machine,
             r.redis_version
         ),
     };

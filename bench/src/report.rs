@@ -210,10 +210,16 @@ pub struct Machine {
 impl Machine {
     pub fn read(redis_version: &str, python: Option<&str>) -> Machine {
         let mut facts = Vec::new();
-        let nproc = std::thread::available_parallelism()
-            .map(|n| n.get().to_string())
-            .unwrap_or_else(|_| "?".into());
-        facts.push(("CPUs (nproc)".to_owned(), nproc));
+        let cpus = crate::pin::current();
+        facts.push(("CPUs (nproc)".to_owned(), cpus.machine.to_string()));
+        let placement = match cpus.split {
+            Some((clients, servers)) => format!(
+                "redis-servers pinned to {servers} CPU{}, clients to the other {clients}",
+                if servers == 1 { "" } else { "s" }
+            ),
+            None => "not pinned".to_owned(),
+        };
+        facts.push(("CPU placement".to_owned(), placement));
         let cpu = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
             .and_then(|s| {
@@ -344,13 +350,15 @@ writes `PING` to five raw sockets and stops the clock at the third reply (`poll(
 thread; the two late replies are read after the clock stops): the floor of a quorum round.\n\
 - **uncontended**: `try_lock()` + `unlock()` of a free lock with default options (TTL 30 s, \
 auto-renew, fencing), one client, pooled connections. The baseline, 5-node PING, redmutex, \
-redlock and rslock rows take turns in rounds of 10 samples each (500 rounds in a full run), and every \
+redlock and rslock rows take turns in rounds of 10 samples each (500 rounds in a full run; each \
+round in a new order, since a row measured right after another ran faster or slower for it), and every \
 50 rounds a chunk of the Python and C rows runs in their own processes, so load from \
 elsewhere falls on all of them alike. Short PING probes between the later phases show how far \
-the machine drifted. On a virtual machine a round trip costs several times more while the \
-scheduler keeps client and server on different idle CPUs than on one, and it flips between \
-the two for seconds at a time: small interleaved batches keep the ratios fair, but absolute \
-times differ between runs.\n\
+the machine drifted. The redis-servers run pinned to the last CPU and every client process \
+to the others, so that no round trip is served on its client's own CPU (left to the \
+scheduler, a process whose server shares its CPU answers round trips several times faster, \
+for seconds at a time, and rows measured in different processes did not compare); absolute \
+times still differ between runs.\n\
 - **handoff**: two processes (the bench binary re-executed, or the Python script) pass one lock \
 back and forth. The waiter is told to `lock()` and blocks in its implementation's own wait; \
 after a random settle delay the holder is told to unlock. One sample is the waiter's \

@@ -3,10 +3,9 @@
 //! The machines are shared and noisy, so the measurements take turns: each round runs a
 //! small batch (10 samples) of every measurement, and the rounds repeat; every so many rounds
 //! a chunk of every external row (Python, C) runs too. A burst of load from elsewhere then
-//! lands on all rows alike instead of on whichever happened to run at that moment. Small
-//! batches matter on virtual machines: there, a round trip costs several times more while the
-//! scheduler keeps client and server on different (idle) CPUs than on one, and it switches
-//! between the two for seconds at a time.
+//! lands on all rows alike instead of on whichever happened to run at that moment. (The
+//! servers and the clients run on CPUs of their own, see `pin.rs`: on a virtual machine a
+//! round trip served on the client's own CPU costs several times less.)
 
 use std::time::{Duration, Instant};
 
@@ -266,8 +265,15 @@ pub fn run(
     for m in measures.iter_mut() {
         m.run(m.per_round.min(50), false)?;
     }
+    // Each round runs the measures in a new order: a row measured right after another ran
+    // faster or slower for it (a CPU kept busy by the row before wakes sooner), by up to a
+    // third in full runs, and a fixed order gave each row the same neighbour every round.
+    let mut order: Vec<usize> = (0..measures.len()).collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
     for round in 1..=plan.rounds {
-        for m in measures.iter_mut() {
+        shuffle(&mut order, &mut seed);
+        for &i in &order {
+            let m = &mut measures[i];
             m.run(m.per_round, true)?;
         }
         if round % plan.between_every.max(1) == 0 {
@@ -373,4 +379,15 @@ pub fn ping_probe(url: &str, n: usize) -> Result<u64, String> {
         }
     }
     Ok(Samples::new(v).median())
+}
+
+/// Shuffles `items` (Fisher–Yates) with a xorshift generator kept in `state`: the same orders
+/// in every run.
+fn shuffle(items: &mut [usize], state: &mut u64) {
+    for i in (1..items.len()).rev() {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        items.swap(i, (*state % (i as u64 + 1)) as usize);
+    }
 }
