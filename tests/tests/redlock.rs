@@ -393,15 +393,10 @@ fn fences_stay_monotonic_across_different_majorities() {
     );
 }
 
-/// A round ends at its majority: with two of five nodes answering 600 ms late (their requests
-/// run at once; only the replies are slow), `try_lock` and `unlock` return as soon as the three
-/// fast nodes decided, long before the slow replies. The late grants are part of the lock
-/// (the slow nodes hold its token), the release reaches them too, and the connections that
-/// still owed those replies serve the next round.
-#[test]
-fn a_round_ends_at_its_majority_and_keeps_the_late_grants() {
-    use redmutex_tests::{FaultProxy, Mode, wait_until};
-    const SLOW: Duration = Duration::from_millis(600);
+/// Five servers, each behind a fault proxy, and a client of the five through the proxies
+/// with a node timeout (2 s) far above the delays the tests set.
+fn five_behind_proxies() -> (RedisServers, Vec<redmutex_tests::FaultProxy>, Client) {
+    use redmutex_tests::FaultProxy;
     let servers = RedisServers::start(5);
     let proxies = FaultProxy::in_front_of(&servers);
     let client = Client::builder()
@@ -409,6 +404,19 @@ fn a_round_ends_at_its_majority_and_keeps_the_late_grants() {
         .node_timeout(Duration::from_secs(2))
         .build()
         .unwrap();
+    (servers, proxies, client)
+}
+
+/// A round ends at its majority: with two of five nodes answering 600 ms late (their requests
+/// run at once; only the replies are slow), `try_lock` and `unlock` return as soon as the three
+/// fast nodes decided, long before the slow replies. The late grants are part of the lock
+/// (the slow nodes hold its token), the release reaches them too, and the connections that
+/// still owed those replies serve the next round.
+#[test]
+fn a_round_ends_at_its_majority_and_keeps_the_late_grants() {
+    use redmutex_tests::{Mode, wait_until};
+    const SLOW: Duration = Duration::from_millis(600);
+    let (servers, proxies, client) = five_behind_proxies();
     let mutex = client.mutex("quorum:late").ttl(Duration::from_secs(10));
     mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
     proxies[3..]
@@ -497,15 +505,9 @@ fn replies_left_behind_by_quorum_rounds_do_not_pile_up() {
 /// (here the slow nodes are the first two; replies are read one node after another).
 #[test]
 fn steadily_slow_nodes_first_in_the_list_leave_the_path() {
-    use redmutex_tests::{FaultProxy, Mode};
+    use redmutex_tests::Mode;
     const SLOW: Duration = Duration::from_millis(600);
-    let servers = RedisServers::start(5);
-    let proxies = FaultProxy::in_front_of(&servers);
-    let client = Client::builder()
-        .nodes(proxies.iter().map(FaultProxy::url))
-        .node_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
+    let (_servers, proxies, client) = five_behind_proxies();
     let mutex = client
         .mutex("quorum:slow-first")
         .ttl(Duration::from_secs(10));
@@ -535,17 +537,11 @@ fn steadily_slow_nodes_first_in_the_list_leave_the_path() {
 /// `extend` then returns with the fast majority too, and the slow nodes still run it.
 #[test]
 fn renewals_and_extend_end_at_their_quorum() {
-    use redmutex_tests::{FaultProxy, Mode, wait_until};
+    use redmutex_tests::{Mode, wait_until};
     use std::sync::Mutex;
     const SLOW: Duration = Duration::from_millis(400);
     const TTL: Duration = Duration::from_millis(900);
-    let servers = RedisServers::start(5);
-    let proxies = FaultProxy::in_front_of(&servers);
-    let client = Client::builder()
-        .nodes(proxies.iter().map(FaultProxy::url))
-        .node_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
+    let (servers, proxies, client) = five_behind_proxies();
     let mutex = client.mutex("quorum:renewed").ttl(TTL);
     mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
     let guard = mutex.try_lock().unwrap();
