@@ -23,7 +23,7 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// At most this many idle connections are kept per endpoint.
 const MAX_IDLE: usize = 64;
 /// A connection of an endpoint not found slow that owes this many replies is read first.
-const MAX_OWED: u32 = 8;
+const MAX_OWED: u32 = 16;
 /// How much longer than another's a server's reads must have waited on average for the server
 /// to be read after it.
 const SLOW_STEP: Duration = Duration::from_millis(20);
