@@ -48,16 +48,14 @@ pub struct CpuPerCycle {
 }
 
 impl CpuPerCycle {
-    /// The least a cycle can take here: the servers' CPU time over the servers' CPUs, or the
+    /// The least a cycle can take here: the servers' CPU time on their one CPU, or the
     /// client's over its own, whichever is more (pinned apart, see `pin.rs`); unpinned, all
     /// its CPU time spread over every CPU.
     pub fn floor_ns(&self) -> u64 {
-        let us = match crate::pin::current() {
-            crate::pin::Cpus {
-                split: Some((clients, servers)),
-                ..
-            } => (self.client_us / clients as f64).max(self.servers_us / servers as f64),
-            crate::pin::Cpus { machine, .. } => (self.client_us + self.servers_us) / machine as f64,
+        let cpus = crate::pin::current();
+        let us = match cpus.clients {
+            Some(clients) => (self.client_us / clients as f64).max(self.servers_us),
+            None => (self.client_us + self.servers_us) / cpus.machine as f64,
         };
         (us * 1000.0) as u64
     }

@@ -92,7 +92,7 @@ fn run(args: &Args) -> Result<(), String> {
         .chain(five.iter())
         .map(|s| s.pid())
         .collect();
-    progress(&format!("CPUs: {}", pin::split(&pids)));
+    progress(&format!("CPUs: {}", pin::split(&pids).placement));
     let mut ctx = Ctx {
         url: one.url(),
         urls5: five.urls(),
@@ -206,14 +206,7 @@ fn closing_notes(
              the third: its release is one script, and the waiter's acquire, pipelined behind \
              its BLPOP, a second one.",
             ratio(unc.ping5.median(), base),
-            match pin::current().split {
-                Some((_, 1)) => "5 servers on one CPU, the client on another".to_owned(),
-                Some((c, s)) => format!("5 servers on {s} CPUs, the client on {c} others"),
-                None => format!(
-                    "{} CPUs for 5 servers and the client",
-                    pin::current().machine
-                ),
-            },
+            pin::current().placement,
             ratio(unc.redmutex5.median(), unc.ping5.median()),
             ratio(unc.redmutex1.median(), base),
             fmt_ns(hand.blpop.samples.median()),
@@ -253,7 +246,7 @@ fn closing_notes(
             "CPU per try_lock + unlock (/proc, the client and every server it asks): one node \
              {:.0} µs in the client and {:.0} µs in the server (the fenced floor, redis-rs alone: \
              {:.0} µs and {:.0} µs); five nodes {:.0} µs and {:.0} µs. \
-             With {} a 5-node cycle therefore takes at least {}, {} the 1-node row, however \
+             With {} (of {} CPUs), a 5-node cycle therefore takes at least {}, {} the 1-node row, however \
              well its rounds overlap; with a CPU per process (as on a real fleet) the quorum \
              round's own floor is the 3-of-5 PING row.",
             lat.cpu1.client_us,
@@ -262,11 +255,8 @@ fn closing_notes(
             lat.cpu_floor.servers_us,
             lat.cpu5.client_us,
             lat.cpu5.servers_us,
-            match pin::current().split {
-                Some((_, 1)) => "the 5 servers on one CPU".to_owned(),
-                Some((_, s)) => format!("the 5 servers on {s} CPUs"),
-                None => format!("{} CPUs for all six processes", pin::current().machine),
-            },
+            pin::current().placement,
+            pin::current().machine,
             fmt_ns(lat.cpu5.floor_ns()),
             ratio(lat.cpu5.floor_ns(), unc.redmutex1.median()),
         ),

@@ -11,34 +11,38 @@ use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 /// How the CPUs are shared.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub struct Cpus {
     /// The machine's online CPUs.
     pub machine: usize,
-    /// The CPUs the clients run on, and the servers: `None` when not pinned (all share all).
-    pub split: Option<(usize, usize)>,
+    /// The CPUs the clients run on, the servers having the one left: `None` when not pinned
+    /// (all processes share all CPUs).
+    pub clients: Option<usize>,
+    /// The above in words, for the report.
+    pub placement: String,
 }
 
 static CPUS: OnceLock<Cpus> = OnceLock::new();
 
 /// The machine's online CPUs, whatever this process is pinned to.
-pub fn machine() -> usize {
+fn machine() -> usize {
     // SAFETY: sysconf only reads a system setting.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     usize::try_from(n).unwrap_or(1).max(1)
 }
 
 /// How the CPUs are shared in this run (as [`split`] left them).
-pub fn current() -> Cpus {
-    *CPUS.get_or_init(|| Cpus {
+pub fn current() -> &'static Cpus {
+    CPUS.get_or_init(|| Cpus {
         machine: machine(),
-        split: None,
+        clients: None,
+        placement: "not pinned".to_owned(),
     })
 }
 
 /// Pins `servers` (pids) to the last CPU and this process to the others; with one CPU, or
-/// when the system refuses, nothing is pinned. Returns a sentence on what was done.
-pub fn split(servers: &[u32]) -> String {
+/// when the system refuses, nothing is pinned. Returns how the CPUs are shared.
+pub fn split(servers: &[u32]) -> &'static Cpus {
     let machine = machine();
     let pinned = match machine {
         1 => Err("one CPU".to_owned()),
@@ -47,10 +51,11 @@ pub fn split(servers: &[u32]) -> String {
             .try_for_each(|&pid| set(pid as libc::pid_t, n - 1..n))
             .and_then(|()| set(0, 0..n - 1)),
     };
-    let (split, said) = match pinned {
-        Ok(()) => (
-            Some((machine - 1, 1)),
-            format!(
+    let cpus = match pinned {
+        Ok(()) => Cpus {
+            machine,
+            clients: Some(machine - 1),
+            placement: format!(
                 "redis-servers pinned to CPU {}, clients to {}",
                 machine - 1,
                 match machine {
@@ -58,11 +63,15 @@ pub fn split(servers: &[u32]) -> String {
                     n => format!("CPUs 0–{}", n - 2),
                 }
             ),
-        ),
-        Err(why) => (None, format!("not pinned ({why})")),
+        },
+        Err(why) => Cpus {
+            machine,
+            clients: None,
+            placement: format!("not pinned ({why})"),
+        },
     };
-    let _ = CPUS.set(Cpus { machine, split });
-    said
+    let _ = CPUS.set(cpus);
+    current()
 }
 
 fn set(pid: libc::pid_t, cpus: std::ops::Range<usize>) -> Result<(), String> {

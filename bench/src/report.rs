@@ -212,14 +212,7 @@ impl Machine {
         let mut facts = Vec::new();
         let cpus = crate::pin::current();
         facts.push(("CPUs (nproc)".to_owned(), cpus.machine.to_string()));
-        let placement = match cpus.split {
-            Some((clients, servers)) => format!(
-                "redis-servers pinned to {servers} CPU{}, clients to the other {clients}",
-                if servers == 1 { "" } else { "s" }
-            ),
-            None => "not pinned".to_owned(),
-        };
-        facts.push(("CPU placement".to_owned(), placement));
+        facts.push(("CPU placement".to_owned(), cpus.placement.clone()));
         let cpu = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
             .and_then(|s| {

@@ -11,7 +11,7 @@ use super::proto::release::ReleaseRound;
 use super::renew::{Renewable, Renewal, fire};
 use super::scripts::{Call, only_to};
 use super::shared::release_call;
-use super::tally::{Tally, confirms};
+use super::tally::{Confirmations, Tally};
 use super::token;
 use crate::error::{Error, ErrorKind, NodeReport};
 use crate::net::{self, Enough};
@@ -159,21 +159,18 @@ impl Lease {
         if let Some((n, timeout)) = replicas {
             calls.push(Call::wait(n, timeout));
         }
-        let replicas = replicas.map(|(n, _)| (1, n));
+        let replicas = [replicas.map(|(n, _)| (1, n))];
         // An extension ends at its quorum, like a round: the slower nodes still run it.
-        let mut yes = 0;
+        let mut confirmations = Confirmations::new(nodes.len(), &replicas);
         let answers = net::exchange_until(
             nodes,
             &vec![&calls[..]; nodes.len()],
             Instant::now() + self.spec.node_timeout + self.spec.opts.replica_wait(),
             None,
-            &mut |_, answer| {
-                yes += usize::from(confirms(answer, 0, replicas));
-                Enough::when(yes >= self.spec.quorum)
-            },
+            &mut |_, answer| confirmations.count(answer),
         );
         let answers = net::unread_as_timeouts(answers);
-        let tally = Tally::of_ints(nodes, &answers, 0, replicas);
+        let tally = Tally::of_ints(nodes, &answers, 0, replicas[0]);
         let (result, callbacks) = self.settle_extend(t0, ttl, &tally, true);
         drop(op);
         fire(callbacks);

@@ -16,8 +16,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use super::cleanup::{self, Cleanup};
 use super::clock::{Clock, Stamp};
 use super::scripts::Call;
-use super::tally::{self, Tally, confirms};
-use crate::net::{self, Enough, Node};
+use super::tally::{Confirmations, Tally};
+use crate::net::{self, Node};
 use crate::process::PerProcess;
 use crate::sync::{LocalCondvar, LocalMutex};
 
@@ -437,25 +437,15 @@ fn renew_batch(fleet: &Fleet, chunk: &[(Arc<dyn Renewable>, Duration, u64)], nex
         .iter()
         .map(|(g, ..)| g.replica_wait().map(|(n, _)| (wait_at, n)))
         .collect();
-    // The pass ends at its quorum, like a round, once a quorum confirmed every extension in
-    // it: the slower nodes still run them, and their replies are read later.
-    let quorum = tally::quorum(nodes.len());
-    let mut yes = vec![0; held.len()];
-    let mut unconfirmed = held.len();
+    // The pass ends at its quorum, like a round: the slower nodes still run the extensions,
+    // and their replies are read later.
+    let mut confirmations = Confirmations::new(nodes.len(), &replicas);
     let answers = net::exchange_until(
         nodes,
         &vec![&calls[..]; nodes.len()],
         Instant::now() + timeout,
         None,
-        &mut |_, answer| {
-            for (j, yes) in yes.iter_mut().enumerate() {
-                if *yes < quorum && confirms(answer, j, replicas[j]) {
-                    *yes += 1;
-                    unconfirmed -= usize::from(*yes == quorum);
-                }
-            }
-            Enough::when(unconfirmed == 0)
-        },
+        &mut |_, answer| confirmations.count(answer),
     );
     let answers = net::unread_as_timeouts(answers);
     let mut callbacks = Vec::new();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use redis::Value;
 
 use crate::error::{Error, ErrorKind, NodeOutcome, NodeReport, outcome_of};
-use crate::net::{Answer, Failure, NetError, Node};
+use crate::net::{Answer, Enough, Failure, NetError, Node};
 
 /// How the nodes voted on one call of a round.
 #[derive(Default)]
@@ -155,16 +155,45 @@ impl Tally {
     }
 }
 
-/// Whether a node's answer confirms call `j` of scripts that answer 1 (yes), as
-/// [`Tally::of_ints`] counts it: with `replicas = Some((k, n))`, only if its `WAIT` (call `k`)
-/// reported at least `n` replicas. For a round that ends once a quorum confirmed.
-pub(crate) fn confirms(answer: &Answer, j: usize, replicas: Option<(usize, u32)>) -> bool {
-    let Ok(values) = answer else {
-        return false;
-    };
-    matches!(values.get(j), Some(Ok(Value::Int(1))))
-        && replicas
-            .is_none_or(|(k, wanted)| replicas_outcome(values.get(k), wanted) == NodeOutcome::Ok)
+/// The confirmations of a round of calls of scripts that answer 1 (yes), counted as the
+/// answers come in, as [`Tally::of_ints`] counts them: a round of extensions ends once a
+/// quorum confirmed each of its calls (the slower nodes still run them).
+pub(crate) struct Confirmations<'a> {
+    quorum: usize,
+    /// Per call `j`: `Some((k, n))` when its yes counts only if the node's `WAIT` (call `k`)
+    /// reported at least `n` replicas.
+    replicas: &'a [Option<(usize, u32)>],
+    yes: Vec<usize>,
+    unconfirmed: usize,
+}
+
+impl<'a> Confirmations<'a> {
+    /// For calls `0..replicas.len()` among `n` nodes.
+    pub(crate) fn new(n: usize, replicas: &'a [Option<(usize, u32)>]) -> Confirmations<'a> {
+        Confirmations {
+            quorum: quorum(n),
+            replicas,
+            yes: vec![0; replicas.len()],
+            unconfirmed: replicas.len(),
+        }
+    }
+
+    /// Counts one node's answer; whether a quorum has now confirmed every call.
+    pub(crate) fn count(&mut self, answer: &Answer) -> Enough {
+        if let Ok(values) = answer {
+            for (j, yes) in self.yes.iter_mut().enumerate() {
+                let confirmed = matches!(values.get(j), Some(Ok(Value::Int(1))))
+                    && self.replicas[j].is_none_or(|(k, wanted)| {
+                        replicas_outcome(values.get(k), wanted) == NodeOutcome::Ok
+                    });
+                if *yes < self.quorum && confirmed {
+                    *yes += 1;
+                    self.unconfirmed -= usize::from(*yes == self.quorum);
+                }
+            }
+        }
+        Enough::when(self.unconfirmed == 0)
+    }
 }
 
 /// What a node's `WAIT` reply means for a write that the node accepted: [`NodeOutcome::Ok`]
