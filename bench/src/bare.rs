@@ -2,7 +2,9 @@
 //! the library sends (made by the core itself, through its simulator interface, which builds
 //! each round as the library does), sent and read by redis-rs, without the library's
 //! transport, lease, guard or renewal around them. Its rows tell, in the same run, how much
-//! of a redmutex row is the requests themselves and how much the machinery around them.
+//! of a redmutex row is the requests themselves and how much the machinery around them; with
+//! the fenced floor's scripts in place of redmutex's ([`BareRequests::with_floor_scripts`]),
+//! how much of the requests is their keys and arguments and how much what the scripts do.
 
 use std::time::Duration;
 
@@ -14,13 +16,62 @@ use crate::lockers::{Locker, TTL};
 /// One node, one name, default options and the benchmark's TTL; one hold at a time.
 pub struct BareRequests {
     conn: redis::Connection,
-    lock: Lock,
-    /// The longest wait for a release signal (the library's default wait cap).
-    wait_cap: Duration,
+    /// The requests, made by the core once for a placeholder token and waiter id
+    /// ([`Templates`]): a request is its template with those two words replaced, so that the
+    /// rows time what is sent, not how the simulator interface makes it (it reads the core's
+    /// packed request back into words, several microseconds a request).
+    templates: Templates,
     /// Tokens are this prefix and a counter: unique within the benchmark's run.
     prefix: String,
     made: u64,
     held: Option<Vec<u8>>,
+}
+
+/// The core's requests for one lock, with [`TOKEN`] and [`WAITER`] where a call's token and
+/// waiter id go.
+struct Templates {
+    /// `try_lock`'s acquire (has not waited, will not wait).
+    try_acquire: Argv,
+    /// `lock`'s first acquire (announces the caller).
+    first: Argv,
+    /// The acquire pipelined behind the wait (has waited, announces).
+    after_wait: Argv,
+    /// The wait for a release signal, as long as the library's default wait cap.
+    blpop: Argv,
+    release: Argv,
+}
+
+const TOKEN: &[u8] = b"bare-template-token";
+const WAITER: &[u8] = b"bare-template-waiter";
+
+impl Templates {
+    fn new(lock: &Lock, wait_cap: Duration) -> Templates {
+        let acquire = |waited, announce| {
+            Round::new(lock, TOKEN.to_vec(), 0, waited, announce, WAITER)
+                .requests()
+                .remove(0)
+        };
+        Templates {
+            try_acquire: acquire(false, false),
+            first: acquire(false, true),
+            after_wait: acquire(true, true),
+            blpop: lock.blpop(wait_cap.as_micros() as u64),
+            release: lock.release(TOKEN, true),
+        }
+    }
+}
+
+/// `template` as a command, with `token` and `waiter` in their places.
+fn fill(template: &Argv, token: &[u8], waiter: &[u8]) -> redis::Cmd {
+    let mut c = redis::Cmd::new();
+    for word in template {
+        c.arg(match word.as_slice() {
+            TOKEN => token,
+            WAITER => waiter,
+            w => w,
+        });
+    }
+    c
 }
 
 impl BareRequests {
@@ -48,12 +99,34 @@ impl BareRequests {
         );
         Ok(BareRequests {
             conn,
-            lock,
-            wait_cap: opts.wait_cap,
+            templates: Templates::new(&lock, opts.wait_cap),
             prefix: format!("bare:{}:", std::process::id()),
             made: 0,
             held: None,
         })
+    }
+
+    /// The same requests, byte for byte but the script hash, run by the fenced floor's scripts
+    /// instead (`acquire`: `SET NX PX` of `KEYS[1]` to `ARGV[1]` for `ARGV[2]` ms and, when it
+    /// took the lock, `INCR` of `KEYS[2]`; `release`: compare-and-delete of `KEYS[1]` and
+    /// `ARGV[1]`), which read only the keys and arguments they need of those redmutex sends.
+    /// `try_lock` + `unlock` only.
+    pub fn with_floor_scripts(
+        url: &str,
+        key: &str,
+        acquire: &redis::Script,
+        release: &redis::Script,
+    ) -> Result<BareRequests, String> {
+        let mut bare = BareRequests::open(url, key)?;
+        for s in [acquire, release] {
+            s.prepare_invoke()
+                .load(&mut bare.conn)
+                .map_err(|e| e.to_string())?;
+        }
+        let t = &mut bare.templates;
+        t.try_acquire[1] = acquire.get_hash().as_bytes().to_vec();
+        t.release[1] = release.get_hash().as_bytes().to_vec();
+        Ok(bare)
     }
 
     /// Holds `token` when `reply` (to its acquire request) granted it.
@@ -69,21 +142,6 @@ impl BareRequests {
         self.made += 1;
         format!("{}{}", self.prefix, self.made).into_bytes()
     }
-
-    /// The acquire request of a round with `token` (`waited`: after a wait; `announce`: it
-    /// will wait if refused, announced by `waiter`).
-    fn acquire(&self, token: &[u8], waited: bool, announce: bool, waiter: &[u8]) -> redis::Cmd {
-        let round = Round::new(&self.lock, token.to_vec(), 0, waited, announce, waiter);
-        cmd(&round.requests()[0])
-    }
-}
-
-fn cmd(argv: &Argv) -> redis::Cmd {
-    let mut c = redis::Cmd::new();
-    for word in argv {
-        c.arg(word.as_slice());
-    }
-    c
 }
 
 /// A grant answers its fence, an integer; a refusal is an array.
@@ -101,15 +159,15 @@ impl Locker for BareRequests {
     fn lock(&mut self) -> Result<(), String> {
         let token = self.token();
         let waiter = token.clone();
-        let first = self.acquire(&token, false, true, &waiter);
+        let first = fill(&self.templates.first, &token, &waiter);
         let reply = first.query(&mut self.conn).map_err(|e| e.to_string())?;
         if self.take(token, reply)? {
             return Ok(());
         }
         loop {
             let token = self.token();
-            let blpop = cmd(&self.lock.blpop(self.wait_cap.as_micros() as u64));
-            let acquire = self.acquire(&token, true, true, &waiter);
+            let blpop = fill(&self.templates.blpop, b"", b"");
+            let acquire = fill(&self.templates.after_wait, &token, &waiter);
             let (_, reply): (Value, Value) = redis::pipe()
                 .add_command(blpop)
                 .add_command(acquire)
@@ -123,14 +181,14 @@ impl Locker for BareRequests {
 
     fn try_lock(&mut self) -> Result<bool, String> {
         let token = self.token();
-        let acquire = self.acquire(&token, false, false, b"");
+        let acquire = fill(&self.templates.try_acquire, &token, b"");
         let reply = acquire.query(&mut self.conn).map_err(|e| e.to_string())?;
         self.take(token, reply)
     }
 
     fn unlock(&mut self) -> Result<(), String> {
         let token = self.held.take().ok_or("unlock without a lock")?;
-        let released: i64 = cmd(&self.lock.release(&token, true))
+        let released: i64 = fill(&self.templates.release, &token, b"")
             .query(&mut self.conn)
             .map_err(|e| e.to_string())?;
         match released {

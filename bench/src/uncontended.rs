@@ -100,6 +100,9 @@ pub struct Uncontended {
     pub floor_multi: Samples,
     /// redmutex's own requests from a bare redis-rs connection (see `crate::bare`).
     pub bare1: Samples,
+    /// The same requests run by the fenced floor's scripts: redmutex's keys and arguments,
+    /// the floor's work on the server.
+    pub bare_floor1: Samples,
     pub redmutex1: Samples,
     pub redmutex5: Samples,
     /// redmutex's other kinds on one node: a permit of a 3-permit semaphore, a read hold, the
@@ -155,6 +158,12 @@ pub fn run(
     let mut fenced = FencedFloor::open(one)?;
     let mut multi_conn = conn(one)?;
     let mut bare1 = BareRequests::open(one, "bench:uncontended:bare")?;
+    let mut bare_floor1 = BareRequests::with_floor_scripts(
+        one,
+        "bench:uncontended:bare-floor",
+        &fenced.acquire,
+        &fenced.release,
+    )?;
     let mut m1 = RedmutexLocker::open(&[one.to_owned()], "bench:uncontended")?;
     let mut m5 = RedmutexLocker::open(five, "bench:uncontended")?;
     let mut r1 = RedlockLocker::open(&[one.to_owned()], "bench:uncontended:redlock");
@@ -237,6 +246,9 @@ pub fn run(
             }
         }),
         Measure::timed("bare1", plan.per_round, || try_unlock(&mut bare1)),
+        Measure::timed("bare_floor1", plan.per_round, || {
+            try_unlock(&mut bare_floor1)
+        }),
         Measure::timed("redmutex1", plan.per_round, || try_unlock(&mut m1)),
         Measure::timed("redmutex5", plan.per_round, || try_unlock(&mut m5)),
         Measure::timed("semaphore1", plan.per_round, || try_unlock(&mut sem1)),
@@ -294,6 +306,7 @@ pub fn run(
         floor_fenced: take("floor_fenced").unwrap_or_default(),
         floor_multi: take("floor_multi").unwrap_or_default(),
         bare1: take("bare1").unwrap_or_default(),
+        bare_floor1: take("bare_floor1").unwrap_or_default(),
         redmutex1: take("redmutex1").unwrap_or_default(),
         redmutex5: take("redmutex5").unwrap_or_default(),
         semaphore1: take("semaphore1").unwrap_or_default(),

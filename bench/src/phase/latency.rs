@@ -134,12 +134,21 @@ fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
             ratio(unc.floor_multi.median(), unc.floor1.median())
         )),
         Row::latency(
+            "context: redmutex's requests from bare redis-rs, run by the fenced floor's scripts",
+            unc.bare_floor1.clone(),
+        )
+        .result(format!(
+            "redmutex's keys and arguments (read holds, waiters, wake-up, window, fencing on), the floor's work on the server; {} the fenced floor",
+            ratio(unc.bare_floor1.median(), unc.floor_fenced.median()),
+        )),
+        Row::latency(
             "context: redmutex's requests from bare redis-rs: acquire script + release script",
             unc.bare1.clone(),
         )
         .result(format!(
-            "redmutex's requests without its transport, lease or renewal; {} the fenced floor; the 1-node row is {} it",
+            "redmutex's requests without its transport, lease or renewal; {} the fenced floor; {} the same requests run by the floor's scripts; the 1-node row is {} it",
             ratio(unc.bare1.median(), unc.floor_fenced.median()),
+            ratio(unc.bare1.median(), unc.bare_floor1.median()),
             ratio(unc.redmutex1.median(), unc.bare1.median())
         )),
     ]
