@@ -45,6 +45,9 @@ pub fn server_time(url: &str, n: usize) -> Result<ServerTime, String> {
 pub struct CpuPerCycle {
     pub client_us: f64,
     pub servers_us: f64,
+    /// The mean time a cycle of the same measure took (a floor made of mean CPU times
+    /// compares with a mean, not with a row's median).
+    pub wall_us: f64,
 }
 
 impl CpuPerCycle {
@@ -58,6 +61,11 @@ impl CpuPerCycle {
             None => (self.client_us + self.servers_us) / cpus.machine as f64,
         };
         (us * 1000.0) as u64
+    }
+
+    /// The mean time a cycle took while its CPU was measured, in ns.
+    pub fn wall_ns(&self) -> u64 {
+        (self.wall_us * 1000.0) as u64
     }
 }
 
@@ -100,23 +108,26 @@ pub fn cpu_per_cycle_alternating(
     }
     let servers = || -> Result<u64, String> { pids.iter().map(|p| cpu_ns(p)).sum() };
     let per_block = n.div_ceil(BLOCKS);
-    let mut spent = vec![(0, 0); cycles.len()];
+    let mut spent = vec![(0, 0, 0); cycles.len()];
     for _ in 0..BLOCKS {
         for (cycle, spent) in cycles.iter_mut().zip(&mut spent) {
             let (c0, s0) = (cpu_ns("thread-self")?, servers()?);
+            let t0 = std::time::Instant::now();
             for _ in 0..per_block {
                 cycle()?;
             }
+            let wall = t0.elapsed().as_nanos() as u64;
             let (c1, s1) = (cpu_ns("thread-self")?, servers()?);
-            *spent = (spent.0 + c1 - c0, spent.1 + s1 - s0);
+            *spent = (spent.0 + c1 - c0, spent.1 + s1 - s0, spent.2 + wall);
         }
     }
     let per = |ns: u64| ns as f64 / 1000.0 / (per_block * BLOCKS) as f64;
     Ok(spent
         .into_iter()
-        .map(|(client, servers)| CpuPerCycle {
+        .map(|(client, servers, wall)| CpuPerCycle {
             client_us: per(client),
             servers_us: per(servers),
+            wall_us: per(wall),
         })
         .collect())
 }
