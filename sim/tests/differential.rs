@@ -265,7 +265,7 @@ impl Gen {
             15 => vec!["LPOP", k],
             16 => vec![self.pick(&["LLEN", "EXISTS", "TYPE"]), k],
             17 => vec![
-                "LRANGE",
+                self.pick(&["LRANGE", "LRANGE", "LTRIM"]),
                 k,
                 self.pick(&["0", "1", "-1"]),
                 self.pick(&["-1", "0", "5"]),

@@ -124,6 +124,11 @@ pub static COMMANDS: &[Command] = &[
         run: list::lrange,
     },
     Command {
+        name: "ltrim",
+        arity: 4,
+        run: list::ltrim,
+    },
+    Command {
         name: "zadd",
         arity: -4,
         run: zset::zadd,

@@ -127,3 +127,25 @@ pub fn lrange(db: &mut Db, a: &[Vec<u8>]) -> Reply {
         },
     }
 }
+
+/// `LTRIM key start stop`: keeps the elements from `start` to `stop` (negative from the end);
+/// a range that keeps none deletes the key. The indices are checked before the key.
+pub fn ltrim(db: &mut Db, a: &[Vec<u8>]) -> Reply {
+    let (Some(start), Some(stop)) = (parse_i64(&a[1]), parse_i64(&a[2])) else {
+        return Reply::not_integer();
+    };
+    let key = &a[0];
+    match list_mut(db, key) {
+        Err(e) => return e,
+        Ok(None) => {}
+        Ok(Some(l)) => match index_range(start, stop, l.len()) {
+            None => l.clear(),
+            Some((s, e)) => {
+                l.truncate(e + 1);
+                l.drain(..s);
+            }
+        },
+    }
+    db.drop_if_empty(key);
+    Reply::ok()
+}
