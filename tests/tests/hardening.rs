@@ -591,3 +591,65 @@ fn a_release_after_every_announcement_ended_keeps_no_window() {
         "no wake-up for nobody"
     );
 }
+
+/// A release with a live waiter leaves exactly one wake-up signal (one waiter wakes per
+/// release), with the waiter's announcement as its expiry, whatever the wake-up key held
+/// before: nothing, signals that no waiter consumed (a waiter that gave up), or a value of
+/// another type written by someone else.
+#[test]
+fn a_release_with_a_waiter_leaves_one_wake_up_signal_whatever_the_key_held() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let (lock, fence, waiters, readers, wake) = (
+        "hardening:signal",
+        "{hardening:signal}:fence",
+        "{hardening:signal}:waiters",
+        "{hardening:signal}:readers",
+        "{hardening:signal}:wake",
+    );
+    let acquire = |conn: &mut redis::Connection, token: &str, announce_ms: &str, id: &str| {
+        redis::cmd("EVAL")
+            .arg(script("acquire"))
+            .arg(4)
+            .arg(&[lock, fence, readers, waiters][..])
+            .arg(&[token, "30000", "1", "0", announce_ms, id][..])
+            .query::<redis::Value>(conn)
+            .unwrap()
+    };
+    let before: [(&str, &[&str]); 3] = [
+        ("nothing", &[]),
+        ("two unconsumed signals", &["RPUSH", wake, "1", "1"]),
+        ("a string", &["SET", wake, "junk"]),
+    ];
+    for (what, setup) in before {
+        let _: i64 = conn.del(&[lock, fence, waiters, wake][..]).unwrap();
+        assert!(matches!(
+            acquire(&mut conn, "host:1:aa", "0", ""),
+            redis::Value::Int(_)
+        ));
+        assert!(matches!(
+            acquire(&mut conn, "host:2:bb", "5000", "waiter"),
+            redis::Value::Array(_)
+        ));
+        if let Some((cmd, args)) = setup.split_first() {
+            redis::cmd(cmd).arg(args).exec(&mut conn).unwrap();
+        }
+        let released: i64 = redis::cmd("EVAL")
+            .arg(script("release"))
+            .arg(3)
+            .arg(&[lock, wake, waiters][..])
+            .arg(&["host:1:aa", "20"][..])
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(released, 1, "{what}");
+        let signals: Vec<String> = conn.lrange(wake, 0, -1).unwrap();
+        assert_eq!(signals, ["1"], "{what}: one signal, for one waiter");
+        let pttl: i64 = conn.pttl(wake).unwrap();
+        assert!(
+            (4_000..=5_000).contains(&pttl),
+            "{what}: the signal lasts as long as the announcement, got {pttl} ms"
+        );
+        let window: String = conn.get(lock).unwrap();
+        assert_eq!(window, "", "{what}: the lock is kept for the waiter");
+    }
+}
