@@ -139,8 +139,10 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// the server more (a `ZRANGE` of the missing set cost 2–3 µs more per release, measured).
 ///
 /// A release with waiters is on the hand-off's path, usually on a server that sat idle while
-/// the lock was held, where every call a script makes costs many microseconds: it makes eight
-/// (expired announcements are dropped by those who count them, not here).
+/// the lock was held, where every call a script makes costs many microseconds: it makes seven
+/// (expired announcements are dropped by those who count them, not here). The one signal is
+/// pushed onto the list, which is empty unless a signal was left unconsumed (then trimmed to
+/// one), or replaced when the key holds something else.
 ///
 /// KEYS: lock, wake, waiters. ARGV: token, hand-off window ms.
 /// Returns 1 released, 0 missing (expired, or a hand-off our own release left: the same
@@ -155,8 +157,13 @@ if v == ARGV[1] then
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     if tonumber(last[2]) > now then
-      redis.call('DEL', KEYS[2])
-      redis.call('RPUSH', KEYS[2], '1')
+      local signals = redis.pcall('RPUSH', KEYS[2], '1')
+      if type(signals) ~= 'number' then
+        redis.call('DEL', KEYS[2])
+        redis.call('RPUSH', KEYS[2], '1')
+      elseif signals > 1 then
+        redis.call('LTRIM', KEYS[2], -1, -1)
+      end
       redis.call('PEXPIREAT', KEYS[2], last[2])
       if tonumber(ARGV[2]) > 0 then
         redis.call('SET', KEYS[1], '', 'PX', ARGV[2])
