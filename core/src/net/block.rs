@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::conn::{Connection, receive, set_timeouts};
+use super::conn::{Connection, receive, remaining, set_timeouts};
 use super::endpoint::Endpoint;
 use super::error::{Failure, NetError};
 use super::fanout::finish;
@@ -65,7 +65,18 @@ pub(crate) fn block_then<R: Request>(
     for r in then {
         r.write(&mut packed);
     }
-    let waited = set_timeouts(&conn, until)
+    // The block is read until `until`, but written like any request, within the node
+    // timeout (by when a connection was due, while that is still ahead): a request of a few
+    // hundred bytes needs no longer, and the next round on this connection (the release
+    // after a wait) then finds its write timeout already set.
+    let write_by = match until.min(connect_by) {
+        by if by > Instant::now() + Duration::from_millis(1) => by,
+        _ => until,
+    };
+    let waited = remaining(until)
+        .and_then(|left| Ok(conn.set_read_timeout(Some(left))?))
+        .and_then(|()| remaining(write_by))
+        .and_then(|left| Ok(conn.set_write_timeout(Some(left))?))
         .and_then(|()| Ok(conn.send_packed_command(&packed)?))
         .and_then(|()| Ok(conn.recv_response()?));
     // Redis ends a blocking command's timeout on its cron tick (every 100 ms at the default
