@@ -534,6 +534,58 @@ fn a_waiter_that_gave_up_leaves_no_place_behind() {
         .unwrap();
 }
 
+/// The mutex's keys for `name`, as the scripts take them, and its acquire and release run
+/// by hand (`EVAL`), for the tests that set up the keys around them.
+struct RawLock {
+    lock: String,
+    fence: String,
+    waiters: String,
+    readers: String,
+    wake: String,
+}
+
+impl RawLock {
+    fn new(name: &str) -> RawLock {
+        let companion = |suffix: &str| format!("{{{name}}}:{suffix}");
+        RawLock {
+            lock: name.to_owned(),
+            fence: companion("fence"),
+            waiters: companion("waiters"),
+            readers: companion("readers"),
+            wake: companion("wake"),
+        }
+    }
+
+    /// The acquire of `token` (TTL 30 s, fenced, has not waited), announcing `id` as a waiter
+    /// for `announce_ms` when refused.
+    fn acquire(
+        &self,
+        conn: &mut redis::Connection,
+        token: &str,
+        announce_ms: &str,
+        id: &str,
+    ) -> redis::Value {
+        redis::cmd("EVAL")
+            .arg(script("acquire"))
+            .arg(4)
+            .arg(&[&self.lock, &self.fence, &self.readers, &self.waiters][..])
+            .arg(&[token, "30000", "1", "0", announce_ms, id][..])
+            .query(conn)
+            .unwrap()
+    }
+
+    /// The release of `token` with a hand-off window of `window_ms`.
+    fn release(&self, conn: &mut redis::Connection, token: &str, window_ms: &str) -> i64 {
+        redis::cmd("EVAL")
+            .arg(script("release"))
+            .arg(3)
+            .arg(&[&self.lock, &self.wake, &self.waiters][..])
+            .arg(&[token, window_ms][..])
+            .query(conn)
+            .unwrap()
+    }
+}
+
 /// The release looks only at the announcement that ends last (a release with waiters is on
 /// the hand-off's path and drops nothing itself). A waiter that announced itself for long and
 /// left (its withdrawal removes its member, not the set's expiry) leaves behind a set that
@@ -543,21 +595,10 @@ fn a_waiter_that_gave_up_leaves_no_place_behind() {
 fn a_release_after_every_announcement_ended_keeps_no_window() {
     let server = RedisServer::start();
     let mut conn = server.conn();
-    let (lock, fence, waiters, readers, wake) = (
-        "hardening:ended",
-        "{hardening:ended}:fence",
-        "{hardening:ended}:waiters",
-        "{hardening:ended}:readers",
-        "{hardening:ended}:wake",
-    );
+    let raw = RawLock::new("hardening:ended");
+    let (lock, waiters, wake) = (&raw.lock, &raw.waiters, &raw.wake);
     let acquire = |conn: &mut redis::Connection, token: &str, announce_ms: &str, id: &str| {
-        redis::cmd("EVAL")
-            .arg(script("acquire"))
-            .arg(4)
-            .arg(&[lock, fence, readers, waiters][..])
-            .arg(&[token, "30000", "1", "0", announce_ms, id][..])
-            .query::<redis::Value>(conn)
-            .unwrap()
+        raw.acquire(conn, token, announce_ms, id)
     };
     // A grant answers its fence; a refusal `{0, pttl, holder}`.
     let refused = |reply: redis::Value| matches!(&reply, redis::Value::Array(items) if items.first() == Some(&redis::Value::Int(0)));
@@ -574,13 +615,7 @@ fn a_release_after_every_announcement_ended_keeps_no_window() {
         conn.exists::<_, bool>(waiters).unwrap(),
         "the set outlives its announcements"
     );
-    let released: i64 = redis::cmd("EVAL")
-        .arg(script("release"))
-        .arg(3)
-        .arg(&[lock, wake, waiters][..])
-        .arg(&["host:1:aa", "5000"][..])
-        .query(&mut conn)
-        .unwrap();
+    let released = raw.release(&mut conn, "host:1:aa", "5000");
     assert_eq!(released, 1);
     assert!(
         !conn.exists::<_, bool>(lock).unwrap(),
@@ -600,21 +635,10 @@ fn a_release_after_every_announcement_ended_keeps_no_window() {
 fn a_release_with_a_waiter_leaves_one_wake_up_signal_whatever_the_key_held() {
     let server = RedisServer::start();
     let mut conn = server.conn();
-    let (lock, fence, waiters, readers, wake) = (
-        "hardening:signal",
-        "{hardening:signal}:fence",
-        "{hardening:signal}:waiters",
-        "{hardening:signal}:readers",
-        "{hardening:signal}:wake",
-    );
+    let raw = RawLock::new("hardening:signal");
+    let (lock, wake) = (raw.lock.as_str(), raw.wake.as_str());
     let acquire = |conn: &mut redis::Connection, token: &str, announce_ms: &str, id: &str| {
-        redis::cmd("EVAL")
-            .arg(script("acquire"))
-            .arg(4)
-            .arg(&[lock, fence, readers, waiters][..])
-            .arg(&[token, "30000", "1", "0", announce_ms, id][..])
-            .query::<redis::Value>(conn)
-            .unwrap()
+        raw.acquire(conn, token, announce_ms, id)
     };
     let before: [(&str, &[&str]); 3] = [
         ("nothing", &[]),
@@ -622,7 +646,9 @@ fn a_release_with_a_waiter_leaves_one_wake_up_signal_whatever_the_key_held() {
         ("a string", &["SET", wake, "junk"]),
     ];
     for (what, setup) in before {
-        let _: i64 = conn.del(&[lock, fence, waiters, wake][..]).unwrap();
+        let _: i64 = conn
+            .del(&[lock, &raw.fence, &raw.waiters, wake][..])
+            .unwrap();
         assert!(matches!(
             acquire(&mut conn, "host:1:aa", "0", ""),
             redis::Value::Int(_)
@@ -634,13 +660,7 @@ fn a_release_with_a_waiter_leaves_one_wake_up_signal_whatever_the_key_held() {
         if let Some((cmd, args)) = setup.split_first() {
             redis::cmd(cmd).arg(args).exec(&mut conn).unwrap();
         }
-        let released: i64 = redis::cmd("EVAL")
-            .arg(script("release"))
-            .arg(3)
-            .arg(&[lock, wake, waiters][..])
-            .arg(&["host:1:aa", "20"][..])
-            .query(&mut conn)
-            .unwrap();
+        let released = raw.release(&mut conn, "host:1:aa", "20");
         assert_eq!(released, 1, "{what}");
         let signals: Vec<String> = conn.lrange(wake, 0, -1).unwrap();
         assert_eq!(signals, ["1"], "{what}: one signal, for one waiter");
