@@ -150,3 +150,114 @@ fn unblock(endpoint: &Arc<Endpoint>, id: i64, deadline: Instant) -> bool {
         Err(_) => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+    use std::process::{Child, Command as Process, Stdio};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::net::endpoint::Setup;
+
+    /// A `redis-server` of this test's own on a free loopback port, stopped by its pid when
+    /// dropped.
+    struct Server {
+        child: Child,
+        url: String,
+    }
+
+    impl Server {
+        fn start() -> Server {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let child = Process::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("redis-server (make deps installs it)");
+            let server = Server {
+                child,
+                url: format!("redis://127.0.0.1:{port}"),
+            };
+            let up = Instant::now() + Duration::from_secs(10);
+            let client = redis::Client::open(server.url.as_str()).unwrap();
+            while client
+                .get_connection_with_timeout(Duration::from_millis(100))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_err()
+            {
+                assert!(Instant::now() < up, "redis-server did not start");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            server
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// A wait whose time ran out before its block could be written (getting a connection
+    /// took it: a connection opened on a slow network, a client slowed down): nothing is
+    /// sent, so there is no block to end early and no reply to read behind it. It ends at
+    /// once as timed out, and its connection goes back in step.
+    #[test]
+    fn a_wait_whose_time_ran_out_before_the_block_was_written_sends_nothing() {
+        let server = Server::start();
+        let setup = Setup {
+            client_name: "block-test".into(),
+            connect_timeout: Duration::from_secs(2),
+            preload: Arc::new([]),
+            probe: None,
+        };
+        let node = Node::open(&server.url, setup, None).unwrap();
+        let slot = crate::net::key_slot(b"{w}:wake");
+        let mut blpop = redis::cmd("BLPOP");
+        blpop.arg("{w}:wake").arg("0.001");
+        let mut incr = redis::cmd("INCR");
+        incr.arg("{w}:ran");
+        let behind = Command::keyed(incr, slot);
+        let begun = Instant::now();
+        let blocked = block_then(
+            Blocking {
+                node: &node,
+                slot,
+                command: &Command::keyed(blpop, slot),
+                connect_by: begun + Duration::from_secs(2),
+                // The wait's time is already up.
+                until: begun,
+            },
+            &[&behind],
+            Duration::from_secs(1),
+            None,
+        );
+        let took = begun.elapsed();
+        assert!(
+            matches!(blocked, Blocked::TimedOut),
+            "a wait with no time left times out, without an answer to read"
+        );
+        assert!(
+            took < Duration::from_millis(500),
+            "it ended at once, took {took:?}"
+        );
+        let mut check = redis::Client::open(server.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let ran: Option<i64> = redis::cmd("GET").arg("{w}:ran").query(&mut check).unwrap();
+        assert_eq!(ran, None, "the request behind the block was never sent");
+        // The connection went back in step: the next request on it gets its own reply.
+        let endpoint = node.endpoint(slot, begun + Duration::from_secs(2)).unwrap();
+        let mut conn = endpoint.take().expect("the connection is back in the pool");
+        let pong: String = redis::cmd("PING").query(&mut *conn).unwrap();
+        assert_eq!(pong, "PONG");
+    }
+}
