@@ -18,7 +18,8 @@ pub(crate) enum Blocked {
     /// connection); the answer to the requests behind it, if there were any.
     Ended(Option<Answer>),
     /// It did not end by our own deadline: the connection was dropped (the requests behind
-    /// it still run when the server ends the block, followed by `on_fail`).
+    /// it still run when the server ends the block, followed by `on_fail`). Or the deadline
+    /// passed before it could be written: then nothing was sent.
     TimedOut,
     /// No connection could be had, or it broke (then `on_fail` could not follow the requests
     /// behind the block: they may have run, and are not undone).
@@ -60,6 +61,13 @@ pub(crate) fn block_then<R: Request>(
     let Ok((endpoint, mut conn)) = conn else {
         return Blocked::Failed;
     };
+    // Getting the connection may have taken the wait's time (one opened on a slow network,
+    // a client slowed down): then nothing is sent, and the connection goes back as it came.
+    // (Taken for a block that timed out, this read replies to requests never sent.)
+    let Ok(left) = remaining(until) else {
+        endpoint.put(conn);
+        return Blocked::TimedOut;
+    };
     let mut packed = Vec::new();
     command.write(&mut packed);
     for r in then {
@@ -73,12 +81,13 @@ pub(crate) fn block_then<R: Request>(
         by if by > Instant::now() + Duration::from_millis(1) => by,
         _ => until,
     };
-    let waited = remaining(until)
-        .and_then(|left| Ok(conn.set_read_timeout(Some(left))?))
-        .and_then(|()| remaining(write_by))
-        .and_then(|left| Ok(conn.set_write_timeout(Some(left))?))
-        .and_then(|()| Ok(conn.send_packed_command(&packed)?))
-        .and_then(|()| Ok(conn.recv_response()?));
+    let write = remaining(write_by).unwrap_or(left);
+    let waited = conn
+        .set_read_timeout(Some(left))
+        .and_then(|()| conn.set_write_timeout(Some(write)))
+        .and_then(|()| conn.send_packed_command(&packed))
+        .and_then(|()| conn.recv_response())
+        .map_err(NetError::from);
     // Redis ends a blocking command's timeout on its cron tick (every 100 ms at the default
     // hz 10), so a short block is often still pending at our deadline. Rather than drop the
     // connection (and open a new one for the next call), end the block now from another
