@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::proc::{Proc, num};
-use crate::stats::Samples;
+use crate::stats::{Rng, Samples};
 
 pub struct Handoff {
     pub samples: Samples,
@@ -141,22 +141,4 @@ fn blocked_clients(conn: &mut redis::Connection) -> Result<u64, String> {
         .find_map(|l| l.strip_prefix("blocked_clients:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0))
-}
-
-/// xorshift64*, seeded from the clock: the settle delays need spread, not secrecy.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new() -> Rng {
-        Rng(crate::stats::mono_ns() | 1)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let v = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d);
-        (v >> 11) as f64 / (1u64 << 53) as f64
-    }
 }

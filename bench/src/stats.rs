@@ -109,6 +109,40 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// xorshift64*: the settle delays and the order of measures need spread, not secrecy.
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded from the clock: another sequence each run.
+    pub fn new() -> Rng {
+        Rng::seeded(mono_ns())
+    }
+
+    /// The same sequence in every run.
+    pub fn seeded(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Shuffles `items` (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, (self.next() % (i as u64 + 1)) as usize);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

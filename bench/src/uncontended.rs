@@ -13,7 +13,7 @@ use crate::bare::BareRequests;
 use crate::lockers::{Locker, RedlockLocker, RedmutexLocker, Shared, TTL};
 use crate::quorum::QuorumPing;
 use crate::rslock::RslockChild;
-use crate::stats::{Samples, ns};
+use crate::stats::{Rng, Samples, ns};
 
 /// One measurement: a name, how it samples, and how many samples per round.
 struct Measure<'a> {
@@ -281,9 +281,9 @@ pub fn run(
     // faster or slower for it (a CPU kept busy by the row before wakes sooner), by up to a
     // third in full runs, and a fixed order gave each row the same neighbour every round.
     let mut order: Vec<usize> = (0..measures.len()).collect();
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut rng = Rng::seeded(0x9e37_79b9_7f4a_7c15);
     for round in 1..=plan.rounds {
-        shuffle(&mut order, &mut seed);
+        rng.shuffle(&mut order);
         for &i in &order {
             let m = &mut measures[i];
             m.run(m.per_round, true)?;
@@ -392,15 +392,4 @@ pub fn ping_probe(url: &str, n: usize) -> Result<u64, String> {
         }
     }
     Ok(Samples::new(v).median())
-}
-
-/// Shuffles `items` (Fisher–Yates) with a xorshift generator kept in `state`: the same orders
-/// in every run.
-fn shuffle(items: &mut [usize], state: &mut u64) {
-    for i in (1..items.len()).rev() {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        items.swap(i, (*state % (i as u64 + 1)) as usize);
-    }
 }

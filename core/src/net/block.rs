@@ -77,11 +77,7 @@ pub(crate) fn block_then<R: Request>(
     // timeout (by when a connection was due, while that is still ahead): a request of a few
     // hundred bytes needs no longer, and the next round on this connection (the release
     // after a wait) then finds its write timeout already set.
-    let write_by = match until.min(connect_by) {
-        by if by > Instant::now() + Duration::from_millis(1) => by,
-        _ => until,
-    };
-    let write = remaining(write_by).unwrap_or(left);
+    let write = remaining(connect_by).map_or(left, |w| w.min(left));
     let waited = conn
         .set_read_timeout(Some(left))
         .and_then(|()| conn.set_write_timeout(Some(write)))
