@@ -172,7 +172,7 @@ const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 /// Writes every request at once.
 pub(crate) fn send<R: Request>(
     conn: &mut Connection,
-    requests: &[&R],
+    requests: &[R],
     asking: bool,
     deadline: Instant,
 ) -> Result<(), RedisError> {
@@ -199,11 +199,12 @@ pub(crate) fn send<R: Request>(
 /// script the server lost), and every request without keys after them.
 pub(crate) fn receive<R: Request>(
     conn: &mut Connection,
-    requests: &[&R],
+    requests: &[R],
     asking: bool,
     deadline: Instant,
 ) -> RedisResult<Vec<RedisResult<Value>>> {
-    let mut values = Vec::with_capacity(requests.len());
+    // The replies as read, then each in its final form, in place.
+    let mut results: Vec<RedisResult<Value>> = Vec::with_capacity(requests.len());
     for r in requests {
         // Replies are read one node after another: when a slow node used up the deadline,
         // the replies that other nodes sent in time are still collected, with a token wait.
@@ -212,11 +213,13 @@ pub(crate) fn receive<R: Request>(
         if asking && r.slot().is_some() {
             conn.recv_response()?;
         }
-        values.push(conn.recv_response()?);
+        results.push(Ok(conn.recv_response()?));
     }
-    let mut results = Vec::with_capacity(values.len());
     let mut resent = false;
-    for (r, value) in requests.iter().zip(values) {
+    for (r, result) in requests.iter().zip(&mut results) {
+        let Ok(value) = std::mem::replace(result, Ok(Value::Nil)) else {
+            continue;
+        };
         let again = match r.resend(&value) {
             Some(packed) => Some(packed),
             None if resent && r.slot().is_none() => {
@@ -243,7 +246,7 @@ pub(crate) fn receive<R: Request>(
             }
             None => value,
         };
-        results.push(value.extract_error());
+        *result = value.extract_error();
     }
     Ok(results)
 }

@@ -187,9 +187,10 @@ impl Endpoint {
     pub(crate) fn take(&self) -> Option<Connection> {
         loop {
             let mut conn = self.take_owing()?;
-            if conn
-                .settle_owed(Instant::now() + Duration::from_millis(1))
-                .is_ok()
+            if conn.owed() == 0
+                || conn
+                    .settle_owed(Instant::now() + Duration::from_millis(1))
+                    .is_ok()
             {
                 return Some(conn);
             }

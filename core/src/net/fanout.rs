@@ -84,22 +84,17 @@ pub(crate) fn exchange_until<R: Request>(
     enough: &mut dyn FnMut(usize, &Answer) -> Enough,
 ) -> Vec<Option<Answer>> {
     debug_assert_eq!(nodes.len(), requests.len());
-    let started = Instant::now();
     let asked = |i: usize| requests[i].first().map(|r| r.slot().unwrap_or(0));
     // A first connection's time is not the round's.
-    let deadline = match warm_up(nodes, asked) {
-        true => deadline + started.elapsed(),
-        false => deadline,
-    };
+    let deadline = deadline + warm_up(nodes, asked);
     // One server, asked once: no legs to split, no threads to connect on, nothing to gather.
     if let ([node], [requests]) = (nodes, requests)
         && node.as_cluster().is_none()
         && !requests.is_empty()
     {
-        let answer = node.endpoint(0, deadline).and_then(|endpoint| {
-            let requests: Vec<&R> = requests.iter().collect();
-            connect_and_run(&endpoint, &requests, false, deadline, on_timeout)
-        });
+        let answer = node
+            .endpoint(0, deadline)
+            .and_then(|endpoint| connect_and_run(&endpoint, requests, false, deadline, on_timeout));
         let answer = typed(answer);
         enough(0, &answer);
         return vec![Some(answer)];
@@ -334,7 +329,7 @@ fn run<R: Request>(
 /// One exchange with one endpoint, on a pooled connection or a new one.
 fn connect_and_run<R: Request>(
     endpoint: &Arc<Endpoint>,
-    requests: &[&R],
+    requests: &[R],
     asking: bool,
     deadline: Instant,
     on_timeout: Option<&dyn Request>,

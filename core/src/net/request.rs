@@ -73,8 +73,10 @@ impl Request for Command {
 
 /// Appends one RESP bulk string.
 pub(crate) fn bulk(buf: &mut Vec<u8>, data: &[u8]) {
+    let len = Decimal::new(data.len() as u64);
+    buf.reserve(len.len() + data.len() + 5);
     buf.push(b'$');
-    buf.extend_from_slice(&Decimal::new(data.len() as u64));
+    buf.extend_from_slice(&len);
     buf.extend_from_slice(b"\r\n");
     buf.extend_from_slice(data);
     buf.extend_from_slice(b"\r\n");

@@ -2,6 +2,7 @@
 //! the round's time (and a lease's validity) does not include them.
 
 use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
 use super::node::Node;
 
@@ -9,21 +10,23 @@ use super::node::Node;
 /// its requests are about, in parallel, within the connect timeout (see [`Node::warm_up`]).
 /// Returns once a quorum (a majority) of the nodes is ready, so that a node that hangs (a
 /// host that is gone without a reset, a frozen server) costs only its own connect timeout,
-/// finished in the background, not every caller's. Whether there was any to open.
-pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) -> bool {
+/// finished in the background, not every caller's. Returns how long that took: zero, with
+/// no clock read, when no node was fresh (every round after a client's first).
+pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) -> Duration {
     let fresh = nodes.iter().filter(|n| n.is_fresh()).count();
     if fresh == 0 {
-        return false;
+        return Duration::ZERO;
     }
+    let started = Instant::now();
     let claimed: Vec<(usize, u16)> = (0..nodes.len())
         .filter_map(|i| slot(i).map(|s| (i, s)))
         .filter(|&(i, _)| nodes[i].claim_warm_up())
         .collect();
     match claimed.as_slice() {
-        [] => return false,
+        [] => return started.elapsed(),
         &[(i, slot)] if nodes.len() == 1 => {
             nodes[i].warm_up(slot);
-            return true;
+            return started.elapsed();
         }
         _ => {}
     }
@@ -55,5 +58,5 @@ pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) 
             Err(_) => break,
         }
     }
-    true
+    started.elapsed()
 }
