@@ -158,7 +158,7 @@ impl Plan {
                 if refusal.is_ok() {
                     refusal = super::shared::refusal(&self.spec, std::slice::from_ref(answer));
                 }
-                round.answer(i, &*nodes[i], answer.clone());
+                round.answer(i, &*nodes[i], answer);
                 match round.decided() && !round.all_answered() {
                     true => Enough::Yes {
                         undo: !round.granted(),
@@ -214,10 +214,16 @@ impl Plan {
             }
         }
         let round_was_granted = round.granted();
-        match round.finish(inner.clock.now()) {
+        let now = inner.clock.read();
+        match round.finish(now.stamp) {
             Ok(grant) => {
-                let lease = Arc::new(Lease::new(Arc::clone(&self.voters), &self.spec, grant));
-                let next = lease.next_check();
+                let lease = Arc::new(Lease::new(
+                    Arc::clone(&self.voters),
+                    &self.spec,
+                    grant,
+                    &now,
+                ));
+                let next = lease.next_check(&now);
                 let weak: Weak<dyn Renewable> = Arc::downgrade(&lease) as Weak<Lease>;
                 inner.renewer.schedule(next, weak, 0);
                 Attempt::Held(lease)

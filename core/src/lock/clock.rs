@@ -33,14 +33,38 @@ impl std::ops::Add<Duration> for Stamp {
     }
 }
 
+/// A reading of a [`Clock`] with the `Instant` read beside it: later readings of the clock
+/// convert to `Instant`s without reading either clock again.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reading {
+    pub(crate) stamp: Stamp,
+    pub(crate) instant: Instant,
+}
+
+impl Reading {
+    /// The `Instant` at which the clock will read `at`, as far as could be told at this
+    /// reading (the reading's instant, if the clock already read `at` then).
+    pub(crate) fn instant_of(&self, at: Stamp) -> Instant {
+        self.instant + at.since(self.stamp)
+    }
+}
+
 /// Where lease time comes from; tests drive their own.
 pub(crate) trait Clock: Send + Sync {
     fn now(&self) -> Stamp;
 
+    /// This clock's reading now, with the `Instant` now.
+    fn read(&self) -> Reading {
+        Reading {
+            stamp: self.now(),
+            instant: Instant::now(),
+        }
+    }
+
     /// The `Instant` at which this clock will read `at`, as far as can be told now (now, if
     /// it already did).
     fn instant_of(&self, at: Stamp) -> Instant {
-        Instant::now() + at.since(self.now())
+        self.read().instant_of(at)
     }
 }
 

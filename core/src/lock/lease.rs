@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::cleanup::Cleanup;
-use super::clock::Stamp;
+use super::clock::{Reading, Stamp};
 use super::proto::Spec;
 use super::proto::hold::{Due, Extended, Hold, Why};
 use super::proto::round::Grant;
@@ -58,8 +58,9 @@ pub(super) struct State {
 }
 
 impl Lease {
-    pub(crate) fn new(voters: Arc<Voters>, spec: &Spec, grant: Grant) -> Lease {
-        let valid_until_at = voters.clock.instant_of(grant.valid_until);
+    /// The lease of `grant`, made when the lease clock read `now`.
+    pub(crate) fn new(voters: Arc<Voters>, spec: &Spec, grant: Grant, now: &Reading) -> Lease {
+        let valid_until_at = now.instant_of(grant.valid_until);
         Lease {
             state: LocalMutex::new(State {
                 hold: Hold::new(spec, grant.t0, grant.valid_until),
@@ -96,9 +97,9 @@ impl Lease {
     }
 
     /// When the renew thread should look at this guard first.
-    pub(crate) fn next_check(&self) -> Instant {
+    pub(crate) fn next_check(&self, now: &Reading) -> Instant {
         let st = self.state.lock();
-        self.voters.clock.instant_of(st.hold.next_at(st.t0))
+        now.instant_of(st.hold.next_at(st.t0))
     }
 
     /// The extension of this lease to `ttl`: the extend script with its token.
@@ -115,12 +116,11 @@ impl Lease {
         tally: &Tally,
         set_ttl: bool,
     ) -> (Renewal, Vec<Callback>) {
-        let now = self.now();
-        let clock = &self.voters.clock;
+        let now = self.voters.clock.read();
         let mut st = self.state.lock();
-        match st.hold.extended(t0, ttl, tally, now, set_ttl) {
+        match st.hold.extended(t0, ttl, tally, now.stamp, set_ttl) {
             Extended::Renewed(next) => {
-                st.valid_until_at = clock.instant_of(st.hold.valid_until);
+                st.valid_until_at = now.instant_of(st.hold.valid_until);
                 st.t0 = t0;
                 let until = st.valid_until_at;
                 let told: Vec<Callback> = self
@@ -128,9 +128,9 @@ impl Lease {
                     .lock()
                     .clone()
                     .map_or(Vec::new(), |o| vec![Box::new(move || o(until))]);
-                (Renewal::Renewed(clock.instant_of(next)), told)
+                (Renewal::Renewed(now.instant_of(next)), told)
             }
-            Extended::Retry(at) => (Renewal::Retry(clock.instant_of(at)), Vec::new()),
+            Extended::Retry(at) => (Renewal::Retry(now.instant_of(at)), Vec::new()),
             Extended::Lost(why) => {
                 drop(st);
                 (Renewal::Gone, self.mark_lost(why))
@@ -311,7 +311,7 @@ mod tests {
             Some("test".into()),
             Arc::clone(&clock) as Arc<dyn Clock>,
         ));
-        let now = clock.now();
+        let now = clock.read();
         let spec = Spec::new(
             Arc::new(Keys::new(b"suspend")),
             MutexOptions::default(),
@@ -322,10 +322,10 @@ mod tests {
         let grant = Grant {
             token: b"test:00".to_vec(),
             fence: 1,
-            t0: now,
-            valid_until: now + Duration::from_secs(10),
+            t0: now.stamp,
+            valid_until: now.stamp + Duration::from_secs(10),
         };
-        let lease = Lease::new(voters, &spec, grant);
+        let lease = Lease::new(voters, &spec, grant, &now);
         assert!(lease.is_held());
         clock.advance(Duration::from_secs(9));
         assert!(lease.is_held());

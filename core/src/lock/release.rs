@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::clock::Stamp;
+use super::clock::{Reading, Stamp};
 use super::lease::Lease;
 use super::proto::release::ReleaseRound;
 use super::renew::{Renewable, Renewal, fire};
@@ -29,10 +29,10 @@ impl Lease {
             ));
         }
         let _op = self.op.lock();
-        let now = self.now();
+        let now = self.voters.clock.read();
         let (lost, valid_until, waiting) = {
             let mut st = self.state.lock();
-            let Ok(lost) = st.hold.release(now) else {
+            let Ok(lost) = st.hold.release(now.stamp) else {
                 return Err(Error::new(
                     ErrorKind::NotHeld,
                     "the lock was already released",
@@ -43,7 +43,7 @@ impl Lease {
         if waiting > 0 {
             self.lost_cv.notify_all();
         }
-        let (tally, pending) = self.release_everywhere(valid_until);
+        let (tally, pending) = self.release_everywhere(&now, valid_until);
         // Bookkeeping after the release is sent: a waiter's wake-up does not wait for it (no
         // callback runs once `released` is set, and the renew thread skips the guard).
         self.callbacks.lock().clear();
@@ -77,20 +77,19 @@ impl Lease {
     /// outage (a restart, a failover): for up to the connect timeout, and never past the
     /// lock's validity, after which it expires by itself.
     /// Returns the tally and how many nodes' answers were left to come (the release ended at
-    /// its quorum).
-    fn release_everywhere(&self, valid_until: Stamp) -> (Tally, usize) {
+    /// its quorum). `began` is the lease clock's reading when the release began.
+    fn release_everywhere(&self, began: &Reading, valid_until: Stamp) -> (Tally, usize) {
         let nodes = &self.voters.nodes;
         let call = release_call(&self.spec, &self.token, true);
-        let give_up = (Instant::now() + self.voters.connect_timeout)
-            .min(self.voters.clock.instant_of(valid_until));
+        let give_up =
+            (began.instant + self.voters.connect_timeout).min(began.instant_of(valid_until));
         let mut round = ReleaseRound::new(&self.spec, valid_until);
         loop {
-            let asked = round.asked().to_vec();
-            let calls = only_to(nodes.len(), &asked, &call);
+            let calls = only_to(nodes.len(), round.asked(), &call);
             let deadline = Instant::now() + self.spec.node_timeout;
             // A release ends at its quorum too: the slower nodes' releases still run, and
             // their replies are read before their connections' next use.
-            let mut left = asked.len();
+            let mut left = round.asked().len();
             let answers = net::exchange_until(nodes, &calls, deadline, None, &mut |i, answer| {
                 round.answer(i, answer.clone(), self.now());
                 left -= 1;
@@ -101,7 +100,9 @@ impl Lease {
             });
             let (tally, done) = round.settle(nodes);
             if done {
-                let unread = asked.iter().filter(|&&i| answers[i].is_none()).count();
+                let unread = (0..nodes.len())
+                    .filter(|&i| !calls[i].is_empty() && answers[i].is_none())
+                    .count();
                 return (tally, unread);
             }
             let pause = token::jitter(self.spec.opts.retry_delay);

@@ -19,13 +19,19 @@ use crate::options::MutexOptions;
 /// A Lua script with its SHA1, as Redis names it in EVALSHA.
 pub(crate) struct Script {
     source: &'static str,
-    hash: String,
+    /// `EVALSHA` and the hash, packed in RESP once: every invocation starts with them.
+    by_hash: Vec<u8>,
 }
 
 impl Script {
     pub(crate) fn new(source: &'static str) -> Script {
-        let hash = redis::Script::new(source).get_hash().to_owned();
-        Script { source, hash }
+        let mut by_hash = Vec::with_capacity(64);
+        bulk(&mut by_hash, b"EVALSHA");
+        bulk(
+            &mut by_hash,
+            redis::Script::new(source).get_hash().as_bytes(),
+        );
+        Script { source, by_hash }
     }
 
     /// The script text, for `SCRIPT LOAD` and `EVAL`.
@@ -35,11 +41,16 @@ impl Script {
 
     /// Packs an invocation: `EVALSHA hash` (`by_hash`) or `EVAL source`, then `body`.
     fn pack(&self, by_hash: bool, argc: usize, body: &[u8], buf: &mut Vec<u8>) {
-        let head = if by_hash { &self.hash } else { self.source };
-        buf.reserve(32 + head.len() + body.len());
-        array(buf, 2 + argc);
-        bulk(buf, if by_hash { b"EVALSHA" } else { b"EVAL" });
-        bulk(buf, head.as_bytes());
+        if by_hash {
+            buf.reserve(8 + self.by_hash.len() + body.len());
+            array(buf, 2 + argc);
+            buf.extend_from_slice(&self.by_hash);
+        } else {
+            buf.reserve(32 + self.source.len() + body.len());
+            array(buf, 2 + argc);
+            bulk(buf, b"EVAL");
+            bulk(buf, self.source.as_bytes());
+        }
         buf.extend_from_slice(body);
     }
 }
@@ -392,7 +403,7 @@ mod tests {
         for by_hash in [true, false] {
             let mut expected = if by_hash {
                 let mut c = redis::cmd("EVALSHA");
-                c.arg(RELEASE.hash.as_str());
+                c.arg(redis::Script::new(RELEASE.source()).get_hash());
                 c
             } else {
                 let mut c = redis::cmd("EVAL");

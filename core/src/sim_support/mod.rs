@@ -273,12 +273,12 @@ impl Round {
 
     /// Node `i`'s replies; `None` when its connection broke.
     pub fn answer(&mut self, lock: &Lock, i: usize, replies: Option<Vec<Reply>>) {
-        self.0.answer(i, &lock.seats[i], answer(replies));
+        self.0.answer(i, &lock.seats[i], &answer(replies));
     }
 
     /// Node `i` did not answer in time.
     pub fn timed_out(&mut self, lock: &Lock, i: usize) {
-        self.0.answer(i, &lock.seats[i], Err(NetError::timeout()));
+        self.0.answer(i, &lock.seats[i], &Err(NetError::timeout()));
     }
 
     /// Whether the answers so far decide the round.

@@ -194,27 +194,29 @@ impl AcquireRound {
     }
 
     /// Counts node `i`'s answer (`seat` names it). A second answer from one node is ignored.
-    pub(crate) fn answer(&mut self, i: usize, seat: &dyn Seat, answer: Answer) {
+    pub(crate) fn answer(&mut self, i: usize, seat: &dyn Seat, answer: &Answer) {
         if std::mem::replace(&mut self.answered[i], true) {
             return;
         }
         self.reported.push(i);
         let tally = &mut self.tally;
+        // The script's reply, and the `WAIT`'s behind it when one was sent.
         let (answer, waited) = match answer {
-            Ok(mut v) => {
-                let waited = (v.len() > 1).then(|| v.pop()).flatten();
-                (Ok(v.pop()), waited)
-            }
+            Ok(v) => match v.as_slice() {
+                [.., reply, waited] => (Ok(Some(reply)), Some(waited)),
+                [reply] => (Ok(Some(reply)), None),
+                [] => (Ok(None), None),
+            },
             Err(e) => (Err(e), None),
         };
         match answer {
             Ok(Some(Ok(Value::Int(fence)))) => {
                 let outcome = match self.min_replicas {
-                    Some(wanted) => replicas_outcome(waited.as_ref(), wanted),
+                    Some(wanted) => replicas_outcome(waited, wanted),
                     None => NodeOutcome::Ok,
                 };
                 if outcome == NodeOutcome::Ok {
-                    self.granted.push((i, fence.max(0) as u64));
+                    self.granted.push((i, (*fence).max(0) as u64));
                 } else {
                     // The node granted, but too few replicas have it: undo it there.
                     self.failed_midway.push(i);
@@ -241,7 +243,7 @@ impl AcquireRound {
             // A script that failed midway may have stored our token before it failed.
             Ok(Some(Err(e))) => {
                 self.failed_midway.push(i);
-                tally.fail(seat, e)
+                tally.fail(seat, e.clone())
             }
             Err(e) => {
                 // The undo queued behind the request could not be written: the connection
@@ -249,7 +251,7 @@ impl AcquireRound {
                 if e.followup_lost() || e.failure() == Failure::Dropped {
                     self.unanswered.push(i);
                 }
-                tally.fail(seat, e)
+                tally.fail(seat, e.clone())
             }
             other => tally.push(
                 seat,
