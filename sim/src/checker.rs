@@ -37,6 +37,10 @@ pub struct Violation {
     pub at: u64,
     /// What failed, as a sentence.
     pub what: String,
+    /// Whether it is the liveness property that failed (the lock free and wanted for too
+    /// long after the faults healed, or the clients stopped), rather than one about holders,
+    /// fences, leases or the keys a client left behind.
+    pub liveness: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -106,8 +110,12 @@ impl Checker {
     }
 
     fn fail(&mut self, at: u64, what: String) {
+        self.fail_as(at, what, false);
+    }
+
+    fn fail_as(&mut self, at: u64, what: String, liveness: bool) {
         if self.violation.is_none() {
-            self.violation = Some(Violation { at, what });
+            self.violation = Some(Violation { at, what, liveness });
         }
     }
 
@@ -255,9 +263,10 @@ impl Checker {
         let from = since.max(self.free_since).max(self.limits.quiet_from);
         if t > from + self.limits.liveness {
             let waited = (t - from) / 1000;
-            self.fail(
+            self.fail_as(
                 t,
                 format!("the lock was free and wanted for {waited} ms after every fault healed"),
+                true,
             );
         }
     }

@@ -1,13 +1,18 @@
 //! Negative controls: each deliberate mistake in the model client must be caught by the
-//! checker within a small budget of seeds, and its failing seed must replay the same failure.
+//! checker within a small budget of seeds, by a property about holders, fences, leases or
+//! leftover keys (not by liveness alone), and its failing seed must replay the same failure.
+//! The positive control: the model client making no mistake keeps every property, so that
+//! what catches a mistake is the mistake.
 
 use redmutex_sim::checker::Violation;
 use redmutex_sim::client::model::Controls;
-use redmutex_sim::world::{Config, run};
+use redmutex_sim::world::{Config, Driver, run};
 
 /// Seeds tried per control before the checker is declared blind to it.
 const BUDGET: u64 = 150;
 const BASE_SEED: u64 = 0xC7_0000;
+/// Seeds the model client without mistakes runs.
+const CLEAN_RUNS: u64 = 40;
 
 /// The first seed (and its violation) at which the checker catches `controls`.
 fn first_catch(controls: Controls) -> Option<(u64, Violation)> {
@@ -18,10 +23,44 @@ fn first_catch(controls: Controls) -> Option<(u64, Violation)> {
     })
 }
 
-fn caught_and_replayed(name: &str, controls: Controls) {
+/// The model client with no mistake, on the controls' first seeds: every property holds.
+#[test]
+fn the_model_client_without_mistakes_keeps_every_property() {
+    for seed in BASE_SEED..BASE_SEED + CLEAN_RUNS {
+        let mut cfg = Config::from_seed(seed, Controls::default());
+        cfg.driver = Driver::Model;
+        let out = run(cfg);
+        assert!(
+            out.violation.is_none(),
+            "seed {seed}: the model client without mistakes failed: {:?} ({} grants)",
+            out.violation,
+            out.grants
+        );
+    }
+}
+
+/// Whether a control's mistake shows as a failed liveness property (a key left behind that
+/// blocks the lock until it expires) or as a failed property about holders and leases.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Shows {
+    Liveness,
+    Safety,
+}
+
+fn caught_and_replayed(name: &str, controls: Controls, shows: Shows) {
     let Some((seed, v)) = first_catch(controls) else {
         panic!("the checker missed '{name}' in {BUDGET} seeds");
     };
+    let seen = if v.liveness {
+        Shows::Liveness
+    } else {
+        Shows::Safety
+    };
+    assert_eq!(
+        seen, shows,
+        "{name}: seed {seed} failed another kind of property than the mistake's: {}",
+        v.what
+    );
     eprintln!(
         "{name}: caught at seed {seed} ({} nodes): {}",
         Config::from_seed(seed, controls).nodes,
@@ -33,6 +72,16 @@ fn caught_and_replayed(name: &str, controls: Controls) {
         Some(&v),
         "{name}: seed {seed} did not replay its failure"
     );
+    // The same world with the model client making no mistake keeps every property: the
+    // mistake is what failed.
+    let mut clean = Config::from_seed(seed, Controls::default());
+    clean.driver = Driver::Model;
+    let clean = run(clean);
+    assert!(
+        clean.violation.is_none(),
+        "{name}: seed {seed} fails without the mistake too: {:?}",
+        clean.violation
+    );
 }
 
 #[test]
@@ -43,6 +92,7 @@ fn release_with_plain_del_is_caught() {
             release_with_del: true,
             ..Controls::default()
         },
+        Shows::Safety,
     );
 }
 
@@ -54,6 +104,7 @@ fn no_drift_allowance_is_caught() {
             no_drift: true,
             ..Controls::default()
         },
+        Shows::Safety,
     );
 }
 
@@ -65,6 +116,7 @@ fn unconditional_extend_is_caught() {
             unconditional_extend: true,
             ..Controls::default()
         },
+        Shows::Safety,
     );
 }
 
@@ -76,6 +128,7 @@ fn own_grant_counted_as_taken_is_caught() {
             own_grant_taken: true,
             ..Controls::default()
         },
+        Shows::Liveness,
     );
 }
 
@@ -87,5 +140,6 @@ fn validity_from_the_reply_is_caught() {
             validity_from_reply: true,
             ..Controls::default()
         },
+        Shows::Safety,
     );
 }

@@ -282,6 +282,7 @@ impl World {
             self.checker.violation = Some(Violation {
                 at: self.now,
                 what: "the clients stopped: nothing was left to happen before the run's end".into(),
+                liveness: true,
             });
         }
         Outcome {
