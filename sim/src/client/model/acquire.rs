@@ -52,7 +52,7 @@ impl ModelClient {
         self.script(
             node,
             "acquire",
-            &[LOCK, FENCE, WAITERS],
+            &[LOCK, FENCE, READERS, WAITERS],
             &args,
             Purpose::Acquire,
             out,

@@ -17,6 +17,8 @@ pub const LOCK: &str = "lock";
 const FENCE: &str = "{lock}:fence";
 const WAKE: &str = "{lock}:wake";
 const WAITERS: &str = "{lock}:waitq";
+/// Read holds on the lock's name: none in the simulated world, but the acquire script looks.
+const READERS: &str = "{lock}:readers";
 
 /// Deliberate mistakes, each off in a correct client.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
