@@ -152,7 +152,10 @@ pub struct Error {
     misconfigured: bool,
 }
 
+// The constructors are cold: every call site is an error path, laid out away from the code
+// that runs when a lock call succeeds.
 impl Error {
+    #[cold]
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error {
             kind,
@@ -163,6 +166,7 @@ impl Error {
         }
     }
 
+    #[cold]
     pub(crate) fn invalid(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::InvalidArgument, message)
     }
@@ -185,6 +189,7 @@ impl Error {
     /// Turns a per-node report into the error a caller sees: with one node, that node's own
     /// kind (connection, auth, server); with several, the kind all failing nodes share when they
     /// agree on auth, and `NoQuorum` otherwise.
+    #[cold]
     pub(crate) fn from_report(
         what: &str,
         fallback: ErrorKind,

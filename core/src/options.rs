@@ -30,12 +30,25 @@ pub fn default_node_timeout(ttl: Duration) -> Duration {
 }
 
 pub(crate) fn check_ttl(ttl: Duration) -> Result<(), Error> {
-    if ttl < MIN_TTL || ttl > MAX_TTL {
-        return Err(Error::invalid(format!(
-            "the TTL must be between {MIN_TTL:?} and {MAX_TTL:?}, got {ttl:?}"
-        )));
+    within("the TTL", ttl, MIN_TTL, MAX_TTL)
+}
+
+/// Checks that the option `what` is in `lo..=hi`. Every lock call checks its options: the
+/// message for one out of range is worded apart, off the path of the calls whose options are
+/// fine.
+fn within(what: &'static str, d: Duration, lo: Duration, hi: Duration) -> Result<(), Error> {
+    if d < lo || d > hi {
+        return Err(out_of_range(what, d, lo, hi));
     }
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_range(what: &str, d: Duration, lo: Duration, hi: Duration) -> Error {
+    Error::invalid(format!(
+        "{what} must be between {lo:?} and {hi:?}, got {d:?}"
+    ))
 }
 
 /// Options of one lock. Every default is a finite lease: nothing here means "never expires".
@@ -169,15 +182,6 @@ impl MutexOptions {
     pub fn validate(&self) -> Result<(), Error> {
         check_ttl(self.ttl)?;
         let ms = Duration::from_millis;
-        let within = |what: &str, d: Duration, lo: Duration, hi: Duration| {
-            if d < lo || d > hi {
-                Err(Error::invalid(format!(
-                    "{what} must be between {lo:?} and {hi:?}, got {d:?}"
-                )))
-            } else {
-                Ok(())
-            }
-        };
         if let Some(h) = self.max_hold {
             within("max_hold", h, MIN_TTL, Duration::from_secs(366 * 24 * 3600))?;
         }

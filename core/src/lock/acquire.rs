@@ -127,14 +127,7 @@ impl Plan {
             if let Some(check) = interrupted.as_mut()
                 && check()
             {
-                // The attempt behind the last wait may have taken the lock: give it back, or
-                // it would stay held (and unrenewed) for a whole TTL with nobody holding it.
-                if let Some(Attempt::Held(lease)) = made.take()
-                    && let Err(e) = lease.release()
-                {
-                    log::warn!("redmutex: releasing a lock taken as its wait was interrupted: {e}");
-                }
-                return Err(Error::new(ErrorKind::Interrupted, "the wait was interrupted").into());
+                return Err(interrupt(made.take()));
             }
         }
     }
@@ -242,6 +235,7 @@ impl Plan {
 
     /// Undoes what a refused round may have stored: now where it is known, in the background
     /// where the connection broke.
+    #[cold]
     pub(super) fn undo(&self, refused: &Refused, undo: &Call) {
         let inner = &*self.voters;
         if !refused.clean_up.is_empty() {
@@ -260,4 +254,17 @@ impl Plan {
             net::exchange(nodes, &calls, deadline, None);
         }
     }
+}
+
+/// The end of a wait that was interrupted: the attempt behind the last wait may have taken the
+/// lock; it is given back, or it would stay held (and unrenewed) for a whole TTL with nobody
+/// holding it.
+#[cold]
+fn interrupt(made: Option<Attempt>) -> TryLockError {
+    if let Some(Attempt::Held(lease)) = made
+        && let Err(e) = lease.release()
+    {
+        log::warn!("redmutex: releasing a lock taken as its wait was interrupted: {e}");
+    }
+    Error::new(ErrorKind::Interrupted, "the wait was interrupted").into()
 }

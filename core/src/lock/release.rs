@@ -49,26 +49,33 @@ impl Lease {
         self.callbacks.lock().clear();
         self.voters.renewer.forget();
         let n = self.spec.n;
-        if lost.is_some() || tally.refused > n - self.spec.quorum {
-            let what = match lost {
-                Some(why) => format!("the lock was lost before it was released: {why}"),
-                None => "the lock was lost before it was released".to_owned(),
-            };
-            return Err(
-                Error::from_report(&what, ErrorKind::Lost, tally.reports, None)
-                    .with_kind(ErrorKind::Lost),
-            );
-        }
-        if tally.yes >= self.spec.quorum {
+        if lost.is_none() && tally.refused <= n - self.spec.quorum && tally.yes >= self.spec.quorum
+        {
             return Ok(Released::from_tally(tally, pending));
         }
-        Err(Error::from_report(
-            "release was not confirmed by a quorum of nodes; the lock expires by its TTL",
-            ErrorKind::NoQuorum,
-            tally.reports,
-            tally.source,
-        ))
+        Err(unreleased(lost, tally, n - self.spec.quorum))
     }
+}
+
+/// Why a release did not succeed: the lock was lost before it (`lost`, or more than
+/// `tolerated` nodes said it is not ours), or too few nodes confirmed it.
+#[cold]
+#[inline(never)]
+fn unreleased(lost: Option<String>, tally: Tally, tolerated: usize) -> Error {
+    if lost.is_some() || tally.refused > tolerated {
+        let what = match lost {
+            Some(why) => format!("the lock was lost before it was released: {why}"),
+            None => "the lock was lost before it was released".to_owned(),
+        };
+        return Error::from_report(&what, ErrorKind::Lost, tally.reports, None)
+            .with_kind(ErrorKind::Lost);
+    }
+    Error::from_report(
+        "release was not confirmed by a quorum of nodes; the lock expires by its TTL",
+        ErrorKind::NoQuorum,
+        tally.reports,
+        tally.source,
+    )
 }
 
 impl Lease {

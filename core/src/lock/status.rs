@@ -7,7 +7,7 @@ use redis::Value;
 use super::acquire::Plan;
 use super::reply::{bytes, int};
 use super::scripts::{self, Call};
-use super::tally::Tally;
+use super::tally::{Tally, unexpected};
 use crate::error::{Error, ErrorKind, NodeOutcome};
 use crate::net;
 
@@ -54,10 +54,7 @@ impl Plan {
                     tally.push(&**node, NodeOutcome::Ok);
                 }
                 Ok(Some(Err(e))) | Err(e) => tally.fail(&**node, e),
-                other => tally.push(
-                    &**node,
-                    NodeOutcome::Error(format!("unexpected reply {other:?}")),
-                ),
+                other => tally.push(&**node, unexpected("reply", &other)),
             }
         }
         let quorum = self.voters.quorum;

@@ -143,10 +143,7 @@ impl Tally {
                         pttl_ms: -2,
                     },
                 ),
-                Ok(Some(Ok(other))) => t.push(
-                    node,
-                    NodeOutcome::Error(format!("unexpected reply {other:?}")),
-                ),
+                Ok(Some(Ok(other))) => t.push(node, unexpected("reply", other)),
                 Ok(Some(Err(e))) | Err(e) => t.fail(node, e.clone()),
                 Ok(None) => t.fail(node, NetError::timeout()),
             }
@@ -209,6 +206,14 @@ pub(crate) fn replicas_outcome(
             wanted,
         },
         Some(Err(e)) => outcome_of(e),
-        other => NodeOutcome::Error(format!("unexpected WAIT reply {other:?}")),
+        other => unexpected("WAIT reply", &other),
     }
+}
+
+/// A node's answer that no script returns, reported as such (`what`: which reply). Worded apart
+/// from the tallies, which count every answer of every round.
+#[cold]
+#[inline(never)]
+pub(crate) fn unexpected(what: &str, reply: &dyn std::fmt::Debug) -> NodeOutcome {
+    NodeOutcome::Error(format!("unexpected {what} {reply:?}"))
 }

@@ -32,6 +32,7 @@ impl Plan {
     /// With one node, the next attempt's requests are pipelined behind the `BLPOP`: Redis
     /// runs them the moment the wait ends, so a waiter learns of a release and takes the lock
     /// in one round trip. Their result is returned.
+    #[inline(never)]
     pub(super) fn wait_for_release(
         &self,
         i: usize,
@@ -91,6 +92,7 @@ impl Plan {
 
     /// Takes this call's waiter announcement back on every node (best effort, within the
     /// node timeout): a release then no longer keeps the lock, or a permit, for it.
+    #[cold]
     pub(super) fn withdraw(&self) {
         let Some(id) = self.waiter_id() else {
             return;

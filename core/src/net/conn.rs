@@ -215,8 +215,34 @@ pub(crate) fn receive<R: Request>(
         }
         results.push(Ok(conn.recv_response()?));
     }
+    // Only an error reply asks for its request in another form.
+    if results
+        .iter()
+        .any(|v| matches!(v, Ok(Value::ServerError(_))))
+    {
+        resend_where_asked(conn, requests, asking, deadline, &mut results)?;
+    }
+    for result in &mut results {
+        if let Ok(value) = std::mem::replace(result, Ok(Value::Nil)) {
+            *result = value.extract_error();
+        }
+    }
+    Ok(results)
+}
+
+/// Sends again, and reads the new replies of, the requests whose reply asks for another form,
+/// and every request without keys after the first of them.
+#[cold]
+#[inline(never)]
+fn resend_where_asked<R: Request>(
+    conn: &mut Connection,
+    requests: &[R],
+    asking: bool,
+    deadline: Instant,
+    results: &mut [RedisResult<Value>],
+) -> RedisResult<()> {
     let mut resent = false;
-    for (r, result) in requests.iter().zip(&mut results) {
+    for (r, result) in requests.iter().zip(results) {
         let Ok(value) = std::mem::replace(result, Ok(Value::Nil)) else {
             continue;
         };
@@ -246,9 +272,9 @@ pub(crate) fn receive<R: Request>(
             }
             None => value,
         };
-        *result = value.extract_error();
+        *result = Ok(value);
     }
-    Ok(results)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -99,6 +99,20 @@ pub(crate) fn exchange_until<R: Request>(
         enough(0, &answer);
         return vec![Some(answer)];
     }
+    fan_out(nodes, requests, deadline, on_timeout, enough)
+}
+
+/// [`exchange_until`] with several nodes, or a cluster: legs, threads to connect on, and the
+/// answers gathered. Kept apart from the one-node path, which stays small: a round's code
+/// competes for the instruction cache with redis-rs's and the kernel's.
+#[inline(never)]
+fn fan_out<R: Request>(
+    nodes: &[Arc<Node>],
+    requests: &[&[R]],
+    deadline: Instant,
+    on_timeout: Option<&dyn Request>,
+    enough: &mut dyn FnMut(usize, &Answer) -> Enough,
+) -> Vec<Option<Answer>> {
     let mut legs = Vec::with_capacity(nodes.len());
     for (i, node) in nodes.iter().enumerate() {
         if requests[i].is_empty() {

@@ -14,7 +14,7 @@ use crate::lock::clock::Stamp;
 use crate::lock::reply::{bytes, int};
 use crate::lock::scripts::{self, Call, millis};
 use crate::lock::shared;
-use crate::lock::tally::{Seat, Tally, replicas_outcome};
+use crate::lock::tally::{Seat, Tally, replicas_outcome, unexpected};
 use crate::net::{Answer, Failure, Request};
 use crate::options::drift;
 
@@ -253,10 +253,7 @@ impl AcquireRound {
                 }
                 tally.fail(seat, e.clone())
             }
-            other => tally.push(
-                seat,
-                NodeOutcome::Error(format!("unexpected reply {other:?}")),
-            ),
+            other => tally.push(seat, unexpected("reply", &other)),
         }
     }
 
@@ -351,6 +348,13 @@ impl AcquireRound {
                 valid_until,
             });
         }
+        Err(self.refuse())
+    }
+
+    /// The verdict of a round that did not take the lock: what to undo, and what next.
+    #[cold]
+    #[inline(never)]
+    fn refuse(self) -> Box<Refused> {
         // Not held: undo every grant, and on nodes whose script failed midway. Nodes that did
         // not answer in time have the undo queued behind our request, unless their connection
         // broke: they get it again on a fresh connection, in the background. Nodes that said
@@ -380,13 +384,13 @@ impl AcquireRound {
                     .into_error("fewer than a quorum of nodes answered", ErrorKind::NoQuorum),
             )
         };
-        Err(Box::new(Refused {
+        Box::new(Refused {
             clean_until: self.t0 + self.ttl,
             token: self.token,
             undo_on,
             clean_up: self.unanswered,
             next,
-        }))
+        })
     }
 }
 

@@ -10,7 +10,7 @@ use crate::lock::acquire::Plan;
 use crate::lock::proto::Kind;
 use crate::lock::reply::{bytes, int};
 use crate::lock::scripts::Call;
-use crate::lock::tally::Tally;
+use crate::lock::tally::{Tally, unexpected};
 use crate::lock::{Keys, LockStatus};
 use crate::net;
 
@@ -69,10 +69,7 @@ impl Plan {
                     tally.push(&**node, NodeOutcome::Ok);
                 }
                 Ok(Some(Err(e))) | Err(e) => tally.fail(&**node, e),
-                other => tally.push(
-                    &**node,
-                    NodeOutcome::Error(format!("unexpected reply {other:?}")),
-                ),
+                other => tally.push(&**node, unexpected("reply", &other)),
             }
         }
         let quorum = self.voters.quorum;
