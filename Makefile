@@ -70,8 +70,8 @@ demo: deps-redis
 BENCH_ARGS ?=
 bench: deps
 	bench/python/setup.sh || echo "bench: Python setup failed; those rows will be skipped" >&2
-	cargo build --release -p redmutex-ffi -p redmutex-bench
-	"$(TARGET_DIR)/release/redmutex-bench" --write $(BENCH_ARGS)
+	cargo build --profile dist -p redmutex-ffi -p redmutex-bench
+	"$(TARGET_DIR)/dist/redmutex-bench" --write $(BENCH_ARGS)
 
 # Installs libredmutex (libredmutex.so.X.Y.Z with its SONAME links, and .a), the headers,
 # redmutex.pc, the CMake package and the licenses, so that

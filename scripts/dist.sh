@@ -22,16 +22,16 @@ rm -rf dist
 mkdir -p dist
 
 # abi3 (pyo3's abi3-py39): one wheel for every CPython from 3.9 on.
-maturin build --release --strip --zig --compatibility manylinux2014 --manifest-path py/Cargo.toml \
+maturin build --profile dist --strip --zig --compatibility manylinux2014 --manifest-path py/Cargo.toml \
   --interpreter "$PWD/.venv/bin/python" --out dist
 maturin sdist --manifest-path py/Cargo.toml --out dist
 
 name="redmutex-$version-$target"
 stage="$PWD/dist/$name"
 scripts/install-c.sh "$stage"
-cargo build --release -p redmutex-cli
-install -D -m 755 "$target_dir/release/redmutex" "$stage/bin/redmutex"
-# The release profile keeps line tables for the developers' backtraces; users get the code.
+cargo build --profile dist -p redmutex-cli
+install -D -m 755 "$target_dir/dist/redmutex" "$stage/bin/redmutex"
+# The dist profile (the release one's) keeps line tables for the developers' backtraces; users get the code.
 strip --strip-debug "$stage/bin/redmutex" "$stage/lib/libredmutex.so.$version" \
   "$stage/lib/libredmutex.a"
 tar -C dist --owner=0 --group=0 --numeric-owner -czf "dist/$name.tar.gz" "$name"

@@ -18,14 +18,15 @@ version=$(scripts/version.sh)
 IFS=. read -r major minor _ <<<"$version"
 target_dir=${CARGO_TARGET_DIR:-target}
 
-cargo build --release -p redmutex-ffi
+# The dist profile: the release build optimized across crates (see Cargo.toml).
+cargo build --profile dist -p redmutex-ffi
 # The include directory as seen from the library directory, for the relocatable files.
 include_from_libdir=$(realpath -m --relative-to="$libdir" "$includedir")
 
 install -d "$dest$libdir/pkgconfig" "$dest$libdir/cmake/redmutex" "$dest$includedir" \
   "$dest$prefix/share/licenses/redmutex"
-install -m 644 "$target_dir/release/libredmutex.a" "$dest$libdir/"
-install -m 755 "$target_dir/release/libredmutex.so" "$dest$libdir/libredmutex.so.$version"
+install -m 644 "$target_dir/dist/libredmutex.a" "$dest$libdir/"
+install -m 755 "$target_dir/dist/libredmutex.so" "$dest$libdir/libredmutex.so.$version"
 ln -sfn "libredmutex.so.$version" "$dest$libdir/libredmutex.so.$major"
 ln -sfn "libredmutex.so.$major" "$dest$libdir/libredmutex.so"
 install -m 644 include/redmutex.h include/redmutex.hpp "$dest$includedir/"

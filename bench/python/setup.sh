@@ -20,9 +20,10 @@ if ((${#missing[@]})); then
 fi
 
 # `maturin develop` (as scripts/test-py.sh runs it) installs a debug build; the benchmark wants
-# the optimized one. scripts/test-py.sh puts its debug build back.
+# the optimized one, built as the wheel is (the dist profile). scripts/test-py.sh puts its
+# debug build back.
 export VIRTUAL_ENV="$PWD/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
-if ! maturin develop --release --quiet --manifest-path py/Cargo.toml >/dev/null; then
+if ! maturin develop --profile dist --quiet --manifest-path py/Cargo.toml >/dev/null; then
   echo "bench setup: could not build the redmutex Python binding; its row will be skipped" >&2
 fi

@@ -222,7 +222,8 @@ impl CProgram {
 }
 
 /// Compiles bench/c/uncontended.c against include/redmutex.h and the libredmutex next to this
-/// binary (`cargo build --release -p redmutex-ffi`).
+/// binary (built with the same profile: `cargo build --profile dist -p redmutex-ffi` for the
+/// bench that `make bench` builds).
 pub fn c_program(root: Option<&Path>) -> Result<CProgram, String> {
     let root = root.ok_or("the repository was not found")?;
     let header = root.join("include/redmutex.h");
@@ -242,12 +243,8 @@ pub fn c_program(root: Option<&Path>) -> Result<CProgram, String> {
         .to_path_buf();
     if !libdir.join("libredmutex.so").is_file() {
         return Err(format!(
-            "libredmutex.so is not built next to the bench binary; run `cargo build {}-p redmutex-ffi`",
-            if cfg!(debug_assertions) {
-                ""
-            } else {
-                "--release "
-            }
+            "libredmutex.so is not built next to the bench binary; run `cargo build --profile {} -p redmutex-ffi`",
+            crate::report::build_profile()
         ));
     }
     let dir = redmutex_tests::TempDir::new("redmutex-bench-c");
@@ -282,7 +279,8 @@ pub fn c_program(root: Option<&Path>) -> Result<CProgram, String> {
             .unwrap_or("")
             .trim();
         return Err(format!(
-            "bench/c/uncontended.c did not build against include/redmutex.h and libredmutex              (a stale library? `cargo build --release -p redmutex-ffi`): {first}"
+            "bench/c/uncontended.c did not build against include/redmutex.h and libredmutex              (a stale library? `cargo build --profile {} -p redmutex-ffi`): {first}",
+            crate::report::build_profile()
         ));
     }
     Ok(CProgram { _dir: dir, prog })

@@ -242,14 +242,7 @@ impl Machine {
         if let Some(py) = python {
             facts.push(("Python".to_owned(), py.to_owned()));
         }
-        facts.push((
-            "bench build".to_owned(),
-            if cfg!(debug_assertions) {
-                "debug".to_owned()
-            } else {
-                "release".to_owned()
-            },
-        ));
+        facts.push(("bench build".to_owned(), build_profile()));
         Machine { facts }
     }
 
@@ -390,6 +383,27 @@ cargo run --release -p redmutex-bench -- --quick       # < 30 s, prints the tabl
 cargo run --release -p redmutex-bench -- --no-compare  # redmutex rows only\n\
 ```\n\n\
 `make bench` first prepares `.venv` (`bench/python/setup.sh`: the pinned Python locks and a \
-release build of the Python binding) and builds the C library, then runs \
+build of the Python binding as the wheel is built) and builds the C library and the bench \
+with the `dist` profile (the release build optimized across crates, as shipped), then runs \
 `redmutex-bench --write`. The bench never fails on a missed target: it reports. \
 `cargo test -p redmutex-bench` runs the quick mode once.\n";
+
+/// The cargo profile this bench was built with: the name of the directory its binary is in
+/// (`target/dist/`, `target/release/`, `target/debug/`; a test binary's `deps/` is inside it).
+pub fn build_profile() -> String {
+    let exe = std::env::current_exe().ok();
+    let mut dir = exe.as_deref().and_then(std::path::Path::parent);
+    if dir.and_then(|d| d.file_name()).is_some_and(|n| n == "deps") {
+        dir = dir.and_then(std::path::Path::parent);
+    }
+    dir.and_then(|d| d.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| {
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
+            .to_owned()
+        })
+}
