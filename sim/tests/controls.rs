@@ -6,7 +6,7 @@
 
 use redmutex_sim::checker::Violation;
 use redmutex_sim::client::model::Controls;
-use redmutex_sim::world::{Config, Driver, run};
+use redmutex_sim::world::{Config, Driver, Outcome, run};
 
 /// Seeds tried per control before the checker is declared blind to it.
 const BUDGET: u64 = 150;
@@ -23,13 +23,18 @@ fn first_catch(controls: Controls) -> Option<(u64, Violation)> {
     })
 }
 
+/// The world of `seed` with the model client making no mistake.
+fn clean_run(seed: u64) -> Outcome {
+    let mut cfg = Config::from_seed(seed, Controls::default());
+    cfg.driver = Driver::Model;
+    run(cfg)
+}
+
 /// The model client with no mistake, on the controls' first seeds: every property holds.
 #[test]
 fn the_model_client_without_mistakes_keeps_every_property() {
     for seed in BASE_SEED..BASE_SEED + CLEAN_RUNS {
-        let mut cfg = Config::from_seed(seed, Controls::default());
-        cfg.driver = Driver::Model;
-        let out = run(cfg);
+        let out = clean_run(seed);
         assert!(
             out.violation.is_none(),
             "seed {seed}: the model client without mistakes failed: {:?} ({} grants)",
@@ -74,9 +79,7 @@ fn caught_and_replayed(name: &str, controls: Controls, shows: Shows) {
     );
     // The same world with the model client making no mistake keeps every property: the
     // mistake is what failed.
-    let mut clean = Config::from_seed(seed, Controls::default());
-    clean.driver = Driver::Model;
-    let clean = run(clean);
+    let clean = clean_run(seed);
     assert!(
         clean.violation.is_none(),
         "{name}: seed {seed} fails without the mistake too: {:?}",
