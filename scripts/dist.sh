@@ -31,7 +31,8 @@ stage="$PWD/dist/$name"
 scripts/install-c.sh "$stage"
 cargo build --profile dist -p redmutex-cli
 install -D -m 755 "$target_dir/dist/redmutex" "$stage/bin/redmutex"
-# The dist profile (the release one's) keeps line tables for the developers' backtraces; users get the code.
+# The dist profile keeps the release one's line tables for the developers' backtraces; users
+# get the code.
 strip --strip-debug "$stage/bin/redmutex" "$stage/lib/libredmutex.so.$version" \
   "$stage/lib/libredmutex.a"
 tar -C dist --owner=0 --group=0 --numeric-owner -czf "dist/$name.tar.gz" "$name"

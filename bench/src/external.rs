@@ -279,7 +279,7 @@ pub fn c_program(root: Option<&Path>) -> Result<CProgram, String> {
             .unwrap_or("")
             .trim();
         return Err(format!(
-            "bench/c/uncontended.c did not build against include/redmutex.h and libredmutex              (a stale library? `cargo build --profile {} -p redmutex-ffi`): {first}",
+            "bench/c/uncontended.c did not build against include/redmutex.h and libredmutex (a stale library? `cargo build --profile {} -p redmutex-ffi`): {first}",
             crate::report::build_profile()
         ));
     }

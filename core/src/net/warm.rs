@@ -10,8 +10,9 @@ use super::node::Node;
 /// its requests are about, in parallel, within the connect timeout (see [`Node::warm_up`]).
 /// Returns once a quorum (a majority) of the nodes is ready, so that a node that hangs (a
 /// host that is gone without a reset, a frozen server) costs only its own connect timeout,
-/// finished in the background, not every caller's. Returns how long that took: zero, with
-/// no clock read, when no node was fresh (every round after a client's first).
+/// finished in the background, not every caller's. Returns how long that took: zero when it
+/// opened none (no node was fresh, as for every round after a client's first, or other
+/// callers are opening them), with no clock read in the common case.
 pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) -> Duration {
     let fresh = nodes.iter().filter(|n| n.is_fresh()).count();
     if fresh == 0 {
@@ -23,7 +24,7 @@ pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) 
         .filter(|&(i, _)| nodes[i].claim_warm_up())
         .collect();
     match claimed.as_slice() {
-        [] => return started.elapsed(),
+        [] => return Duration::ZERO,
         &[(i, slot)] if nodes.len() == 1 => {
             nodes[i].warm_up(slot);
             return started.elapsed();
