@@ -673,3 +673,36 @@ fn a_release_with_a_waiter_leaves_one_wake_up_signal_whatever_the_key_held() {
         assert_eq!(window, "", "{what}: the lock is kept for the waiter");
     }
 }
+
+/// A `lock` announces its caller as a waiter wherever a round is refused. When a quorum
+/// grants while a minority still refuses (here a node holding a foreign value), the granted
+/// call is no waiter any more: it takes its announcement back there, in the background (the
+/// refusal may come after the quorum). Left, it would live on for the longest wait, and every
+/// release on that node until then would keep the lock for nobody through a hand-off window
+/// and push a wake-up signal for nobody.
+#[test]
+fn a_call_granted_by_a_quorum_takes_back_its_announcement_where_refused() {
+    let servers = redmutex_tests::RedisServers::start(3);
+    let mut conns: Vec<_> = servers.iter().map(|s| s.conn()).collect();
+    let name = "hardening:announced";
+    let _: () = conns[2].set(name, "foreign").unwrap();
+    let client = Client::builder().nodes(servers.urls()).build().unwrap();
+    // Announcements that would live 5 s: long after the wait below.
+    let opts = redmutex::MutexOptions::default().with_wait_cap(Duration::from_secs(5));
+    let guard = client.mutex(name).options(opts).lock().unwrap();
+    let announced = |c: &mut redis::Connection| -> u64 {
+        redis::cmd("ZCARD")
+            .arg(format!("{{{name}}}:waitq"))
+            .query(c)
+            .unwrap()
+    };
+    let withdrawn = wait_until(Duration::from_secs(1), || {
+        conns.iter_mut().all(|c| announced(c) == 0)
+    });
+    let left: Vec<u64> = conns.iter_mut().map(announced).collect();
+    assert!(
+        withdrawn,
+        "announcements left 1 s after the grant, by node: {left:?}"
+    );
+    guard.unlock().unwrap();
+}
