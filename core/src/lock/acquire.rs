@@ -209,7 +209,18 @@ impl Plan {
         let round_was_granted = round.granted();
         let now = inner.clock.read();
         match round.finish(now.stamp) {
-            Ok(grant) => {
+            Ok(mut grant) => {
+                // Granted by a quorum without some nodes: where this call announced itself
+                // as a waiter, it is one no more (in the background, off the caller's path:
+                // some of those nodes may not have answered yet).
+                if !grant.not_granted.is_empty()
+                    && let Some(id) = self.waiter.get()
+                {
+                    let until = Instant::now() + self.spec.announce(true);
+                    let nodes = std::mem::take(&mut grant.not_granted);
+                    let withdraw = Cleanup::withdraw(&self.spec, id, nodes, until);
+                    inner.renewer.clean_up(withdraw);
+                }
                 let lease = Arc::new(Lease::new(
                     Arc::clone(&self.voters),
                     &self.spec,

@@ -1,23 +1,26 @@
 //! Clean-ups: a token-checked release that must reach some nodes although the connection it
 //! would have gone on is gone — an attempt's grant whose reply was lost to a reset, or the key
-//! of a guard that learned it was lost. They are sent on fresh connections by the renew
-//! thread, again until every node answered or the token's key would have expired anyway.
+//! of a guard that learned it was lost — or the withdrawal of a waiter's announcement on the
+//! nodes that did not grant the call that made it. They are sent on fresh connections by the
+//! renew thread, again until every node answered or what they remove would have expired
+//! anyway.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::proto::Spec;
+use super::proto::{Kind, Spec};
 use super::scripts::Call;
 use super::shared::release_call;
 use super::token;
-use crate::net::{self, Node};
+use crate::net::{self, Command, Node, key_slot};
 
-/// One clean-up: a release of one token on some nodes.
+/// One clean-up: a release of one token, or a withdrawal, on some nodes.
 pub(crate) struct Cleanup {
-    /// The release, with no hand-off window: nobody released the lock on purpose.
-    pub(crate) release: Call,
+    /// The release, with no hand-off window (nobody released the lock on purpose); or the
+    /// withdrawal's `ZREM`s. The first one's reply tells whether a node is done.
+    pub(crate) calls: Vec<Call>,
     /// The nodes (indices) that have not answered yet.
     pub(crate) nodes: Vec<usize>,
     /// When to send it next.
@@ -36,9 +39,20 @@ pub(crate) struct Cleanup {
 impl Cleanup {
     /// A clean-up of `token`'s key on `nodes` until `until`, starting now.
     pub(crate) fn new(spec: &Spec, token: &[u8], nodes: Vec<usize>, until: Instant) -> Cleanup {
+        Cleanup::of(spec, vec![release_call(spec, token, false)], nodes, until)
+    }
+
+    /// The withdrawal of the waiter announcement `id` on `nodes`, until it would have ended
+    /// anyway (`until`). A node that has no such announcement yet is asked again for a node
+    /// timeout: the request that makes it may still be on its way.
+    pub(crate) fn withdraw(spec: &Spec, id: &[u8], nodes: Vec<usize>, until: Instant) -> Cleanup {
+        Cleanup::of(spec, withdraw_calls(spec, id), nodes, until)
+    }
+
+    fn of(spec: &Spec, calls: Vec<Call>, nodes: Vec<usize>, until: Instant) -> Cleanup {
         let now = Instant::now();
         Cleanup {
-            release: release_call(spec, token, false),
+            calls,
             nodes,
             at: now,
             until,
@@ -49,6 +63,24 @@ impl Cleanup {
     }
 }
 
+/// The `ZREM`s that take the waiter announcement `id` back: from the waiters, and from the
+/// waiting readers for a read hold.
+pub(crate) fn withdraw_calls(spec: &Spec, id: &[u8]) -> Vec<Call> {
+    let keys = &spec.keys;
+    let mut lists = vec![&keys.waiters];
+    if spec.kind == Kind::Read {
+        lists.push(&keys.readq);
+    }
+    lists
+        .into_iter()
+        .map(|list| {
+            let mut zrem = redis::cmd("ZREM");
+            zrem.arg(list.as_slice()).arg(id);
+            Call::Command(Command::keyed(zrem, key_slot(list)))
+        })
+        .collect()
+}
+
 /// Sends every due clean-up in one round (pipelined per node), and returns those that some
 /// node has not answered yet while there is time left, each to be tried again later (the
 /// pause doubles, up to a second: a node that is gone costs little).
@@ -56,7 +88,7 @@ pub(crate) fn run(due: Vec<Cleanup>, nodes: &[Arc<Node>]) -> Vec<Cleanup> {
     let mut calls: Vec<Vec<&Call>> = vec![Vec::new(); nodes.len()];
     for c in &due {
         for &i in &c.nodes {
-            calls[i].push(&c.release);
+            calls[i].extend(&c.calls);
         }
     }
     let slices: Vec<&[&Call]> = calls.iter().map(Vec::as_slice).collect();
@@ -70,9 +102,9 @@ pub(crate) fn run(due: Vec<Cleanup>, nodes: &[Arc<Node>]) -> Vec<Cleanup> {
         let settled = now >= c.settled_after;
         c.nodes.retain(|&i| {
             let k = next_reply[i];
-            next_reply[i] += 1;
-            // Released, or another owner's now: done. Gone already: done once the request
-            // cleaned up after can no longer arrive behind us.
+            next_reply[i] += c.calls.len();
+            // Released (withdrawn), or another owner's now: done. Gone already: done once the
+            // request cleaned up after can no longer arrive behind us.
             match &answers[i] {
                 Ok(v) => match v.get(k) {
                     Some(Ok(Value::Int(0))) => !settled,

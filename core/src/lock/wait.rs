@@ -4,9 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::acquire::{Attempt, Plan};
-use super::cleanup::Cleanup;
-use super::proto::Kind;
-use super::scripts::Call;
+use super::cleanup::{Cleanup, withdraw_calls};
 use super::token;
 use crate::error::Error;
 use crate::net::{self, Blocked, Blocking, Command, key_slot};
@@ -97,19 +95,7 @@ impl Plan {
         let Some(id) = self.waiter_id() else {
             return;
         };
-        let keys = &self.spec.keys;
-        let mut lists = vec![&keys.waiters];
-        if self.spec.kind == Kind::Read {
-            lists.push(&keys.readq);
-        }
-        let calls: Vec<Call> = lists
-            .into_iter()
-            .map(|list| {
-                let mut zrem = redis::cmd("ZREM");
-                zrem.arg(list.as_slice()).arg(id);
-                Call::Command(Command::keyed(zrem, key_slot(list)))
-            })
-            .collect();
+        let calls = withdraw_calls(&self.spec, id);
         let nodes = &self.voters.nodes;
         let deadline = Instant::now() + self.spec.node_timeout;
         net::exchange(nodes, &vec![&calls[..]; nodes.len()], deadline, None);

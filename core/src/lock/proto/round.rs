@@ -102,6 +102,10 @@ pub(crate) struct Grant {
     pub(crate) fence: u64,
     pub(crate) t0: Stamp,
     pub(crate) valid_until: Stamp,
+    /// Nodes that did not grant (they refused, failed, or had not answered when the round
+    /// was decided): a call that announced itself as a waiter takes its announcement back
+    /// there.
+    pub(crate) not_granted: Vec<usize>,
 }
 
 /// A round that did not take the lock.
@@ -346,6 +350,9 @@ impl AcquireRound {
                 fence,
                 t0: self.t0,
                 valid_until,
+                not_granted: (0..self.answered.len())
+                    .filter(|i| !self.granted.iter().any(|(g, _)| g == i))
+                    .collect(),
             });
         }
         Err(self.refuse())
