@@ -90,6 +90,11 @@ impl Connection {
         self.owed.iter().map(|(_, n)| n).sum()
     }
 
+    /// How many rounds' replies are still to come (a round may be several requests).
+    pub(crate) fn owed_rounds(&self) -> usize {
+        self.owed.len()
+    }
+
     /// Reads (and drops) the replies still to come, waiting for them until `deadline`. An
     /// error when they did not all come: the connection is then out of step and must be
     /// dropped.

@@ -22,8 +22,9 @@ use crate::sync::LocalMutex;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// At most this many idle connections are kept per endpoint.
 const MAX_IDLE: usize = 64;
-/// A connection of an endpoint not found slow that owes this many replies is read first.
-const MAX_OWED: u32 = 16;
+/// A connection of an endpoint not found slow that owes the replies of this many rounds is
+/// read first (rounds, not replies: a round may be several requests).
+const MAX_OWED: usize = 16;
 /// How much longer than another's a server's reads must have waited on average for the server
 /// to be read after it.
 const SLOW_STEP: Duration = Duration::from_millis(20);
@@ -127,11 +128,11 @@ impl Endpoint {
     /// long their reads waited, in steps of [`SLOW_STEP`] (a server found slow is read
     /// last, wherever it stands among the nodes; below the step, a busy machine's scheduling
     /// would reorder healthy servers at random), and among the others (in node order) first
-    /// those whose connection owes [`MAX_OWED`] replies or more, whose replies have long come
-    /// and would otherwise pile up unread behind a fixed order.
+    /// those whose connection owes the replies of [`MAX_OWED`] rounds or more, whose replies
+    /// have long come and would otherwise pile up unread behind a fixed order.
     pub(crate) fn read_rank(&self, conn: &Connection) -> (u128, bool) {
         let step = self.read_wait().as_nanos() / SLOW_STEP.as_nanos();
-        (step, conn.owed() < MAX_OWED)
+        (step, conn.owed_rounds() < MAX_OWED)
     }
 
     /// Before `conn` goes back to the pool owing a round's replies: when this endpoint was
