@@ -3,8 +3,9 @@
 //! each round as the library does), sent and read by redis-rs, without the library's
 //! transport, lease, guard or renewal around them. Its rows tell, in the same run, how much
 //! of a redmutex row is the requests themselves and how much the machinery around them; with
-//! the fenced floor's scripts in place of redmutex's ([`BareRequests::with_floor_scripts`]),
-//! how much of the requests is their keys and arguments and how much what the scripts do.
+//! the floor's compare-and-delete in place of redmutex's release script
+//! ([`BareRequests::with_floor_release`]), how much of the requests is the release's look for
+//! waiters.
 
 use std::time::Duration;
 
@@ -30,8 +31,8 @@ pub struct BareRequests {
 /// The core's requests for one lock, with [`TOKEN`] and [`WAITER`] where a call's token and
 /// waiter id go.
 struct Templates {
-    /// `try_lock`'s acquire (has not waited, will not wait).
-    try_acquire: Argv,
+    /// `try_lock`'s acquire (has not waited, will not wait): plain commands, pipelined.
+    try_acquire: Vec<Argv>,
     /// `lock`'s first acquire (announces the caller).
     first: Argv,
     /// The acquire pipelined behind the wait (has waited, announces).
@@ -46,13 +47,12 @@ const WAITER: &[u8] = b"bare-template-waiter";
 
 impl Templates {
     fn new(lock: &Lock, wait_cap: Duration) -> Templates {
-        let acquire = |waited, announce| {
-            Round::new(lock, TOKEN.to_vec(), 0, waited, announce, WAITER)
-                .requests()
-                .remove(0)
+        let requests = |waited, announce| {
+            Round::new(lock, TOKEN.to_vec(), 0, waited, announce, WAITER).requests()
         };
+        let acquire = |waited, announce| requests(waited, announce).remove(0);
         Templates {
-            try_acquire: acquire(false, false),
+            try_acquire: requests(false, false),
             first: acquire(false, true),
             after_wait: acquire(true, true),
             blpop: lock.blpop(wait_cap.as_micros() as u64),
@@ -106,26 +106,20 @@ impl BareRequests {
         })
     }
 
-    /// The same requests, byte for byte but the script hash, run by the fenced floor's scripts
-    /// instead (`acquire`: `SET NX PX` of `KEYS[1]` to `ARGV[1]` for `ARGV[2]` ms and, when it
-    /// took the lock, `INCR` of `KEYS[2]`; `release`: compare-and-delete of `KEYS[1]` and
-    /// `ARGV[1]`), which read only the keys and arguments they need of those redmutex sends.
-    /// `try_lock` + `unlock` only.
-    pub fn with_floor_scripts(
+    /// The same requests, but the release: the floor's compare-and-delete of `KEYS[1]` and
+    /// `ARGV[1]`, sent by hash with redmutex's release keys and arguments, which reads only
+    /// those it needs. `try_lock` + `unlock` only.
+    pub fn with_floor_release(
         url: &str,
         key: &str,
-        acquire: &redis::Script,
         release: &redis::Script,
     ) -> Result<BareRequests, String> {
         let mut bare = BareRequests::open(url, key)?;
-        for s in [acquire, release] {
-            s.prepare_invoke()
-                .load(&mut bare.conn)
-                .map_err(|e| e.to_string())?;
-        }
-        let t = &mut bare.templates;
-        t.try_acquire[1] = acquire.get_hash().as_bytes().to_vec();
-        t.release[1] = release.get_hash().as_bytes().to_vec();
+        release
+            .prepare_invoke()
+            .load(&mut bare.conn)
+            .map_err(|e| e.to_string())?;
+        bare.templates.release[1] = release.get_hash().as_bytes().to_vec();
         Ok(bare)
     }
 
@@ -179,11 +173,26 @@ impl Locker for BareRequests {
         }
     }
 
+    /// The plain commands in one write: `SET NX PX`, `GET`, `EXISTS` of the read holds and,
+    /// with fencing, `INCR`; held when the `GET` found the token and there are no read holds.
     fn try_lock(&mut self) -> Result<bool, String> {
         let token = self.token();
-        let acquire = fill(&self.templates.try_acquire, &token, b"");
-        let reply = acquire.query(&mut self.conn).map_err(|e| e.to_string())?;
-        self.take(token, reply)
+        let mut pipe = redis::pipe();
+        for request in &self.templates.try_acquire {
+            pipe.add_command(fill(request, &token, b""));
+        }
+        let replies: Vec<Value> = pipe.query(&mut self.conn).map_err(|e| e.to_string())?;
+        let held = match &replies[..] {
+            [_, Value::BulkString(holder), Value::Int(readers), ..] => {
+                *holder == token && *readers == 0
+            }
+            [_, Value::Nil, Value::Int(_), ..] => false,
+            other => return Err(format!("unexpected acquire replies {other:?}")),
+        };
+        if held {
+            self.held = Some(token);
+        }
+        Ok(held)
     }
 
     fn unlock(&mut self) -> Result<(), String> {

@@ -3,39 +3,44 @@
 //! (`/proc/…/schedstat`).
 
 use crate::lockers::RedmutexLocker;
-use crate::uncontended::{conn, try_unlock};
+use crate::uncontended::{FencedFloor, PlainFloor, conn, try_unlock};
 
-/// Server-side time per call, from `INFO commandstats`, for telling the client's share of a
-/// row from Redis's own.
+/// Server-side time, from `INFO commandstats`, for telling the client's share of a row from
+/// Redis's own.
 pub struct ServerTime {
     pub ping_us: f64,
-    /// Average of redmutex's acquire and release scripts (EVALSHA).
-    pub script_us: f64,
-    /// EVALSHA calls per try_lock + unlock.
-    pub scripts_per_op: f64,
+    /// Every command's time per try_lock + unlock: redmutex's, and the fenced floor's (its
+    /// two scripts) and the scriptless floor's (`SET NX PX`, `INCR`, compare-and-delete).
+    pub redmutex_us: f64,
+    pub fenced_us: f64,
+    pub plain_us: f64,
 }
 
 pub fn server_time(url: &str, n: usize) -> Result<ServerTime, String> {
     let mut admin = conn(url)?;
     let mut ping_conn = conn(url)?;
     let mut m1 = RedmutexLocker::open(&[url.to_owned()], "bench:server-time")?;
-    try_unlock(&mut m1)?;
-    reset(&mut admin)?;
-    for _ in 0..n {
-        let _: String = redis::cmd("PING")
-            .query(&mut ping_conn)
-            .map_err(|e| e.to_string())?;
-    }
-    let (_, ping_us) = commandstat(&mut admin, "ping")?;
-    reset(&mut admin)?;
-    for _ in 0..n {
-        try_unlock(&mut m1)?;
-    }
-    let (calls, script_us) = commandstat(&mut admin, "evalsha")?;
+    let mut fenced = FencedFloor::open(url)?;
+    let mut plain = PlainFloor::open(url)?;
+    let mut per_op = |cycle: &mut dyn FnMut() -> Result<(), String>| -> Result<f64, String> {
+        cycle()?;
+        reset(&mut admin)?;
+        for _ in 0..n {
+            cycle()?;
+        }
+        Ok(commandstats_us(&mut admin)? / n.max(1) as f64)
+    };
+    let ping_us = per_op(&mut || {
+        redis::cmd("PING")
+            .query::<String>(&mut ping_conn)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    })?;
     Ok(ServerTime {
         ping_us,
-        script_us,
-        scripts_per_op: calls as f64 / n.max(1) as f64,
+        redmutex_us: per_op(&mut || try_unlock(&mut m1))?,
+        fenced_us: per_op(&mut || fenced.cycle())?,
+        plain_us: per_op(&mut || plain.cycle())?,
     })
 }
 
@@ -151,24 +156,21 @@ fn reset(c: &mut redis::Connection) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// (calls, usec_per_call) of one command.
-fn commandstat(c: &mut redis::Connection, cmd: &str) -> Result<(u64, f64), String> {
+/// The time every command took since the last reset, in µs (`INFO` itself is counted after
+/// it answers).
+fn commandstats_us(c: &mut redis::Connection) -> Result<f64, String> {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(c)
         .map_err(|e| e.to_string())?;
-    let line = info
+    let total = info
         .lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:")))
-        .ok_or_else(|| format!("no cmdstat_{cmd} in INFO commandstats"))?;
-    let field = |name: &str| {
-        line.split(',')
-            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
-            .unwrap_or("0")
-            .to_owned()
-    };
-    Ok((
-        field("calls").parse().unwrap_or(0),
-        field("usec_per_call").parse().unwrap_or(0.0),
-    ))
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_config"))
+        .filter_map(|l| {
+            l.split([',', ':'])
+                .find_map(|kv| kv.strip_prefix("usec="))
+                .and_then(|us| us.parse::<f64>().ok())
+        })
+        .sum();
+    Ok(total)
 }

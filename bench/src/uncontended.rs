@@ -94,14 +94,14 @@ pub struct Uncontended {
     /// `INCR` of a counter; then the compare-and-delete script. The least a fenced lock costs
     /// (the `INCR` only on success needs a script, as the release does).
     pub floor_fenced: Samples,
-    /// A fenced acquire without a script: `MULTI`, `SET NX PX GET`, `PTTL`, `INCR`, `EXEC` in
-    /// one write (the counter rises on every attempt, granted or not), then the
-    /// compare-and-delete script: what a fenced lock would cost with no script on its way in.
-    pub floor_multi: Samples,
+    /// A fenced acquire without a script: `SET NX PX` and `INCR` in one write (the counter
+    /// rises on every attempt, granted or not), then the compare-and-delete script: the
+    /// least a fenced lock costs with no script on its way in.
+    pub floor_plain: Samples,
     /// redmutex's own requests from a bare redis-rs connection (see `crate::bare`).
     pub bare1: Samples,
-    /// The same requests run by the fenced floor's scripts: redmutex's keys and arguments,
-    /// the floor's work on the server.
+    /// The same requests with the floor's compare-and-delete in place of redmutex's release
+    /// script: redmutex's acquire, the floor's release.
     pub bare_floor1: Samples,
     pub redmutex1: Samples,
     pub redmutex5: Samples,
@@ -152,18 +152,12 @@ pub fn run(
         .collect::<Result<Vec<_>, _>>()?;
     let ping_packed = redis::cmd("PING").get_packed_command();
     let mut floor_conn = conn(one)?;
-    let compare_and_delete = redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    );
+    let compare_and_delete = compare_and_delete();
     let mut fenced = FencedFloor::open(one)?;
-    let mut multi_conn = conn(one)?;
+    let mut plain = PlainFloor::open(one)?;
     let mut bare1 = BareRequests::open(one, "bench:uncontended:bare")?;
-    let mut bare_floor1 = BareRequests::with_floor_scripts(
-        one,
-        "bench:uncontended:bare-floor",
-        &fenced.acquire,
-        &fenced.release,
-    )?;
+    let mut bare_floor1 =
+        BareRequests::with_floor_release(one, "bench:uncontended:bare-floor", &fenced.release)?;
     let mut m1 = RedmutexLocker::open(&[one.to_owned()], "bench:uncontended")?;
     let mut m5 = RedmutexLocker::open(five, "bench:uncontended")?;
     let mut r1 = RedlockLocker::open(&[one.to_owned()], "bench:uncontended:redlock");
@@ -214,37 +208,7 @@ pub fn run(
             }
         }),
         Measure::timed("floor_fenced", plan.per_round, || fenced.cycle()),
-        Measure::timed("floor_multi", plan.per_round, || {
-            let (key, fence, token) = (
-                "bench:uncontended:multi",
-                "{bench:uncontended:multi}:fence",
-                "floor-token",
-            );
-            let (holder, _pttl, fenced): (Option<String>, i64, i64) = redis::pipe()
-                .atomic()
-                .cmd("SET")
-                .arg(key)
-                .arg(token)
-                .arg("NX")
-                .arg("PX")
-                .arg(TTL.as_millis() as u64)
-                .arg("GET")
-                .cmd("PTTL")
-                .arg(key)
-                .cmd("INCR")
-                .arg(fence)
-                .query(&mut multi_conn)
-                .map_err(|e| e.to_string())?;
-            let deleted: i64 = compare_and_delete
-                .key(key)
-                .arg(token)
-                .invoke(&mut multi_conn)
-                .map_err(|e| e.to_string())?;
-            match (holder, fenced, deleted) {
-                (None, f, 1) if f > 0 => Ok(()),
-                _ => Err(format!("{key} was not free")),
-            }
-        }),
+        Measure::timed("floor_plain", plan.per_round, || plain.cycle()),
         Measure::timed("bare1", plan.per_round, || try_unlock(&mut bare1)),
         Measure::timed("bare_floor1", plan.per_round, || {
             try_unlock(&mut bare_floor1)
@@ -304,7 +268,7 @@ pub fn run(
         ping5q: take("ping5q").unwrap_or_default(),
         floor1: take("floor1").unwrap_or_default(),
         floor_fenced: take("floor_fenced").unwrap_or_default(),
-        floor_multi: take("floor_multi").unwrap_or_default(),
+        floor_plain: take("floor_plain").unwrap_or_default(),
         bare1: take("bare1").unwrap_or_default(),
         bare_floor1: take("bare_floor1").unwrap_or_default(),
         redmutex1: take("redmutex1").unwrap_or_default(),
@@ -317,6 +281,13 @@ pub fn run(
         rslock1: take("rslock1"),
         rslock5: take("rslock5"),
     })
+}
+
+/// The floors' release: delete `KEYS[1]` only while it holds `ARGV[1]`.
+pub fn compare_and_delete() -> redis::Script {
+    redis::Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+    )
 }
 
 /// The fenced floor: a script that does `SET NX PX` and, when it took the lock, `INCR` of a
@@ -334,9 +305,7 @@ impl FencedFloor {
             acquire: redis::Script::new(
                 "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0",
             ),
-            release: redis::Script::new(
-                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-            ),
+            release: compare_and_delete(),
         })
     }
 
@@ -363,6 +332,52 @@ impl FencedFloor {
             .map_err(|e| e.to_string())?;
         match (fenced, deleted) {
             (f, 1) if f > 0 => Ok(()),
+            _ => Err(format!("{key} was not free")),
+        }
+    }
+}
+
+/// The scriptless fenced floor: `SET NX PX` and `INCR` in one write (the counter rises on
+/// every attempt), then the compare-and-delete script, with redis-rs alone.
+pub struct PlainFloor {
+    conn: redis::Connection,
+    release: redis::Script,
+}
+
+impl PlainFloor {
+    pub fn open(url: &str) -> Result<PlainFloor, String> {
+        Ok(PlainFloor {
+            conn: conn(url)?,
+            release: compare_and_delete(),
+        })
+    }
+
+    /// One take and release.
+    pub fn cycle(&mut self) -> Result<(), String> {
+        let (key, fence, token) = (
+            "bench:uncontended:plain",
+            "{bench:uncontended:plain}:fence",
+            "floor-token",
+        );
+        let (set, fenced): (Option<String>, i64) = redis::pipe()
+            .cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(TTL.as_millis() as u64)
+            .cmd("INCR")
+            .arg(fence)
+            .query(&mut self.conn)
+            .map_err(|e| e.to_string())?;
+        let deleted: i64 = self
+            .release
+            .key(key)
+            .arg(token)
+            .invoke(&mut self.conn)
+            .map_err(|e| e.to_string())?;
+        match (set, fenced, deleted) {
+            (Some(_), f, 1) if f > 0 => Ok(()),
             _ => Err(format!("{key} was not free")),
         }
     }

@@ -61,7 +61,8 @@ pub enum NodeOutcome {
     /// The node granted (or confirmed) the request.
     Ok,
     /// Another owner holds the lock on this node: its value and remaining TTL in ms
-    /// (`-1` when it has no expiry, `-2` when it vanished in between).
+    /// (`-1` when it has no expiry or the refusal did not ask, as a `try_lock`'s does not;
+    /// `-2` when it vanished in between).
     Taken {
         /// The holder's value (by redmutex convention, `owner-label:random-hex`).
         holder: Vec<u8>,
@@ -115,6 +116,9 @@ impl fmt::Display for NodeReport {
             // An extension or release learns only that the value is not ours.
             NodeOutcome::Taken { holder, .. } if holder.is_empty() => {
                 f.write_str("held by another owner")
+            }
+            NodeOutcome::Taken { holder, pttl_ms } if *pttl_ms < 0 => {
+                write!(f, "held by {}", String::from_utf8_lossy(holder))
             }
             NodeOutcome::Taken { holder, pttl_ms } => write!(
                 f,

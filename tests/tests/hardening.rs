@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redmutex::Client;
+use redmutex::sim_support::Round;
 use redmutex_tests::{FaultProxy, Mode, RedisServer, wait_until};
 
 /// The library's script `name`, as it sends it.
@@ -672,6 +673,110 @@ fn a_release_with_a_waiter_leaves_one_wake_up_signal_whatever_the_key_held() {
         let window: String = conn.get(lock).unwrap();
         assert_eq!(window, "", "{what}: the lock is kept for the waiter");
     }
+}
+
+/// A `try_lock`'s round on one node, as the library makes and judges it (through the
+/// simulator's interface to the core's round), on the lock `name` with a 10 s TTL.
+fn try_round(name: &str, token: &[u8]) -> (redmutex::sim_support::Lock, Round) {
+    let lock = redmutex::sim_support::Lock::new(
+        name.as_bytes(),
+        1,
+        10_000_000,
+        250_000,
+        1_000_000,
+        10_000,
+        5_000,
+    );
+    let round = Round::new(&lock, token.to_vec(), 0, false, false, b"");
+    (lock, round)
+}
+
+/// Runs one of the library's requests as it sends it; an error reply as its text.
+fn run(conn: &mut redis::Connection, argv: &[Vec<u8>]) -> Result<redis::Value, String> {
+    let mut cmd = redis::Cmd::new();
+    for word in argv {
+        cmd.arg(word);
+    }
+    match cmd.query(conn) {
+        Ok(redis::Value::ServerError(e)) => Err(format!("{e:?}")),
+        Ok(v) => Ok(v),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A `try_lock` asks with plain commands, one after another, and other clients' commands can
+/// run between them. A reader's acquire is run before each of them, and after the last: the
+/// reader and the writer never both hold, one of them does, and a refused writer's undo
+/// leaves no lock key behind.
+#[test]
+fn a_reader_between_a_try_locks_commands_never_overlaps_it() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let mut conn = server.conn();
+    let (_, round) = try_round("hardening:between", b"probe");
+    let commands = round.requests().len();
+    assert!(commands >= 3, "a try_lock asks with {commands} requests");
+    for at in 0..=commands {
+        let name = format!("hardening:between:{at}");
+        let (lock, mut round) = try_round(&name, b"writer:1:00ff");
+        let requests = round.requests();
+        assert_ne!(requests[0][0], b"EVALSHA", "a try_lock sends no script");
+        let reader = client.rwlock(name.as_str()).auto_renew(false);
+        let mut read = None;
+        let mut replies = Vec::new();
+        for (i, request) in requests.iter().enumerate() {
+            if i == at {
+                read = reader.try_read().ok();
+            }
+            replies.push(run(&mut conn, request));
+        }
+        if at == commands {
+            read = reader.try_read().ok();
+        }
+        round.answer(&lock, 0, Some(replies));
+        let written = match round.finish(1) {
+            Ok(grant) => Some(grant.token),
+            Err(refused) => {
+                for _ in &refused.undo_on {
+                    run(&mut conn, &refused.undo).unwrap();
+                }
+                None
+            }
+        };
+        assert!(
+            written.is_some() != read.is_some(),
+            "reader before command {at}: written {written:?}, read {}",
+            read.is_some()
+        );
+        let key: Option<Vec<u8>> = conn.get(&name).unwrap();
+        assert_eq!(key, written, "reader before command {at}");
+    }
+}
+
+/// A `try_lock`'s commands whose replies were lost run again (the transport sends them again
+/// on a fresh connection when a pooled one turns out dead after the write): the `SET` fails on
+/// the round's own token, which is its grant, with a fence above the first run's.
+#[test]
+fn a_try_lock_run_twice_has_granted() {
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let (lock, mut round) = try_round("hardening:twice", b"host:1:00ff");
+    let requests = round.requests();
+    let first: Vec<_> = requests.iter().map(|r| run(&mut conn, r)).collect();
+    let again: Vec<_> = requests.iter().map(|r| run(&mut conn, r)).collect();
+    assert_eq!(first[0], Ok(redis::Value::Okay));
+    assert_eq!(
+        again[0],
+        Ok(redis::Value::Nil),
+        "the second SET meets the first"
+    );
+    round.answer(&lock, 0, Some(again));
+    let grant = round
+        .finish(1)
+        .ok()
+        .expect("the round's own token is its grant");
+    assert_eq!(grant.token, b"host:1:00ff");
+    assert_eq!(grant.fence, 2);
 }
 
 /// A `lock` announces its caller as a waiter wherever a round is refused. When a quorum

@@ -375,3 +375,62 @@ fn six_processes_killed_and_stopped_never_overlap_a_write() {
     }
     assert!(shared > 0, "no two reads ever overlapped");
 }
+
+/// A write `try_lock` asks with plain commands whose `SET` goes in before its `EXISTS` looks
+/// for read holds: against a live read hold it is refused and takes its `SET` back at once.
+/// The lock key is never left behind: the reader keeps renewing, and more readers get in.
+#[test]
+fn a_write_try_lock_refused_by_a_reader_leaves_no_lock_behind() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let lock = client.rwlock("undo:rw").ttl(Duration::from_millis(200));
+    let mutex = client.mutex("undo:rw");
+    let read = lock.read().unwrap();
+    let mut conn = server.conn();
+    for _ in 0..10 {
+        assert!(would_block(lock.try_write()));
+        assert!(would_block(mutex.try_lock()));
+        let key: Option<Vec<u8>> = conn.get("undo:rw").unwrap();
+        assert_eq!(key, None, "a refused write try_lock left its SET");
+        lock.try_read().unwrap().unlock().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(read.is_held() && read.renewals() >= 1);
+    read.unlock().unwrap();
+    mutex.try_lock().unwrap().unlock().unwrap();
+}
+
+/// The read holds' key must end with the last live hold: a write `try_lock` reads it with
+/// `EXISTS`. Here a long hold is released while a shorter one is left whose holder died (in
+/// another process: its member stays until it ends): once that hold's TTL has passed, the
+/// write `try_lock` gets in, not only when the released hold would have ended.
+#[test]
+fn a_released_longer_read_hold_leaves_the_key_to_the_dead_shorter_one() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let long = client.rwlock("left:rw").ttl(Duration::from_secs(20));
+    let held = long.read().unwrap();
+    // The dead holder's read hold, as its acquire stored it: its token, ending in 300 ms
+    // (server time).
+    let mut conn = server.conn();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+    let ttl = Duration::from_millis(300);
+    let ends = secs * 1000 + micros / 1000 + ttl.as_millis() as u64;
+    let taken = Instant::now();
+    let _: () = conn.zadd("{left:rw}:readers", "dead:1:00ff", ends).unwrap();
+    held.unlock().unwrap();
+    let writer = Client::open(&server.url()).unwrap().rwlock("left:rw");
+    assert!(would_block(writer.try_write()));
+    let mut write = None;
+    let got_in = redmutex_tests::wait_until(Duration::from_secs(3), || {
+        write = writer.try_write().ok();
+        write.is_some()
+    });
+    let after = taken.elapsed();
+    assert!(got_in, "the write try_lock was refused for {after:?}");
+    assert!(
+        after >= ttl - Duration::from_millis(20) && after <= ttl + Duration::from_millis(300),
+        "{after:?}"
+    );
+    write.unwrap().unlock().unwrap();
+}

@@ -26,9 +26,8 @@ pub(crate) struct Keys {
     pub(crate) holders: Vec<u8>,
     /// A semaphore's permit count while any permit is held.
     pub(crate) permits: Vec<u8>,
-    /// The mutex's acquire script's keys (without and with the waiters) and its release
-    /// script's, packed on first use.
-    acquire_keys: [OnceLock<PackedKeys>; 2],
+    /// The mutex's acquire and release scripts' keys, packed on first use.
+    acquire_keys: OnceLock<PackedKeys>,
     release_keys: OnceLock<PackedKeys>,
 }
 
@@ -122,12 +121,10 @@ impl Keys {
         }
     }
 
-    /// The mutex acquire script's keys: lock, fence, readers, and the waiters `with_waiters`
-    /// (for a caller that has waited or will wait).
-    pub(crate) fn acquire_keys(&self, with_waiters: bool) -> &PackedKeys {
-        self.acquire_keys[usize::from(with_waiters)].get_or_init(|| {
-            let keys: [&[u8]; 4] = [&self.lock, &self.fence, &self.readers, &self.waiters];
-            PackedKeys::new(&keys[..3 + usize::from(with_waiters)])
+    /// The mutex acquire script's keys: lock, fence, readers, waiters.
+    pub(crate) fn acquire_keys(&self) -> &PackedKeys {
+        self.acquire_keys.get_or_init(|| {
+            PackedKeys::new(&[&self.lock, &self.fence, &self.readers, &self.waiters])
         })
     }
 

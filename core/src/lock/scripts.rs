@@ -59,8 +59,8 @@ impl Script {
 ///
 /// KEYS: lock, fence, readers, waiters. ARGV: token, ttl ms, fencing (0/1), has waited (0/1),
 /// waiter announcement ms (0 = do not announce), waiter id. A caller that has not waited and
-/// will not wait (a `try_lock`, the uncontended path) sends neither the waiters key nor the
-/// last three arguments: every argument costs the server time to read and hand to Lua.
+/// will not wait (a `try_lock`, the uncontended path) sends plain commands instead (see
+/// `proto/plain.rs`).
 ///
 /// The mutex is also the write side of a read-write lock on the same name: while live read
 /// holds exist (the `readers` set, expired members dropped first), it is refused like a held
@@ -75,8 +75,8 @@ impl Script {
 /// again on a fresh connection) finds its own token: that is its grant, with the fence the
 /// counter holds (nobody else can have been granted since).
 ///
-/// The uncontended path is the least a fenced lock does: `SET NX PX`, then `INCR` when
-/// fencing is on. The hand-off window is the lock key itself holding the empty value (never a
+/// Granted at once, it does what a fenced lock must: `SET NX PX`, then `INCR` when fencing is
+/// on. The hand-off window is the lock key itself holding the empty value (never a
 /// token) for a few milliseconds after a release that had waiters: a plain `SET NX` fails on
 /// it, so only callers that have already waited take it over (a releaser that re-locks at once
 /// queues behind the waiters instead of starving them), and nobody pays for a hand-off check
@@ -299,6 +299,12 @@ pub(crate) fn only_to<'a>(n: usize, to: &[usize], call: &'a Call) -> Vec<&'a [Ca
 
 /// One request of a round: a script invocation, or a plain command such as `WAIT`.
 pub(crate) enum Call {
+    /// A plain command packed in RESP once (a `try_lock`'s acquire commands).
+    Packed {
+        packed: Vec<u8>,
+        /// Its key's cluster slot.
+        slot: Option<u16>,
+    },
     Script {
         script: &'static Script,
         /// How many keys and arguments follow the script.
@@ -345,6 +351,16 @@ impl Call {
         }
     }
 
+    /// A plain command of `words`, the first its name, about a key in `slot`.
+    pub(crate) fn packed(words: &[&[u8]], slot: Option<u16>) -> Call {
+        let mut packed = Vec::with_capacity(8 + packed_len(words));
+        array(&mut packed, words.len());
+        for w in words {
+            bulk(&mut packed, w);
+        }
+        Call::Packed { packed, slot }
+    }
+
     /// `WAIT n timeout_ms`: blocks until every earlier write of the same connection reached
     /// `n` replicas, or the timeout passed; answers how many replicas acknowledged.
     pub(crate) fn wait(replicas: u32, timeout: std::time::Duration) -> Call {
@@ -360,13 +376,14 @@ impl Request for Call {
             Call::Script {
                 script, argc, body, ..
             } => script.pack(true, *argc, body, buf),
+            Call::Packed { packed, .. } => buf.extend_from_slice(packed),
             Call::Command(cmd) => cmd.write(buf),
         }
     }
 
     fn slot(&self) -> Option<u16> {
         match self {
-            Call::Script { slot, .. } => *slot,
+            Call::Script { slot, .. } | Call::Packed { slot, .. } => *slot,
             Call::Command(cmd) => cmd.slot(),
         }
     }

@@ -6,7 +6,8 @@
 //! very same machines in a simulated world (see `sim_support` in the crate root).
 //!
 //! - [`round`]: one acquisition round, counted answer by answer, with the fence write-back
-//!   and the verdict on the validity.
+//!   and the verdict on the validity; [`vote`]: what one node's answer says; [`plain`]: the
+//!   acquire of a caller that will not wait, as plain commands instead of the script.
 //! - [`acquisition`]: one call that takes the lock: after each round, whether to return,
 //!   wait for a release (and where, and how long), pause, or try again.
 //! - [`hold`]: the lease's state: when to renew, what a renewal's answers mean, why it was
@@ -15,8 +16,10 @@
 
 pub(crate) mod acquisition;
 pub(crate) mod hold;
+pub(crate) mod plain;
 pub(crate) mod release;
 pub(crate) mod round;
+pub(crate) mod vote;
 
 use std::sync::Arc;
 use std::time::Duration;

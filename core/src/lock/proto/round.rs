@@ -9,18 +9,22 @@ use std::time::Duration;
 use redis::Value;
 
 use super::Spec;
+use super::plain;
+use super::vote::Vote;
 use crate::error::{Error, ErrorKind, NodeOutcome};
 use crate::lock::clock::Stamp;
-use crate::lock::reply::{bytes, int};
 use crate::lock::scripts::{self, Call, millis};
 use crate::lock::shared;
 use crate::lock::tally::{Seat, Tally, replicas_outcome, unexpected};
 use crate::net::{Answer, Failure, Request};
 use crate::options::drift;
 
-/// One round: the acquire script on every node, counted as the answers arrive.
+/// One round: the acquire script on every node (or a `try_lock`'s plain commands, see
+/// [`plain`]), counted as the answers arrive.
 pub(crate) struct AcquireRound {
     token: Vec<u8>,
+    /// Whether the round asks with [`plain`] commands rather than a script.
+    plain: bool,
     /// On the lease clock, read before the first request left: every grant's expiry on a
     /// server starts after it.
     t0: Stamp,
@@ -38,8 +42,9 @@ pub(crate) struct AcquireRound {
     hint: Option<Duration>,
     /// Nodes that said "taken": a release there wakes a waiter.
     wake_from: Vec<usize>,
-    /// Nodes whose script failed midway (it may have stored the token) or that granted
-    /// without enough replicas.
+    /// Nodes that may hold the round's token without granting it: their script or command
+    /// failed midway, they granted without enough replicas, or a plain acquire's `SET` won
+    /// against read holds.
     failed_midway: Vec<usize>,
     /// Nodes whose connection broke after the request may have reached them, so that the
     /// undo queued behind it could not follow.
@@ -148,11 +153,15 @@ impl AcquireRound {
         let (opts, keys) = (&spec.opts, &spec.keys);
         let flag = |on: bool| if on { &b"1"[..] } else { &b"0"[..] };
         let ttl = spec.grant_ttl();
+        let waits = waited || !announce.is_zero();
         // Other kinds of lease (a semaphore's permit, a read lock) take their own scripts.
-        let acquire =
-            shared::acquire_call(spec, &token, waited, announce, waiter).unwrap_or_else(|| {
-                // A caller that has not waited and will not wait sends no waiter arguments.
-                let waits = waited || !announce.is_zero();
+        let other_kind = shared::acquire_call(spec, &token, waited, announce, waiter);
+        let plain = other_kind.is_none() && !waits;
+        let mut calls = match other_kind {
+            Some(call) => vec![call],
+            // A caller that has not waited and will not wait: plain commands.
+            None if plain => plain::calls(spec, &token, ttl),
+            None => {
                 let args: [&[u8]; 6] = [
                     &token,
                     &millis(ttl),
@@ -161,19 +170,20 @@ impl AcquireRound {
                     &millis(announce),
                     waiter,
                 ];
-                Call::with_keys(
+                vec![Call::with_keys(
                     &scripts::ACQUIRE,
-                    keys.acquire_keys(waits),
-                    &args[..if waits { 6 } else { 3 }],
-                )
-            });
+                    keys.acquire_keys(),
+                    &args,
+                )]
+            }
+        };
         let undo = Undo::new(spec, &token);
-        let mut calls = vec![acquire];
         if let Some((replicas, timeout)) = opts.min_replicas {
             calls.push(Call::wait(replicas, timeout));
         }
         let round = AcquireRound {
             token,
+            plain,
             t0,
             ttl,
             quorum: spec.quorum,
@@ -203,61 +213,66 @@ impl AcquireRound {
             return;
         }
         self.reported.push(i);
-        let tally = &mut self.tally;
-        // The script's reply, and the `WAIT`'s behind it when one was sent.
-        let (answer, waited) = match answer {
-            Ok(v) => match v.as_slice() {
-                [.., reply, waited] => (Ok(Some(reply)), Some(waited)),
-                [reply] => (Ok(Some(reply)), None),
-                [] => (Ok(None), None),
-            },
-            Err(e) => (Err(e), None),
-        };
-        match answer {
-            Ok(Some(Ok(Value::Int(fence)))) => {
-                let outcome = match self.min_replicas {
-                    Some(wanted) => replicas_outcome(waited, wanted),
-                    None => NodeOutcome::Ok,
-                };
-                if outcome == NodeOutcome::Ok {
-                    self.granted.push((i, (*fence).max(0) as u64));
-                } else {
-                    // The node granted, but too few replicas have it: undo it there.
-                    self.failed_midway.push(i);
-                }
-                tally.push(seat, outcome);
-            }
-            Ok(Some(Ok(Value::Array(items)))) if items.len() == 3 => {
-                let pttl = int(&items[1]);
-                if pttl >= 0 {
-                    let d = Duration::from_millis(pttl as u64);
-                    self.hint = Some(self.hint.map_or(d, |h| h.min(d)));
-                } else if pttl == -2 {
-                    self.hint = Some(Duration::ZERO);
-                }
-                self.wake_from.push(i);
-                tally.push(
-                    seat,
-                    NodeOutcome::Taken {
-                        holder: bytes(&items[2]),
-                        pttl_ms: pttl,
-                    },
-                );
-            }
-            // A script that failed midway may have stored our token before it failed.
-            Ok(Some(Err(e))) => {
-                self.failed_midway.push(i);
-                tally.fail(seat, e.clone())
-            }
+        let replies = match answer {
+            Ok(replies) => replies,
             Err(e) => {
                 // The undo queued behind the request could not be written: the connection
                 // broke after the request may have reached the server.
                 if e.followup_lost() || e.failure() == Failure::Dropped {
                     self.unanswered.push(i);
                 }
+                self.tally.fail(seat, e.clone());
+                return;
+            }
+        };
+        // The acquire's replies, and the `WAIT`'s behind them when one was sent.
+        let (replies, waited) = match (self.min_replicas, replies.split_last()) {
+            (Some(_), Some((waited, replies))) => (replies, Some(waited)),
+            _ => (&replies[..], None),
+        };
+        let vote = match (self.plain, replies) {
+            (true, replies) => plain::vote(replies, &self.token),
+            (false, [reply]) => Vote::of_script(reply),
+            (false, other) => Vote::Unexpected(other),
+        };
+        let tally = &mut self.tally;
+        match vote {
+            Vote::Granted(fence) => {
+                let outcome = match self.min_replicas {
+                    Some(wanted) => replicas_outcome(waited, wanted),
+                    None => NodeOutcome::Ok,
+                };
+                if outcome == NodeOutcome::Ok {
+                    self.granted.push((i, fence));
+                } else {
+                    // The node granted, but too few replicas have it: undo it there.
+                    self.failed_midway.push(i);
+                }
+                tally.push(seat, outcome);
+            }
+            Vote::Taken {
+                holder,
+                pttl_ms,
+                stored,
+            } => {
+                if pttl_ms >= 0 {
+                    let d = Duration::from_millis(pttl_ms as u64);
+                    self.hint = Some(self.hint.map_or(d, |h| h.min(d)));
+                } else if pttl_ms == -2 {
+                    self.hint = Some(Duration::ZERO);
+                }
+                if stored {
+                    self.failed_midway.push(i);
+                }
+                self.wake_from.push(i);
+                tally.push(seat, NodeOutcome::Taken { holder, pttl_ms });
+            }
+            // A command that failed midway may have stored our token before it failed.
+            Vote::Failed(e) => {
+                self.failed_midway.push(i);
                 tally.fail(seat, e.clone())
             }
-            other => tally.push(seat, unexpected("reply", &other)),
+            Vote::Unexpected(replies) => tally.push(seat, unexpected("reply", &replies)),
         }
     }
 
@@ -409,28 +424,58 @@ mod tests {
     use crate::lock::Keys;
     use crate::options::MutexOptions;
 
-    /// Every argument costs the server time: a caller that will not wait sends the acquire
-    /// without the waiters key and the waiter's arguments; one that will wait, or has
-    /// waited, sends them.
+    /// A caller that has not waited and will not wait (a `try_lock`) asks with plain
+    /// commands, `INCR` only when fencing is on; one that will wait, or has waited, sends the
+    /// acquire script with the waiters key and the waiter's arguments.
     #[test]
-    fn only_a_waiting_caller_sends_the_waiter_arguments() {
+    fn only_a_waiting_caller_sends_the_script() {
         let keys = Arc::new(Keys::new(b"job"));
-        let spec = Spec::new(keys, MutexOptions::default(), Duration::from_millis(250), 1)
-            .expect("valid options");
-        let sent = |waited, announce| {
+        let timeout = Duration::from_millis(250);
+        let sent = |opts: MutexOptions, waited, announce| {
+            let spec = Spec::new(Arc::clone(&keys), opts, timeout, 1).expect("valid options");
             let t0 = Stamp::from_micros(0);
             let (_, sent) = AcquireRound::new(&spec, b"t".to_vec(), t0, waited, announce, b"w");
-            match &sent.calls[0] {
-                Call::Script { argc, body, .. } => {
-                    let waiters = b"{job}:waitq";
-                    (*argc, body.windows(waiters.len()).any(|w| w == waiters))
-                }
-                Call::Command(_) => panic!("the acquire is a script call"),
-            }
+            let words: Vec<Vec<Vec<u8>>> = sent
+                .calls
+                .iter()
+                .map(|c| {
+                    let mut packed = Vec::new();
+                    c.write(&mut packed);
+                    match redis::parse_redis_value(&packed) {
+                        Ok(Value::Array(w)) => w.iter().map(crate::lock::reply::bytes).collect(),
+                        other => panic!("{other:?}"),
+                    }
+                })
+                .collect();
+            words
         };
+        let w = |s: &str| {
+            s.split(' ')
+                .map(|w| w.as_bytes().to_vec())
+                .collect::<Vec<_>>()
+        };
+        let plain = sent(MutexOptions::default(), false, Duration::ZERO);
+        assert_eq!(
+            plain,
+            [
+                w("SET job t NX PX 30000"),
+                w("GET job"),
+                w("EXISTS {job}:readers"),
+                w("INCR {job}:fence")
+            ]
+        );
+        let unfenced = MutexOptions {
+            fencing: false,
+            ..MutexOptions::default()
+        };
+        assert_eq!(sent(unfenced, false, Duration::ZERO), plain[..3]);
         let announce = Duration::from_millis(300);
-        assert_eq!(sent(false, Duration::ZERO), (1 + 3 + 3, false));
-        assert_eq!(sent(false, announce), (1 + 4 + 6, true));
-        assert_eq!(sent(true, Duration::ZERO), (1 + 4 + 6, true));
+        for (waited, announce) in [(false, announce), (true, Duration::ZERO)] {
+            let script = sent(MutexOptions::default(), waited, announce);
+            assert_eq!(script.len(), 1);
+            assert_eq!(script[0][0], b"EVALSHA");
+            assert_eq!(script[0].len(), 2 + 1 + 4 + 6);
+            assert_eq!(script[0][6], b"{job}:waitq");
+        }
     }
 }
