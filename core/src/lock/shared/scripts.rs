@@ -155,10 +155,11 @@ return 1
     )
 });
 
-/// Removes our member; when waiters are announced, leaves one more wake-up signal (at most
-/// one per live waiter), kept until the last announcement ends, and an optional hand-off
-/// window. With `only when empty` (read holds), only the last holder's release signals: a
-/// writer can only go in then.
+/// Removes our member, and moves the set's expiry to the end of the last member left (a
+/// writer's `try_lock` takes the key's existence for a live hold, see `proto/plain.rs`); when
+/// waiters are announced, leaves one more wake-up signal (at most one per live waiter), kept
+/// until the last announcement ends, and an optional hand-off window. With `only when empty`
+/// (read holds), only the last holder's release signals: a writer can only go in then.
 ///
 /// KEYS: holders, wake, waiters, the lock key (the hand-off window is its empty value, set
 /// only while it is free), and a semaphore's permits key. ARGV: token, hand-off window ms,
@@ -176,6 +177,7 @@ if s then
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if last[2] then redis.call('PEXPIREAT', KEYS[1], last[2]) end
 if KEYS[5] then
   if last[2] then redis.call('PEXPIREAT', KEYS[5], last[2]) else redis.call('DEL', KEYS[5]) end
 end
