@@ -1,8 +1,8 @@
 //! The lock key and its companions, all in the lock key's Redis Cluster hash slot.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use crate::net::{Decimal, bulk, hash_tag, key_slot};
+use crate::net::{Decimal, array, bulk, hash_tag, key_slot};
 
 /// Companion keys are derived from the lock name so that a script touching all of them never
 /// crosses a cluster slot.
@@ -26,9 +26,23 @@ pub(crate) struct Keys {
     pub(crate) holders: Vec<u8>,
     /// A semaphore's permit count while any permit is held.
     pub(crate) permits: Vec<u8>,
-    /// The mutex's acquire and release scripts' keys, packed on first use.
+    /// The mutex's acquire and release scripts' keys, and a `try_lock`'s plain commands,
+    /// packed on first use.
     acquire_keys: OnceLock<PackedKeys>,
     release_keys: OnceLock<PackedKeys>,
+    plain: OnceLock<PlainPacked>,
+}
+
+/// A `try_lock`'s plain commands (see `proto/plain.rs`) as far as one lock name makes them:
+/// the start of its `SET` (the token and the TTL follow), and the commands after it, whole.
+#[derive(Clone, Debug)]
+pub(crate) struct PlainPacked {
+    /// `SET lock`, in an array header for the six words of `SET lock token NX PX ttl`.
+    pub(crate) set: Vec<u8>,
+    /// `GET lock`, `EXISTS readers`, `INCR fence`: shared by every round's requests.
+    pub(crate) after: [Arc<[u8]>; 3],
+    /// The keys' cluster slot.
+    pub(crate) slot: Option<u16>,
 }
 
 /// A script call's keys packed in RESP once, with their count and slot: what the calls of one
@@ -79,6 +93,7 @@ impl Keys {
                 permits: Vec::new(),
                 acquire_keys: Default::default(),
                 release_keys: Default::default(),
+                plain: Default::default(),
             };
         }
         Keys::new(&name)
@@ -118,6 +133,7 @@ impl Keys {
             permits: with(":permits"),
             acquire_keys: Default::default(),
             release_keys: Default::default(),
+            plain: Default::default(),
         }
     }
 
@@ -125,6 +141,33 @@ impl Keys {
     pub(crate) fn acquire_keys(&self) -> &PackedKeys {
         self.acquire_keys.get_or_init(|| {
             PackedKeys::new(&[&self.lock, &self.fence, &self.readers, &self.waiters])
+        })
+    }
+
+    /// A `try_lock`'s plain commands, packed once.
+    pub(crate) fn plain(&self) -> &PlainPacked {
+        self.plain.get_or_init(|| {
+            let command = |words: &[&[u8]]| -> Vec<u8> {
+                let mut packed = Vec::new();
+                array(&mut packed, words.len());
+                for w in words {
+                    bulk(&mut packed, w);
+                }
+                packed
+            };
+            let mut set = Vec::new();
+            array(&mut set, 6);
+            bulk(&mut set, b"SET");
+            bulk(&mut set, &self.lock);
+            PlainPacked {
+                set,
+                after: [
+                    command(&[b"GET", &self.lock]).into(),
+                    command(&[b"EXISTS", &self.readers]).into(),
+                    command(&[b"INCR", &self.fence]).into(),
+                ],
+                slot: Some(key_slot(&self.lock)),
+            }
         })
     }
 

@@ -299,10 +299,15 @@ pub(crate) fn only_to<'a>(n: usize, to: &[usize], call: &'a Call) -> Vec<&'a [Ca
 
 /// One request of a round: a script invocation, or a plain command such as `WAIT`.
 pub(crate) enum Call {
-    /// A plain command packed in RESP once (a `try_lock`'s acquire commands).
+    /// A plain command packed in RESP (a `try_lock`'s acquire commands): for one round, or
+    /// once for every round of a lock.
     Packed {
         packed: Vec<u8>,
         /// Its key's cluster slot.
+        slot: Option<u16>,
+    },
+    Shared {
+        packed: Arc<[u8]>,
         slot: Option<u16>,
     },
     Script {
@@ -351,16 +356,6 @@ impl Call {
         }
     }
 
-    /// A plain command of `words`, the first its name, about a key in `slot`.
-    pub(crate) fn packed(words: &[&[u8]], slot: Option<u16>) -> Call {
-        let mut packed = Vec::with_capacity(8 + packed_len(words));
-        array(&mut packed, words.len());
-        for w in words {
-            bulk(&mut packed, w);
-        }
-        Call::Packed { packed, slot }
-    }
-
     /// `WAIT n timeout_ms`: blocks until every earlier write of the same connection reached
     /// `n` replicas, or the timeout passed; answers how many replicas acknowledged.
     pub(crate) fn wait(replicas: u32, timeout: std::time::Duration) -> Call {
@@ -377,13 +372,16 @@ impl Request for Call {
                 script, argc, body, ..
             } => script.pack(true, *argc, body, buf),
             Call::Packed { packed, .. } => buf.extend_from_slice(packed),
+            Call::Shared { packed, .. } => buf.extend_from_slice(packed),
             Call::Command(cmd) => cmd.write(buf),
         }
     }
 
     fn slot(&self) -> Option<u16> {
         match self {
-            Call::Script { slot, .. } | Call::Packed { slot, .. } => *slot,
+            Call::Script { slot, .. } | Call::Packed { slot, .. } | Call::Shared { slot, .. } => {
+                *slot
+            }
             Call::Command(cmd) => cmd.slot(),
         }
     }

@@ -25,6 +25,7 @@
 //! - **The hand-off window** (the lock key holding the empty value for waiters) fails the
 //!   `SET` as it fails the script's: only callers that waited take it over.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
@@ -32,22 +33,26 @@ use redis::Value;
 use super::Spec;
 use super::vote::Vote;
 use crate::lock::scripts::{Call, millis};
-use crate::net::NetError;
+use crate::net::{NetError, bulk};
 
 /// The commands, in the order they run.
 pub(crate) fn calls(spec: &Spec, token: &[u8], ttl: Duration) -> Vec<Call> {
     let keys = &*spec.keys;
-    let slot = Some(crate::net::key_slot(&keys.lock));
-    let mut calls = Vec::with_capacity(5);
-    calls.push(Call::packed(
-        &[b"SET", &keys.lock, token, b"NX", b"PX", &millis(ttl)],
-        slot,
-    ));
-    calls.push(Call::packed(&[b"GET", &keys.lock], slot));
-    calls.push(Call::packed(&[b"EXISTS", &keys.readers], slot));
-    if spec.opts.fencing {
-        calls.push(Call::packed(&[b"INCR", &keys.fence], slot));
+    let packed = keys.plain();
+    let slot = packed.slot;
+    let ttl = millis(ttl);
+    let mut set = Vec::with_capacity(packed.set.len() + token.len() + ttl.len() + 48);
+    set.extend_from_slice(&packed.set);
+    for word in [token, b"NX", b"PX", &ttl] {
+        bulk(&mut set, word);
     }
+    let after = &packed.after[..if spec.opts.fencing { 3 } else { 2 }];
+    let mut calls = Vec::with_capacity(5);
+    calls.push(Call::Packed { packed: set, slot });
+    calls.extend(after.iter().map(|packed| Call::Shared {
+        packed: Arc::clone(packed),
+        slot,
+    }));
     calls
 }
 
