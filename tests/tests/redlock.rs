@@ -383,6 +383,21 @@ fn fences_stay_monotonic_across_different_majorities() {
         for &i in &clogged {
             let _: () = conns[i].del("fence5:lock").unwrap();
         }
+        // A waiting call granted while clogged nodes refused takes its announcement back
+        // there, in the background; until then a release there keeps the lock for the
+        // waiter it thinks is left, for a hand-off window. The next attempt starts once
+        // both are gone: it is to find every unclogged node free.
+        let quiet = redmutex_tests::wait_until(Duration::from_secs(2), || {
+            conns.iter_mut().all(|c| {
+                let key: Option<Vec<u8>> = c.get("fence5:lock").unwrap();
+                let waiting: u64 = c.zcard("{fence5:lock}:waitq").unwrap();
+                key.is_none() && waiting == 0
+            })
+        });
+        assert!(
+            quiet,
+            "round {round}: announcements or a window outlived 2 s"
+        );
         if !clogged.is_empty() {
             let counters: Vec<u64> = conns
                 .iter_mut()
