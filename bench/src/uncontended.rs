@@ -197,13 +197,9 @@ pub fn run(
                 .arg(TTL.as_millis() as u64)
                 .query(&mut floor_conn)
                 .map_err(|e| e.to_string())?;
-            let deleted: i64 = compare_and_delete
-                .key(key)
-                .arg(token)
-                .invoke(&mut floor_conn)
-                .map_err(|e| e.to_string())?;
+            let deleted = release(&compare_and_delete, &mut floor_conn, key, token)?;
             match (set, deleted) {
-                (Some(_), 1) => Ok(()),
+                (Some(_), true) => Ok(()),
                 _ => Err(format!("{key} was not free")),
             }
         }),
@@ -290,6 +286,21 @@ pub fn compare_and_delete() -> redis::Script {
     )
 }
 
+/// Runs the floors' release of `key` for `token`: whether it deleted the key.
+fn release(
+    script: &redis::Script,
+    conn: &mut redis::Connection,
+    key: &str,
+    token: &str,
+) -> Result<bool, String> {
+    let deleted: i64 = script
+        .key(key)
+        .arg(token)
+        .invoke(conn)
+        .map_err(|e| e.to_string())?;
+    Ok(deleted == 1)
+}
+
 /// The fenced floor: a script that does `SET NX PX` and, when it took the lock, `INCR` of a
 /// counter; then the compare-and-delete script, with redis-rs alone.
 pub struct FencedFloor {
@@ -324,14 +335,9 @@ impl FencedFloor {
             .arg(TTL.as_millis() as u64)
             .invoke(&mut self.conn)
             .map_err(|e| e.to_string())?;
-        let deleted: i64 = self
-            .release
-            .key(key)
-            .arg(token)
-            .invoke(&mut self.conn)
-            .map_err(|e| e.to_string())?;
+        let deleted = release(&self.release, &mut self.conn, key, token)?;
         match (fenced, deleted) {
-            (f, 1) if f > 0 => Ok(()),
+            (f, true) if f > 0 => Ok(()),
             _ => Err(format!("{key} was not free")),
         }
     }
@@ -370,14 +376,9 @@ impl PlainFloor {
             .arg(fence)
             .query(&mut self.conn)
             .map_err(|e| e.to_string())?;
-        let deleted: i64 = self
-            .release
-            .key(key)
-            .arg(token)
-            .invoke(&mut self.conn)
-            .map_err(|e| e.to_string())?;
+        let deleted = release(&self.release, &mut self.conn, key, token)?;
         match (set, fenced, deleted) {
-            (Some(_), f, 1) if f > 0 => Ok(()),
+            (Some(_), f, true) if f > 0 => Ok(()),
             _ => Err(format!("{key} was not free")),
         }
     }
