@@ -20,7 +20,8 @@ pub struct LockStatus {
     pub holder: Option<Vec<u8>>,
     /// The holder's remaining lease (the smallest among the agreeing nodes), if it has one.
     pub ttl: Option<Duration>,
-    /// The last fence number granted for this name (the largest among the nodes).
+    /// The name's fence counter (the largest among the nodes): the last fence number
+    /// granted, or past it, as a refused `try_lock` moves it on too.
     pub fence: u64,
 }
 

@@ -358,7 +358,8 @@ class LockStatus:
 
     @property
     def fence(self) -> int:
-        """The last fence number granted for the name (0 when none was)."""
+        """The name's fence counter: the last fence number granted, or past it, as a refused
+        try_lock moves it on too (0 when none was)."""
 
 @final
 class Semaphore:
