@@ -108,6 +108,35 @@ fn one_seed_replays_the_identical_trace() {
     assert_eq!(traces[0].trace_hash, traces[1].trace_hash);
 }
 
+/// The worlds run both forms of the acquire: a `lock` asks with the script, a `try_lock` with
+/// plain commands (`SET NX PX`, `GET`, `EXISTS`, `INCR`), and each form both takes the lock
+/// and is refused. A world that never ran one form would check nothing of it.
+#[test]
+fn the_worlds_run_both_forms_of_the_acquire() {
+    let (mut plain, mut script) = ([0u32; 2], [0u32; 2]);
+    for seed in seeds().into_iter().take(8) {
+        let mut cfg = Config::from_seed(seed, Controls::default());
+        cfg.keep_trace = true;
+        for line in run(cfg).trace {
+            let Some((command, reply)) = line.split_once(" ran c").and_then(|(_, r)| {
+                let (_, rest) = r.split_once(' ')?;
+                rest.rsplit_once(" -> ")
+            }) else {
+                continue;
+            };
+            if command.starts_with("SET lock ") && command.ends_with(" NX PX 1000") {
+                plain[usize::from(reply != "+OK")] += 1;
+            } else if command.starts_with("EVAL") && command.contains(" lock {lock}:fence ") {
+                script[usize::from(reply.starts_with('['))] += 1;
+            }
+        }
+    }
+    assert!(
+        plain.iter().chain(&script).all(|n| *n > 0),
+        "plain SETs won and lost: {plain:?}; acquire scripts granted and refused: {script:?}"
+    );
+}
+
 /// A scripted client: sends its commands at fixed times on its monotonic clock and records
 /// each reply with the time it arrived.
 struct Scripted {

@@ -5,10 +5,15 @@ use super::*;
 use redmutex::sim_support::Step;
 
 impl CoreClient {
+    /// A call that takes the lock: a `lock` that waits as long as it takes, or (one call in
+    /// three) a `try_lock`, which gives up after its first refused round and asks with plain
+    /// commands rather than the script; a client whose `try_lock` failed calls again after
+    /// its pause.
     pub(super) fn start_call(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
         out.push(Output::Note(Note::Wants));
+        let deadline = rng.chance(1.0 / 3.0).then_some(0);
         self.call = Some((
-            Acquisition::new(&self.lock, None, CONNECT_TIMEOUT),
+            Acquisition::new(&self.lock, deadline, CONNECT_TIMEOUT),
             now.mono,
         ));
         self.start_round(now, rng, out);
@@ -44,6 +49,7 @@ impl CoreClient {
             round,
             started,
             answered: vec![false; self.opts.nodes],
+            replies: vec![Vec::new(); self.opts.nodes],
         };
         let deadline = now.mono + self.opts.node_timeout;
         self.wake(deadline, Timer::RoundDeadline(no), out);
@@ -58,13 +64,30 @@ impl CoreClient {
         out: &mut Vec<Output>,
     ) {
         let State::Acquiring {
-            round, answered, ..
+            round,
+            answered,
+            replies,
+            ..
         } = &mut self.state
         else {
             return;
         };
+        if answered[node] {
+            return;
+        }
+        // A node answers once all of the round's requests to it have their replies (or its
+        // connection broke).
+        match reply {
+            Some(r) => {
+                replies[node].push(r);
+                if replies[node].len() < round.requests().len() {
+                    return;
+                }
+                round.answer(&self.lock, node, Some(std::mem::take(&mut replies[node])));
+            }
+            None => round.answer(&self.lock, node, None),
+        }
         answered[node] = true;
-        round.answer(&self.lock, node, reply.map(|r| vec![r]));
         if round.decided() || answered.iter().all(|a| *a) {
             self.settle_round(now, rng, out);
         }
@@ -80,6 +103,7 @@ impl CoreClient {
             mut round,
             started,
             answered,
+            ..
         } = std::mem::replace(&mut self.state, State::Idle)
         else {
             return;

@@ -3,7 +3,9 @@
 //! fence write-back and verdict, the call across rounds (wait, pause, give up), the lease
 //! (renewal, loss and its reason) and the release. This file is only the driver that the
 //! core's blocking transport is in a real process: it sends what the machines ask for,
-//! hands them the replies and the clock readings, and keeps the timers.
+//! hands them the replies and the clock readings, and keeps the timers. One call in three is
+//! a `try_lock` (its round is plain commands, each a message of its own, see
+//! `lock/proto/plain.rs` in the core); the others wait as long as it takes.
 //!
 //! What the driver does as the core's transport does: a round is sent to every node at once
 //! and ends when its answers decide it, or at its deadline; a node that did not answer in
@@ -79,6 +81,8 @@ enum State {
         round: Round,
         started: u64,
         answered: Vec<bool>,
+        /// Each node's replies so far (a `try_lock`'s round is several requests).
+        replies: Vec<Vec<core::Reply>>,
     },
     /// Writing the fence back (or straight to the verdict, with nobody behind).
     Fencing {
