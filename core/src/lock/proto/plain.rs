@@ -1,10 +1,10 @@
 //! The acquire of a caller that has not waited and will not wait (`try_lock`, and the first
 //! round of a call whose deadline has passed) as plain commands, pipelined in one round trip
 //! instead of the acquire script: `SET lock token NX PX ttl`, `GET lock`, `EXISTS readers`,
-//! and `INCR fence` when fencing is on. A script call costs the server several times what
-//! these commands do together (measured with `INFO commandstats` and with the server's
-//! instruction count); such a caller needs no announcement as a waiter and no remaining TTL
-//! when refused, which is all the script adds on its path.
+//! and `INCR fence` when fencing is on. The acquire script costs the server about twice what
+//! these commands do together (the server's instruction count, each followed by a `DEL`: 52k
+//! against 26k); such a caller needs no announcement as a waiter and no remaining TTL when
+//! refused, which is all the script adds on its path.
 //!
 //! The commands run one after another, and other clients' commands can run between them; the
 //! order makes that safe:
