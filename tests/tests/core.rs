@@ -186,6 +186,12 @@ fn an_overwritten_lock_is_reported_lost() {
     let overwritten = Instant::now();
     let bound = ttl / 3 + redmutex::default_node_timeout(ttl) + Duration::from_millis(50);
     assert!(wait_until(bound * 2, || !guard.is_held()));
+    // The renew thread marks the guard lost, then runs its callbacks (outside its locks):
+    // the callback may come a moment after `is_held` turned false.
+    assert!(wait_until(Duration::from_secs(1), || fired
+        .lock()
+        .unwrap()
+        .is_some()));
     let at = fired.lock().unwrap().expect("callback did not fire");
     assert!(
         at - overwritten <= bound,
