@@ -299,13 +299,14 @@ pub(crate) fn only_to<'a>(n: usize, to: &[usize], call: &'a Call) -> Vec<&'a [Ca
 
 /// One request of a round: a script invocation, or a plain command such as `WAIT`.
 pub(crate) enum Call {
-    /// A plain command packed in RESP (a `try_lock`'s acquire commands): for one round, or
-    /// once for every round of a lock.
+    /// A plain command packed in RESP for one round (a `try_lock`'s `SET`), about a key in
+    /// `slot`.
     Packed {
         packed: Vec<u8>,
-        /// Its key's cluster slot.
         slot: Option<u16>,
     },
+    /// A plain command packed in RESP once for every round of a lock (a `try_lock`'s
+    /// commands after its `SET`).
     Shared {
         packed: Arc<[u8]>,
         slot: Option<u16>,

@@ -39,9 +39,10 @@ impl CoreClient {
             &waiter,
         );
         let no = self.fresh();
+        let requests = round.requests();
         for node in 0..self.opts.nodes {
-            for argv in round.requests() {
-                self.send(node, argv, Purpose::Acquire, out);
+            for argv in &requests {
+                self.send(node, argv.clone(), Purpose::Acquire, out);
             }
         }
         self.state = State::Acquiring {
@@ -50,6 +51,7 @@ impl CoreClient {
             started,
             answered: vec![false; self.opts.nodes],
             replies: vec![Vec::new(); self.opts.nodes],
+            requests: requests.len(),
         };
         let deadline = now.mono + self.opts.node_timeout;
         self.wake(deadline, Timer::RoundDeadline(no), out);
@@ -67,6 +69,7 @@ impl CoreClient {
             round,
             answered,
             replies,
+            requests,
             ..
         } = &mut self.state
         else {
@@ -80,7 +83,7 @@ impl CoreClient {
         match reply {
             Some(r) => {
                 replies[node].push(r);
-                if replies[node].len() < round.requests().len() {
+                if replies[node].len() < *requests {
                     return;
                 }
                 round.answer(&self.lock, node, Some(std::mem::take(&mut replies[node])));

@@ -83,6 +83,8 @@ enum State {
         answered: Vec<bool>,
         /// Each node's replies so far (a `try_lock`'s round is several requests).
         replies: Vec<Vec<core::Reply>>,
+        /// How many requests the round sends each node.
+        requests: usize,
     },
     /// Writing the fence back (or straight to the verdict, with nobody behind).
     Fencing {
