@@ -118,6 +118,25 @@ impl Run {
         );
     }
 
+    /// Waits (bounded) until one of `names` holds the lock by a grant later than `after_ns` (on
+    /// [`history::mono_ns`]'s clock). A scenario that needs another holder at some moment acts
+    /// right after this, at the start of a hold.
+    pub fn wait_fresh_grant(&self, names: &[&str], after_ns: i64) {
+        assert!(
+            wait_until(Duration::from_secs(10), || {
+                names.iter().any(|name| {
+                    let history = self.history_of(name);
+                    let holding = history.last().is_some_and(|e| {
+                        matches!(e.event, Kind::Acquire | Kind::Use | Kind::Renew)
+                    });
+                    let granted = history.iter().rev().find(|e| e.event == Kind::Acquire);
+                    holding && granted.is_some_and(|e| e.t_ns > after_ns)
+                })
+            }),
+            "none of {names:?} was granted the lock after the mark"
+        );
+    }
+
     /// Sends `sig` to the client `name` (by pid).
     pub fn signal(&mut self, name: &str, sig: libc::c_int) {
         let pid = self.proc(name).child.id() as libc::pid_t;

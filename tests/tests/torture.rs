@@ -177,9 +177,10 @@ fn holder_sigkilled() {
     }
 }
 
-/// A holder SIGSTOPped for 3×TTL then resumed: it learns of the loss within TTL/3 + node
-/// timeout of the resume, never uses after its validity, its late release leaves the new
-/// holder's key alone, and the (fenced) counter is exact.
+/// A holder SIGSTOPped for 3×TTL (and until another client's next grant) then resumed: it
+/// learns of the loss within TTL/3 + node timeout of the resume, never uses after its
+/// validity, its late release leaves the new holder's key alone, and the (fenced) counter is
+/// exact.
 fn holder_stopped(seed: u64) {
     const TTL: i64 = 400;
     const NODE_TIMEOUT: i64 = 20;
@@ -209,6 +210,10 @@ fn holder_stopped(seed: u64) {
     run.signal("victim", libc::SIGSTOP);
     let stop_ns = mono_ns();
     std::thread::sleep(Duration::from_millis(3 * TTL as u64));
+    // Resume at the start of another client's hold (150 ms at least), so that the victim's
+    // late release, a few milliseconds after the resume, always meets a holder's key: resumed
+    // at a random moment, it fell now and then between two holds and checked nothing.
+    run.wait_fresh_grant(&["c0", "c1", "c2"], mono_ns());
     let resume_ns = mono_ns();
     run.signal("victim", libc::SIGCONT);
     let summaries = run.finish();
