@@ -440,8 +440,8 @@ redmutex_result redmutex_is_locked_bytes(const struct redmutex_client *client,
  * NUL-terminated string of at most `holder_len - 1` bytes, and `*out_holder_n` is set to
  * its full length (cut short when `*out_holder_n >= holder_len`; 0 when free);
  * `*out_ttl_ms` to the holder's remaining lease in milliseconds (-1 when the lock is free
- * or never expires); `*out_fence` to the name's fence counter: the last fence number
- * granted, or past it, as a refused try-lock moves it on too (0 when none was). `holder_buf` may be NULL only when `holder_len` is 0. Nothing is written on
+ * or never expires); `*out_fence` to the last fence number granted for the name (0 when
+ * none was). `holder_buf` may be NULL only when `holder_len` is 0. Nothing is written on
  * failure.
  *
  * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
@@ -765,8 +765,7 @@ redmutex_result redmutex_semaphore_status_bytes(const struct redmutex_client *cl
  *
  * On success writes to `*out_writer` whether a writer (or a `redmutex_lock` holder, or any
  * `SET name x NX` holder) has it, to `*out_readers` the number of live read holds, and to
- * `*out_fence` the name's fence counter (the last fence number granted, or past it: a
- * refused try-lock moves it on too). Nothing is written on failure.
+ * `*out_fence` the last fence number granted for the name. Nothing is written on failure.
  *
  * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
  * when too few nodes answered, `REDMUTEX_RESULT_NULL_PARAMETER`,

@@ -176,8 +176,8 @@ pub extern "C" fn redmutex_is_locked_bytes(
 /// NUL-terminated string of at most `holder_len - 1` bytes, and `*out_holder_n` is set to
 /// its full length (cut short when `*out_holder_n >= holder_len`; 0 when free);
 /// `*out_ttl_ms` to the holder's remaining lease in milliseconds (-1 when the lock is free
-/// or never expires); `*out_fence` to the name's fence counter: the last fence number
-/// granted, or past it, as a refused try-lock moves it on too (0 when none was). `holder_buf` may be NULL only when `holder_len` is 0. Nothing is written on
+/// or never expires); `*out_fence` to the last fence number granted for the name (0 when
+/// none was). `holder_buf` may be NULL only when `holder_len` is 0. Nothing is written on
 /// failure.
 ///
 /// Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`

@@ -340,8 +340,7 @@ fn semaphore_status(
 ///
 /// On success writes to `*out_writer` whether a writer (or a `redmutex_lock` holder, or any
 /// `SET name x NX` holder) has it, to `*out_readers` the number of live read holds, and to
-/// `*out_fence` the name's fence counter (the last fence number granted, or past it: a
-/// refused try-lock moves it on too). Nothing is written on failure.
+/// `*out_fence` the last fence number granted for the name. Nothing is written on failure.
 ///
 /// Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
 /// when too few nodes answered, `REDMUTEX_RESULT_NULL_PARAMETER`,

@@ -12,8 +12,7 @@ use pyo3::types::PyBytes;
 /// holder: the holder's value (b"owner-label:random-hex" for redmutex holders, so it tells who
 ///     holds it), or None when the lock is free.
 /// ttl: seconds left of the holder's lease, or None when the lock is free or never expires.
-/// fence: the name's fence counter: the last fence number granted, or past it, as a refused
-///     try_lock moves it on too (0 when none was).
+/// fence: the last fence number granted for the name (0 when none was).
 #[pyclass(module = "redmutex", name = "LockStatus", frozen, get_all)]
 pub struct LockStatus {
     holder: Option<Py<PyBytes>>,

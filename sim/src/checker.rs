@@ -76,7 +76,7 @@ pub struct Checker {
     ended: BTreeMap<Vec<u8>, Option<u64>>,
     last_fence: u64,
     last_use_fence: u64,
-    /// Whether fences are still judged (no node lost its counter).
+    /// Whether fences are judged (the lock fences, and no node lost its counter).
     pub fences_kept: bool,
     waiting: BTreeMap<usize, u64>,
     free_since: u64,

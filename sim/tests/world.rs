@@ -108,9 +108,10 @@ fn one_seed_replays_the_identical_trace() {
     assert_eq!(traces[0].trace_hash, traces[1].trace_hash);
 }
 
-/// The worlds run both forms of the acquire: a `lock` asks with the script, a `try_lock` with
-/// plain commands (`SET NX PX`, `GET`, `EXISTS`, `INCR`), and each form both takes the lock
-/// and is refused. A world that never ran one form would check nothing of it.
+/// The worlds run both forms of the acquire: a `lock` (and a fenced lock's `try_lock`) asks
+/// with the script, an unfenced lock's `try_lock` with plain commands (`SET NX PX`, `GET`,
+/// `EXISTS`), and each form both takes the lock and is refused. A world that never ran one
+/// form would check nothing of it.
 #[test]
 fn the_worlds_run_both_forms_of_the_acquire() {
     let (mut plain, mut script) = ([0u32; 2], [0u32; 2]);

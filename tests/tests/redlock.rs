@@ -315,10 +315,8 @@ fn exclusion_holds_while_nodes_fail() {
 }
 
 /// 500 grants across 3 clients while a random minority of nodes is clogged by foreign values,
-/// with failed attempts on a clogged majority in between: every fence is greater than all
-/// earlier ones. Every other attempt waits a little: a waiting call asks with the script,
-/// which bumps only the counters of the nodes that grant, so the counters diverge; a
-/// `try_lock` asks with plain commands, which bump every counter it reaches.
+/// with failed attempts on a clogged majority in between (they bump some counters): every
+/// fence is greater than all earlier ones.
 #[test]
 fn fences_stay_monotonic_across_different_majorities() {
     let servers = RedisServers::start(5);
@@ -355,13 +353,7 @@ fn fences_stay_monotonic_across_different_majorities() {
             let _: () = conns[i].set("fence5:lock", "foreign").unwrap();
         }
         let client = &clients[(rand() % 3) as usize];
-        let mutex = client.mutex("fence5:lock");
-        let attempt = if round.is_multiple_of(2) {
-            mutex.try_lock()
-        } else {
-            mutex.try_lock_for(Duration::from_millis(1))
-        };
-        match attempt {
+        match client.mutex("fence5:lock").try_lock() {
             Ok(guard) => {
                 assert!(clogged_count < 3);
                 assert!(guard.fence() > last, "fence {} after {last}", guard.fence());
@@ -386,21 +378,6 @@ fn fences_stay_monotonic_across_different_majorities() {
         for &i in &clogged {
             let _: () = conns[i].del("fence5:lock").unwrap();
         }
-        // A waiting call granted while clogged nodes refused takes its announcement back
-        // there, in the background; until then a release there keeps the lock for the
-        // waiter it thinks is left, for a hand-off window. The next attempt starts once
-        // both are gone: it is to find every unclogged node free.
-        let quiet = redmutex_tests::wait_until(Duration::from_secs(2), || {
-            conns.iter_mut().all(|c| {
-                let key: Option<Vec<u8>> = c.get("fence5:lock").unwrap();
-                let waiting: u64 = c.zcard("{fence5:lock}:waitq").unwrap();
-                key.is_none() && waiting == 0
-            })
-        });
-        assert!(
-            quiet,
-            "round {round}: announcements or a window outlived 2 s"
-        );
         if !clogged.is_empty() {
             let counters: Vec<u64> = conns
                 .iter_mut()

@@ -376,28 +376,35 @@ fn six_processes_killed_and_stopped_never_overlap_a_write() {
     assert!(shared > 0, "no two reads ever overlapped");
 }
 
-/// A write `try_lock` asks with plain commands whose `SET` goes in before its `EXISTS` looks
-/// for read holds: against a live read hold it is refused and takes its `SET` back at once.
-/// The lock key is never left behind: the reader keeps renewing, and more readers get in.
+/// A write `try_lock` without fencing asks with plain commands whose `SET` goes in before its
+/// `EXISTS` looks for read holds: against a live read hold it is refused and takes its `SET`
+/// back at once. The lock key is never left behind: the reader keeps renewing, and more
+/// readers get in. A fenced one (the acquire script) is held to the same.
 #[test]
 fn a_write_try_lock_refused_by_a_reader_leaves_no_lock_behind() {
     let server = RedisServer::start();
     let client = Client::open(&server.url()).unwrap();
-    let lock = client.rwlock("undo:rw").ttl(Duration::from_millis(200));
-    let mutex = client.mutex("undo:rw");
-    let read = lock.read().unwrap();
     let mut conn = server.conn();
-    for _ in 0..10 {
-        assert!(would_block(lock.try_write()));
-        assert!(would_block(mutex.try_lock()));
-        let key: Option<Vec<u8>> = conn.get("undo:rw").unwrap();
-        assert_eq!(key, None, "a refused write try_lock left its SET");
-        lock.try_read().unwrap().unlock().unwrap();
+    for fencing in [false, true] {
+        let name = format!("undo:rw:{fencing}");
+        let lock = client
+            .rwlock(&name)
+            .ttl(Duration::from_millis(200))
+            .fencing(fencing);
+        let mutex = client.mutex(&name).fencing(fencing);
+        let read = lock.read().unwrap();
+        for _ in 0..10 {
+            assert!(would_block(lock.try_write()));
+            assert!(would_block(mutex.try_lock()));
+            let key: Option<Vec<u8>> = conn.get(&name).unwrap();
+            assert_eq!(key, None, "a refused write try_lock left its SET");
+            lock.try_read().unwrap().unlock().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(read.is_held() && read.renewals() >= 1);
+        read.unlock().unwrap();
+        mutex.try_lock().unwrap().unlock().unwrap();
     }
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(read.is_held() && read.renewals() >= 1);
-    read.unlock().unwrap();
-    mutex.try_lock().unwrap().unlock().unwrap();
 }
 
 /// The read holds' key must end with the last live hold: a write `try_lock` reads it with
@@ -419,7 +426,11 @@ fn a_released_longer_read_hold_leaves_the_key_to_the_dead_shorter_one() {
     let taken = Instant::now();
     let _: () = conn.zadd("{left:rw}:readers", "dead:1:00ff", ends).unwrap();
     held.unlock().unwrap();
-    let writer = Client::open(&server.url()).unwrap().rwlock("left:rw");
+    // Without fencing, the write try_lock asks with plain commands: its `EXISTS` reads the key.
+    let writer = Client::open(&server.url())
+        .unwrap()
+        .rwlock("left:rw")
+        .fencing(false);
     assert!(would_block(writer.try_write()));
     let mut write = None;
     let got_in = redmutex_tests::wait_until(Duration::from_secs(3), || {

@@ -39,8 +39,8 @@ pub(crate) struct Keys {
 pub(crate) struct PlainPacked {
     /// `SET lock`, in an array header for the six words of `SET lock token NX PX ttl`.
     pub(crate) set: Vec<u8>,
-    /// `GET lock`, `EXISTS readers`, `INCR fence`: shared by every round's requests.
-    pub(crate) after: [Arc<[u8]>; 3],
+    /// `GET lock`, `EXISTS readers`: shared by every round's requests.
+    pub(crate) after: [Arc<[u8]>; 2],
     /// The keys' cluster slot.
     pub(crate) slot: Option<u16>,
 }
@@ -164,7 +164,6 @@ impl Keys {
                 after: [
                     command(&[b"GET", &self.lock]).into(),
                     command(&[b"EXISTS", &self.readers]).into(),
-                    command(&[b"INCR", &self.fence]).into(),
                 ],
                 slot: Some(key_slot(&self.lock)),
             }

@@ -58,9 +58,9 @@ impl Script {
 /// Takes the lock when it is free; otherwise reports the holder and its remaining TTL.
 ///
 /// KEYS: lock, fence, readers, waiters. ARGV: token, ttl ms, fencing (0/1), has waited (0/1),
-/// waiter announcement ms (0 = do not announce), waiter id. A caller that has not waited and
-/// will not wait (a `try_lock`, the uncontended path) sends plain commands instead (see
-/// `proto/plain.rs`).
+/// waiter announcement ms (0 = do not announce), waiter id. An unfenced lock's caller that has
+/// not waited and will not wait (a `try_lock`, the uncontended path) sends plain commands
+/// instead (see `proto/plain.rs`).
 ///
 /// The mutex is also the write side of a read-write lock on the same name: while live read
 /// holds exist (the `readers` set, expired members dropped first), it is refused like a held

@@ -20,8 +20,7 @@ pub struct LockStatus {
     pub holder: Option<Vec<u8>>,
     /// The holder's remaining lease (the smallest among the agreeing nodes), if it has one.
     pub ttl: Option<Duration>,
-    /// The name's fence counter (the largest among the nodes): the last fence number
-    /// granted, or past it, as a refused `try_lock` moves it on too.
+    /// The last fence number granted for this name (the largest among the nodes).
     pub fence: u64,
 }
 

@@ -149,6 +149,13 @@ impl Lock {
         }
     }
 
+    /// The same lock with fencing on (the default) or off; without it, a round that has not
+    /// waited and will not wait asks with plain commands instead of the acquire script.
+    pub fn fencing(mut self, on: bool) -> Lock {
+        self.spec.opts.fencing = on;
+        self
+    }
+
     /// How many nodes must agree.
     pub fn quorum(&self) -> usize {
         self.spec.quorum

@@ -358,8 +358,7 @@ class LockStatus:
 
     @property
     def fence(self) -> int:
-        """The name's fence counter: the last fence number granted, or past it, as a refused
-        try_lock moves it on too (0 when none was)."""
+        """The last fence number granted for the name (0 when none was)."""
 
 @final
 class Semaphore:

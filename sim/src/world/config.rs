@@ -35,6 +35,10 @@ pub struct Config {
     pub network: Network,
     /// Which client drives the lock.
     pub driver: Driver,
+    /// Whether the lock fences (the core's clients; the model client always does). Without
+    /// fencing a `try_lock` asks with plain commands instead of the acquire script, and the
+    /// checker judges no fence order.
+    pub fencing: bool,
     /// The model client's deliberate mistakes (none in a correct run).
     pub controls: Controls,
     /// Whether the clients keep going to the run's end (lock clients do; a scripted client
@@ -49,14 +53,21 @@ impl Config {
     /// are the core's own machines, or the model client when a control asks for a mistake.
     pub fn from_seed(seed: u64, controls: Controls) -> Config {
         let mut rng = Rng::new(seed ^ 0xC0FF_EE00);
+        let nodes = *rng.pick(&[1, 3, 5]);
+        let faults = rng.range(2, 10) as usize;
+        let driver = if controls == Controls::default() {
+            Driver::Core
+        } else {
+            Driver::Model
+        };
         Config {
             seed,
-            nodes: *rng.pick(&[1, 3, 5]),
+            nodes,
             clients: 3,
             ttl_ms: 1_000,
             fault_phase: 15_000_000,
             quiet_phase: 6_000_000,
-            faults: rng.range(2, 10) as usize,
+            faults,
             network: Network {
                 quiet_max: 12_000,
                 late_max: 600_000,
@@ -64,11 +75,8 @@ impl Config {
                 late: 0.03,
                 cut: 0.01,
             },
-            driver: if controls == Controls::default() {
-                Driver::Core
-            } else {
-                Driver::Model
-            },
+            driver,
+            fencing: driver == Driver::Model || rng.chance(0.5),
             controls,
             endless: true,
             keep_trace: false,

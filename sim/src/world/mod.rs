@@ -117,10 +117,10 @@ pub struct World {
 impl World {
     /// Builds the world that `cfg` describes, with the clients it names.
     pub fn new(cfg: Config) -> World {
-        let opts = cfg.model();
+        let (opts, fencing) = (cfg.model(), cfg.fencing);
         match cfg.driver {
             Driver::Core => {
-                World::with_clients(cfg, |i| Box::new(CoreClient::new(i, opts.clone())))
+                World::with_clients(cfg, |i| Box::new(CoreClient::new(i, opts.clone(), fencing)))
             }
             Driver::Model => {
                 World::with_clients(cfg, |i| Box::new(ModelClient::new(i, opts.clone())))
@@ -189,7 +189,8 @@ impl World {
             quiet_from: healed + ttl + cfg.network.late_max + drift_us(cfg.ttl_ms),
             liveness: ttl / 2,
         };
-        let checker = Checker::new(cfg.nodes, limits);
+        let mut checker = Checker::new(cfg.nodes, limits);
+        checker.fences_kept = cfg.fencing;
         let mut world = World {
             now: 0,
             queue: BTreeMap::new(),

@@ -7,7 +7,8 @@
 //!
 //! - [`round`]: one acquisition round, counted answer by answer, with the fence write-back
 //!   and the verdict on the validity; [`vote`]: what one node's answer says; [`plain`]: the
-//!   acquire of a caller that will not wait, as plain commands instead of the script.
+//!   acquire of an unfenced lock's caller that will not wait, as plain commands instead of
+//!   the script.
 //! - [`acquisition`]: one call that takes the lock: after each round, whether to return,
 //!   wait for a release (and where, and how long), pause, or try again.
 //! - [`hold`]: the lease's state: when to renew, what a renewal's answers mean, why it was

@@ -19,7 +19,7 @@ use crate::lock::tally::{Seat, Tally, replicas_outcome, unexpected};
 use crate::net::{Answer, Failure, Request};
 use crate::options::drift;
 
-/// One round: the acquire script on every node (or a `try_lock`'s plain commands, see
+/// One round: the acquire script on every node (or an unfenced `try_lock`'s plain commands, see
 /// [`plain`]), counted as the answers arrive.
 pub(crate) struct AcquireRound {
     token: Vec<u8>,
@@ -156,10 +156,11 @@ impl AcquireRound {
         let waits = waited || !announce.is_zero();
         // Other kinds of lease (a semaphore's permit, a read lock) take their own scripts.
         let other_kind = shared::acquire_call(spec, &token, waited, announce, waiter);
-        let plain = other_kind.is_none() && !waits;
+        // A fenced lock keeps the script: its counter moves only on a grant.
+        let plain = other_kind.is_none() && !waits && !opts.fencing;
         let mut calls = match other_kind {
             Some(call) => vec![call],
-            // A caller that has not waited and will not wait: plain commands.
+            // An unfenced lock's caller that has not waited and will not wait: plain commands.
             None if plain => plain::calls(spec, &token, ttl),
             None => {
                 let args: [&[u8]; 6] = [
@@ -424,11 +425,11 @@ mod tests {
     use crate::lock::Keys;
     use crate::options::MutexOptions;
 
-    /// A caller that has not waited and will not wait (a `try_lock`) asks with plain
-    /// commands, `INCR` only when fencing is on; one that will wait, or has waited, sends the
+    /// An unfenced lock's caller that has not waited and will not wait (a `try_lock`) asks
+    /// with plain commands; one that will wait, or has waited, or a fenced lock's, sends the
     /// acquire script with the waiters key and the waiter's arguments.
     #[test]
-    fn only_a_waiting_caller_sends_the_script() {
+    fn only_an_unfenced_try_lock_sends_plain_commands() {
         let keys = Arc::new(Keys::new(b"job"));
         let timeout = Duration::from_millis(250);
         let sent = |opts: MutexOptions, waited, announce| {
@@ -454,24 +455,27 @@ mod tests {
                 .map(|w| w.as_bytes().to_vec())
                 .collect::<Vec<_>>()
         };
-        let plain = sent(MutexOptions::default(), false, Duration::ZERO);
-        assert_eq!(
-            plain,
-            [
-                w("SET job t NX PX 30000"),
-                w("GET job"),
-                w("EXISTS {job}:readers"),
-                w("INCR {job}:fence")
-            ]
-        );
         let unfenced = MutexOptions {
             fencing: false,
             ..MutexOptions::default()
         };
-        assert_eq!(sent(unfenced, false, Duration::ZERO), plain[..3]);
+        assert_eq!(
+            sent(unfenced.clone(), false, Duration::ZERO),
+            [
+                w("SET job t NX PX 30000"),
+                w("GET job"),
+                w("EXISTS {job}:readers"),
+            ]
+        );
         let announce = Duration::from_millis(300);
-        for (waited, announce) in [(false, announce), (true, Duration::ZERO)] {
-            let script = sent(MutexOptions::default(), waited, announce);
+        let cases = [
+            (MutexOptions::default(), false, Duration::ZERO),
+            (MutexOptions::default(), false, announce),
+            (unfenced.clone(), false, announce),
+            (unfenced, true, Duration::ZERO),
+        ];
+        for (opts, waited, announce) in cases {
+            let script = sent(opts, waited, announce);
             assert_eq!(script.len(), 1);
             assert_eq!(script[0][0], b"EVALSHA");
             assert_eq!(script[0].len(), 2 + 1 + 4 + 6);

@@ -6,9 +6,9 @@ use redmutex::sim_support::Step;
 
 impl CoreClient {
     /// A call that takes the lock: a `lock` that waits as long as it takes, or (one call in
-    /// three) a `try_lock`, which gives up after its first refused round and asks with plain
-    /// commands rather than the script; a client whose `try_lock` failed calls again after
-    /// its pause.
+    /// three) a `try_lock`, which gives up after its first refused round and, when the lock
+    /// does not fence, asks with plain commands rather than the script; a client whose
+    /// `try_lock` failed calls again after its pause.
     pub(super) fn start_call(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
         out.push(Output::Note(Note::Wants));
         let deadline = rng.chance(1.0 / 3.0).then_some(0);

@@ -4,8 +4,9 @@
 //! (renewal, loss and its reason) and the release. This file is only the driver that the
 //! core's blocking transport is in a real process: it sends what the machines ask for,
 //! hands them the replies and the clock readings, and keeps the timers. One call in three is
-//! a `try_lock` (its round is plain commands, each a message of its own, see
-//! `lock/proto/plain.rs` in the core); the others wait as long as it takes.
+//! a `try_lock` (in a world whose lock does not fence, its round is plain commands, each a
+//! message of its own, see `lock/proto/plain.rs` in the core); the others wait as long as it
+//! takes.
 //!
 //! What the driver does as the core's transport does: a round is sent to every node at once
 //! and ends when its answers decide it, or at its deadline; a node that did not answer in
@@ -143,8 +144,8 @@ pub struct CoreClient {
 const CONNECT_TIMEOUT: u64 = 1_000_000;
 
 impl CoreClient {
-    /// A client numbered `id`, with the model client's timings.
-    pub fn new(id: usize, opts: ModelOptions) -> CoreClient {
+    /// A client numbered `id`, with the model client's timings, of a lock that fences or not.
+    pub fn new(id: usize, opts: ModelOptions, fencing: bool) -> CoreClient {
         let lock = Lock::new(
             LOCK.as_bytes(),
             opts.nodes,
@@ -153,7 +154,8 @@ impl CoreClient {
             opts.wait_cap,
             opts.retry_max / 2 + 1,
             opts.handoff_window,
-        );
+        )
+        .fencing(fencing);
         CoreClient {
             id,
             opts,
