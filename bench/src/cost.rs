@@ -9,9 +9,11 @@ use crate::uncontended::{FencedFloor, PlainFloor, conn, try_unlock};
 /// Redis's own.
 pub struct ServerTime {
     pub ping_us: f64,
-    /// Every command's time per try_lock + unlock: redmutex's, and the fenced floor's (its
-    /// two scripts) and the scriptless floor's (`SET NX PX`, `INCR`, compare-and-delete).
+    /// Every command's time per try_lock + unlock: redmutex's (fenced, and with fencing off),
+    /// and the fenced floor's (its two scripts) and the scriptless floor's (`SET NX PX`,
+    /// `INCR`, compare-and-delete).
     pub redmutex_us: f64,
+    pub unfenced_us: f64,
     pub fenced_us: f64,
     pub plain_us: f64,
 }
@@ -20,6 +22,7 @@ pub fn server_time(url: &str, n: usize) -> Result<ServerTime, String> {
     let mut admin = conn(url)?;
     let mut ping_conn = conn(url)?;
     let mut m1 = RedmutexLocker::open(&[url.to_owned()], "bench:server-time")?;
+    let mut u1 = RedmutexLocker::unfenced(&[url.to_owned()], "bench:server-time:unfenced")?;
     let mut fenced = FencedFloor::open(url)?;
     let mut plain = PlainFloor::open(url)?;
     let mut per_op = |cycle: &mut dyn FnMut() -> Result<(), String>| -> Result<f64, String> {
@@ -39,6 +42,7 @@ pub fn server_time(url: &str, n: usize) -> Result<ServerTime, String> {
     Ok(ServerTime {
         ping_us,
         redmutex_us: per_op(&mut || try_unlock(&mut m1))?,
+        unfenced_us: per_op(&mut || try_unlock(&mut u1))?,
         fenced_us: per_op(&mut || fenced.cycle())?,
         plain_us: per_op(&mut || plain.cycle())?,
     })

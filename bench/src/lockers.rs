@@ -84,6 +84,13 @@ impl RedmutexLocker {
         Ok(RedmutexLocker::new(client(urls)?.mutex(key).ttl(TTL)))
     }
 
+    /// The same with fencing off: its `try_lock` asks with plain commands.
+    pub fn unfenced(urls: &[String], key: &str) -> Result<RedmutexLocker, String> {
+        Ok(RedmutexLocker::new(
+            client(urls)?.mutex(key).ttl(TTL).fencing(false),
+        ))
+    }
+
     pub fn new(mutex: redmutex::Mutex) -> RedmutexLocker {
         RedmutexLocker { mutex, guard: None }
     }

@@ -231,17 +231,20 @@ fn closing_notes(
              compare-and-delete script, with redis-rs alone (Redis 7 has no compare-and-delete \
              command); with a fence whose INCR only on success needs its acquire to be a script \
              too, {}; with a fenced acquire that is no script (SET NX PX and INCR in one write, \
-             whose counter then rises on refusals too), {}. redmutex's 1-node row is {} the \
-             first floor and {} the scriptless fenced one: its try_lock is those two commands \
-             plus a GET (its own token, should the request run twice) and an EXISTS (read holds \
-             of the same name), its release a script that also looks for waiters (see the \
-             server time below), and the client keeps the guard, its renewal and the waiter \
-             state.",
+             whose counter then rises on refusals too), {}. redmutex's 1-node row (a fenced \
+             lock, the default) is {} the first floor and {} the fenced one: its acquire is a \
+             script like the fenced floor's that also looks for read holds of the same name and \
+             reads the holder's TTL when refused, its release a script that also looks for \
+             waiters (see the server time below), and the client keeps the guard, its renewal \
+             and the waiter state. With fencing off its try_lock is no script: SET NX PX, a GET \
+             (its own token, should the request run twice) and an EXISTS (read holds) in one \
+             write, {} the first floor.",
             ratio(unc.floor1.median(), base),
             ratio(unc.floor_fenced.median(), base),
             ratio(unc.floor_plain.median(), base),
             ratio(unc.redmutex1.median(), unc.floor1.median()),
-            ratio(unc.redmutex1.median(), unc.floor_plain.median()),
+            ratio(unc.redmutex1.median(), unc.floor_fenced.median()),
+            ratio(unc.unfenced1.median(), unc.floor1.median()),
         ),
         format!(
             "CPU per try_lock + unlock (/proc, the client and every server it asks): one node \
@@ -273,10 +276,11 @@ fn closing_notes(
         ),
         format!(
             "server time (INFO commandstats, 1 node): PING {:.2} µs; per try_lock + unlock, \
-             every command counted: redmutex {:.2} µs, the fenced floor's two scripts {:.2} µs, \
-             the scriptless fenced floor {:.2} µs.",
+             every command counted: redmutex {:.2} µs (fencing off: {:.2} µs), the fenced \
+             floor's two scripts {:.2} µs, the scriptless fenced floor {:.2} µs.",
             lat.server_time.ping_us,
             lat.server_time.redmutex_us,
+            lat.server_time.unfenced_us,
             lat.server_time.fenced_us,
             lat.server_time.plain_us
         ),

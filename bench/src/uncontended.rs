@@ -103,8 +103,11 @@ pub struct Uncontended {
     /// The same requests with the floor's compare-and-delete in place of redmutex's release
     /// script: redmutex's acquire, the floor's release.
     pub bare_floor1: Samples,
+    /// redmutex's `try_lock` + `unlock` of a fenced lock (the default) on 1 and on 5 nodes.
     pub redmutex1: Samples,
     pub redmutex5: Samples,
+    /// The same with fencing off on 1 node: its `try_lock` sends plain commands, no script.
+    pub unfenced1: Samples,
     /// redmutex's other kinds on one node: a permit of a 3-permit semaphore, a read hold, the
     /// write side of a read-write lock.
     pub semaphore1: Samples,
@@ -160,6 +163,7 @@ pub fn run(
         BareRequests::with_floor_release(one, "bench:uncontended:bare-floor", &fenced.release)?;
     let mut m1 = RedmutexLocker::open(&[one.to_owned()], "bench:uncontended")?;
     let mut m5 = RedmutexLocker::open(five, "bench:uncontended")?;
+    let mut u1 = RedmutexLocker::unfenced(&[one.to_owned()], "bench:uncontended:unfenced")?;
     let mut r1 = RedlockLocker::open(&[one.to_owned()], "bench:uncontended:redlock");
     let mut r5 = RedlockLocker::open(five, "bench:uncontended:redlock");
     let mut quorum = QuorumPing::open(five)?;
@@ -211,6 +215,7 @@ pub fn run(
         }),
         Measure::timed("redmutex1", plan.per_round, || try_unlock(&mut m1)),
         Measure::timed("redmutex5", plan.per_round, || try_unlock(&mut m5)),
+        Measure::timed("unfenced1", plan.per_round, || try_unlock(&mut u1)),
         Measure::timed("semaphore1", plan.per_round, || try_unlock(&mut sem1)),
         Measure::timed("read1", plan.per_round, || try_unlock(&mut read1)),
         Measure::timed("write1", plan.per_round, || try_unlock(&mut write1)),
@@ -269,6 +274,7 @@ pub fn run(
         bare_floor1: take("bare_floor1").unwrap_or_default(),
         redmutex1: take("redmutex1").unwrap_or_default(),
         redmutex5: take("redmutex5").unwrap_or_default(),
+        unfenced1: take("unfenced1").unwrap_or_default(),
         semaphore1: take("semaphore1").unwrap_or_default(),
         read1: take("read1").unwrap_or_default(),
         write1: take("write1").unwrap_or_default(),

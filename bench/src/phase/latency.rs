@@ -130,7 +130,7 @@ fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
             unc.floor_plain.clone(),
         )
         .result(format!(
-            "floor of a fenced lock whose acquire is no script (its counter rises on refusals too); {} the unfenced floor; {} the fenced floor",
+            "floor of a fenced lock whose acquire is no script (its counter rises on refusals too, which redmutex's does not); {} the unfenced floor; {} the fenced floor",
             ratio(unc.floor_plain.median(), unc.floor1.median()),
             ratio(unc.floor_plain.median(), unc.floor_fenced.median())
         )),
@@ -139,24 +139,24 @@ fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
             unc.bare_floor1.clone(),
         )
         .result(format!(
-            "redmutex's try_lock (SET NX PX, GET, EXISTS, INCR in one write: the GET for its own token, the EXISTS for read holds), the floor's release; {} the scriptless floor",
-            ratio(unc.bare_floor1.median(), unc.floor_plain.median()),
+            "redmutex's try_lock of a fenced lock (its acquire script: SET NX PX and INCR, the holder's TTL when refused), the floor's release; {} the fenced floor",
+            ratio(unc.bare_floor1.median(), unc.floor_fenced.median()),
         )),
         Row::latency(
             "context: redmutex's requests from bare redis-rs: acquire commands + release script",
             unc.bare1.clone(),
         )
         .result(format!(
-            "redmutex's requests without its transport, lease or renewal; {} the scriptless floor; {} the same with the floor's release (the release's look for waiters); the 1-node row is {} it",
-            ratio(unc.bare1.median(), unc.floor_plain.median()),
+            "redmutex's requests without its transport, lease or renewal; {} the fenced floor; {} the same with the floor's release (the release's look for waiters); the 1-node row is {} it",
+            ratio(unc.bare1.median(), unc.floor_fenced.median()),
             ratio(unc.bare1.median(), unc.bare_floor1.median()),
             ratio(unc.redmutex1.median(), unc.bare1.median())
         )),
     ]
 }
 
-/// `try_lock` + `unlock` on 1 and on 5 nodes, against their floors (and rslock's rows, when
-/// measured).
+/// `try_lock` + `unlock` on 1 and on 5 nodes, and on 1 node with fencing off, against their
+/// floors (and rslock's rows, when measured).
 fn uncontended_rows(unc: &Uncontended) -> Vec<Row> {
     let (r1, r5) = (unc.redmutex1.median(), unc.redmutex5.median());
     let f1 = r1 as f64 / unc.floor1.median().max(1) as f64;
@@ -190,6 +190,15 @@ fn uncontended_rows(unc: &Uncontended) -> Vec<Row> {
             ratio(r5, unc.ping5q.median())
         ))
         .target("≤ 1.3× the 1-node row", Mark::of(u5 <= 1.3)),
+        Row::latency(
+            "uncontended, 1 node, fencing off: try_lock + unlock",
+            unc.unfenced1.clone(),
+        )
+        .result(format!(
+            "its try_lock is plain commands (SET NX PX, GET, EXISTS), no script; {} the unfenced floor; {} the fenced 1-node row",
+            ratio(unc.unfenced1.median(), unc.floor1.median()),
+            ratio(unc.unfenced1.median(), r1)
+        )),
     ]
 }
 
