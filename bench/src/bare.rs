@@ -31,8 +31,8 @@ pub struct BareRequests {
 /// The core's requests for one lock, with [`TOKEN`] and [`WAITER`] where a call's token and
 /// waiter id go.
 struct Templates {
-    /// `try_lock`'s acquire (has not waited, will not wait): plain commands, pipelined.
-    try_acquire: Vec<Argv>,
+    /// `try_lock`'s acquire (has not waited, will not wait): a fenced lock's acquire script.
+    try_acquire: Argv,
     /// `lock`'s first acquire (announces the caller).
     first: Argv,
     /// The acquire pipelined behind the wait (has waited, announces).
@@ -52,7 +52,7 @@ impl Templates {
         };
         let acquire = |waited, announce| requests(waited, announce).remove(0);
         Templates {
-            try_acquire: requests(false, false),
+            try_acquire: acquire(false, false),
             first: acquire(false, true),
             after_wait: acquire(true, true),
             blpop: lock.blpop(wait_cap.as_micros() as u64),
@@ -173,26 +173,12 @@ impl Locker for BareRequests {
         }
     }
 
-    /// The plain commands in one write: `SET NX PX`, `GET`, `EXISTS` of the read holds and,
-    /// with fencing, `INCR`; held when the `GET` found the token and there are no read holds.
+    /// As the library's `try_lock` of a fenced lock: one round that does not announce.
     fn try_lock(&mut self) -> Result<bool, String> {
         let token = self.token();
-        let mut pipe = redis::pipe();
-        for request in &self.templates.try_acquire {
-            pipe.add_command(fill(request, &token, b""));
-        }
-        let replies: Vec<Value> = pipe.query(&mut self.conn).map_err(|e| e.to_string())?;
-        let held = match &replies[..] {
-            [_, Value::BulkString(holder), Value::Int(readers), ..] => {
-                *holder == token && *readers == 0
-            }
-            [_, Value::Nil, Value::Int(_), ..] => false,
-            other => return Err(format!("unexpected acquire replies {other:?}")),
-        };
-        if held {
-            self.held = Some(token);
-        }
-        Ok(held)
+        let acquire = fill(&self.templates.try_acquire, &token, b"");
+        let reply = acquire.query(&mut self.conn).map_err(|e| e.to_string())?;
+        self.take(token, reply)
     }
 
     fn unlock(&mut self) -> Result<(), String> {
