@@ -5,8 +5,10 @@
  *
  *     uncontended URL N    prints {"samples_ns":[...]} on stdout
  *     uncontended URL wait MS
- *         a waiter for the bench's blocked-waiter row: waits 300 ms for the held lock
- *         `bench:waiters` (its first connections), prints "ready", and after a line on stdin
+ *         a waiter for the bench's blocked-waiter row: waits 300 ms, then 50 ms, for the held
+ *         lock `bench:waiters` (its first connections, the one that ends a wait still blocked
+ *         at its deadline among them: see bench/src/phase/waiters.rs), prints "ready", and
+ *         after a line on stdin
  *         waits MS ms more, then prints "done"
  */
 #define _POSIX_C_SOURCE 200809L
@@ -42,7 +44,8 @@ static int wait_mode(const char *url, long ms) {
     if (redmutex_client_new(urls, 1, &client) != REDMUTEX_RESULT_OK) {
         return 1;
     }
-    if (redmutex_lock(client, "bench:waiters", 30000, 300, &guard) != REDMUTEX_RESULT_WOULD_BLOCK) {
+    if (redmutex_lock(client, "bench:waiters", 30000, 300, &guard) != REDMUTEX_RESULT_WOULD_BLOCK ||
+        redmutex_lock(client, "bench:waiters", 30000, 50, &guard) != REDMUTEX_RESULT_WOULD_BLOCK) {
         fprintf(stderr, "the waiter got a lock that should be held\n");
         return 1;
     }

@@ -168,6 +168,7 @@ impl Python {
             "import sys, redmutex\n\
              lock = redmutex.Client({url:?}).lock('bench:waiters', ttl=30.0)\n\
              assert not lock.acquire(timeout=0.3)\n\
+             assert not lock.acquire(timeout=0.05)\n\
              print('ready', flush=True)\n\
              sys.stdin.readline()\n\
              assert not lock.acquire(timeout={secs})\n\
