@@ -75,6 +75,8 @@ pub struct MutexOptions {
     pub max_hold: Option<Duration>,
     /// Whether each grant increments the name's fence counter (default true). Turn off for
     /// names of unbounded cardinality: the counter is one key per name that never expires.
+    /// Without it a `try_lock` also costs the server less: it sends plain commands instead of
+    /// the acquire script (the counter must move on a grant only, which takes a script).
     pub fencing: bool,
     /// The per-node, per-request timeout. Default: the client's, else
     /// [`default_node_timeout`] of the TTL.
