@@ -26,9 +26,10 @@ pub(crate) struct Keys {
     pub(crate) holders: Vec<u8>,
     /// A semaphore's permit count while any permit is held.
     pub(crate) permits: Vec<u8>,
-    /// The mutex's acquire and release scripts' keys, and a `try_lock`'s plain commands,
-    /// packed on first use.
+    /// The mutex's acquire (of a caller that waits, and of one that does not) and release
+    /// scripts' keys, and a `try_lock`'s plain commands, packed on first use.
     acquire_keys: OnceLock<PackedKeys>,
+    try_acquire_keys: OnceLock<PackedKeys>,
     release_keys: OnceLock<PackedKeys>,
     plain: OnceLock<PlainPacked>,
 }
@@ -92,6 +93,7 @@ impl Keys {
                 holders: Vec::new(),
                 permits: Vec::new(),
                 acquire_keys: Default::default(),
+                try_acquire_keys: Default::default(),
                 release_keys: Default::default(),
                 plain: Default::default(),
             };
@@ -132,6 +134,7 @@ impl Keys {
             holders: with(":holders"),
             permits: with(":permits"),
             acquire_keys: Default::default(),
+            try_acquire_keys: Default::default(),
             release_keys: Default::default(),
             plain: Default::default(),
         }
@@ -142,6 +145,14 @@ impl Keys {
         self.acquire_keys.get_or_init(|| {
             PackedKeys::new(&[&self.lock, &self.fence, &self.readers, &self.waiters])
         })
+    }
+
+    /// The mutex acquire script's keys for a caller that has not waited and will not wait:
+    /// lock, fence, readers (no waiters: it neither announces itself nor takes an
+    /// announcement back).
+    pub(crate) fn try_acquire_keys(&self) -> &PackedKeys {
+        self.try_acquire_keys
+            .get_or_init(|| PackedKeys::new(&[&self.lock, &self.fence, &self.readers]))
     }
 
     /// A `try_lock`'s plain commands, packed once.

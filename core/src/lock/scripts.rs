@@ -58,9 +58,10 @@ impl Script {
 /// Takes the lock when it is free; otherwise reports the holder and its remaining TTL.
 ///
 /// KEYS: lock, fence, readers, waiters. ARGV: token, ttl ms, fencing (0/1), has waited (0/1),
-/// waiter announcement ms (0 = do not announce), waiter id. An unfenced lock's caller that has
-/// not waited and will not wait (a `try_lock`, the uncontended path) sends plain commands
-/// instead (see `proto/plain.rs`).
+/// waiter announcement ms (0 = do not announce), waiter id. A caller that has not waited and
+/// will not wait (a `try_lock`, the uncontended path) sends only the first three keys and
+/// arguments (the server builds the script's tables element by element), or, when the lock
+/// does not fence, plain commands instead (see `proto/plain.rs`).
 ///
 /// The mutex is also the write side of a read-write lock on the same name: while live read
 /// holds exist (the `readers` set, expired members dropped first), it is refused like a held
@@ -76,7 +77,8 @@ impl Script {
 /// counter holds (nobody else can have been granted since).
 ///
 /// Granted at once, it does what a fenced lock must: `SET NX PX`, then `INCR` when fencing is
-/// on. The hand-off window is the lock key itself holding the empty value (never a
+/// on; that path comes first, before the helper functions are made (each made per call). The
+/// hand-off window is the lock key itself holding the empty value (never a
 /// token) for a few milliseconds after a release that had waiters: a plain `SET NX` fails on
 /// it, so only callers that have already waited take it over (a releaser that re-locks at once
 /// queues behind the waiters instead of starving them), and nobody pays for a hand-off check
@@ -90,6 +92,11 @@ impl Script {
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
+local readers = redis.call('EXISTS', KEYS[3]) == 1
+if not readers and ARGV[4] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[3] == '1' then return redis.call('INCR', KEYS[2]) end
+  return 0
+end
 local function announce()
   if KEYS[4] and tonumber(ARGV[5]) > 0 then
     local t = redis.call('TIME')
@@ -111,7 +118,7 @@ local function granted(fresh)
   end
   return fence
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
+if readers then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
@@ -128,7 +135,7 @@ if ARGV[4] == '1' then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return granted(true)
   end
-elseif redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+elseif readers and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return granted(true)
 else
   holder = redis.pcall('GET', KEYS[1])

@@ -171,11 +171,15 @@ impl AcquireRound {
                     &millis(announce),
                     waiter,
                 ];
-                vec![Call::with_keys(
-                    &scripts::ACQUIRE,
-                    keys.acquire_keys(),
-                    &args,
-                )]
+                // A caller that has not waited and will not wait sends neither the waiters
+                // key nor the waiter's arguments: each key and argument costs the server its
+                // share of building the script's tables.
+                let (keys, args) = if waits {
+                    (keys.acquire_keys(), &args[..])
+                } else {
+                    (keys.try_acquire_keys(), &args[..3])
+                };
+                vec![Call::with_keys(&scripts::ACQUIRE, keys, args)]
             }
         };
         let undo = Undo::new(spec, &token);
@@ -426,8 +430,9 @@ mod tests {
     use crate::options::MutexOptions;
 
     /// An unfenced lock's caller that has not waited and will not wait (a `try_lock`) asks
-    /// with plain commands; one that will wait, or has waited, or a fenced lock's, sends the
-    /// acquire script with the waiters key and the waiter's arguments.
+    /// with plain commands, a fenced lock's with the acquire script and three keys and
+    /// arguments; one that will wait, or has waited, sends the script with the waiters key
+    /// and the waiter's arguments.
     #[test]
     fn only_an_unfenced_try_lock_sends_plain_commands() {
         let keys = Arc::new(Keys::new(b"job"));
@@ -468,8 +473,15 @@ mod tests {
             ]
         );
         let announce = Duration::from_millis(300);
+        // A fenced try_lock: the script, without the waiters key and the waiter's arguments.
+        let script = sent(MutexOptions::default(), false, Duration::ZERO);
+        assert_eq!(script.len(), 1);
+        assert_eq!(script[0][0], b"EVALSHA");
+        assert_eq!(
+            script[0][2..],
+            w("3 job {job}:fence {job}:readers t 30000 1")[..]
+        );
         let cases = [
-            (MutexOptions::default(), false, Duration::ZERO),
             (MutexOptions::default(), false, announce),
             (unfenced.clone(), false, announce),
             (unfenced, true, Duration::ZERO),
