@@ -163,23 +163,19 @@ impl AcquireRound {
             // An unfenced lock's caller that has not waited and will not wait: plain commands.
             None if plain => plain::calls(spec, &token, ttl),
             None => {
-                let args: [&[u8]; 6] = [
-                    &token,
-                    &millis(ttl),
-                    flag(opts.fencing),
-                    flag(waited),
-                    &millis(announce),
-                    waiter,
-                ];
-                // A caller that has not waited and will not wait sends neither the waiters
-                // key nor the waiter's arguments: each key and argument costs the server its
-                // share of building the script's tables.
-                let (keys, args) = if waits {
-                    (keys.acquire_keys(), &args[..])
+                let (ttl_ms, fencing) = (millis(ttl), flag(opts.fencing));
+                let call = if waits {
+                    let announce_ms = millis(announce);
+                    let args: [&[u8]; 6] =
+                        [&token, &ttl_ms, fencing, flag(waited), &announce_ms, waiter];
+                    Call::with_keys(&scripts::ACQUIRE, keys.acquire_keys(), &args)
                 } else {
-                    (keys.try_acquire_keys(), &args[..3])
+                    // Neither the waiters key nor the waiter's arguments: each key and
+                    // argument costs the server its share of building the script's tables.
+                    let args: [&[u8]; 3] = [&token, &ttl_ms, fencing];
+                    Call::with_keys(&scripts::ACQUIRE, keys.try_acquire_keys(), &args)
                 };
-                vec![Call::with_keys(&scripts::ACQUIRE, keys, args)]
+                vec![call]
             }
         };
         let undo = Undo::new(spec, &token);
