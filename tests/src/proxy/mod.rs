@@ -154,7 +154,8 @@ impl FaultProxy {
         self.shared.mode()
     }
 
-    /// The first time request bytes arrived from a client at or after `since`.
+    /// The first time a whole request arrived from a client at or after `since` (the mode
+    /// that applies to it was read before this time was published).
     pub fn first_request_since(&self, since: Instant) -> Option<Instant> {
         let arrivals = self
             .shared
@@ -243,15 +244,20 @@ fn serve(client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
     spawn(shared, "fault-proxy-req", move || {
         let mut pending = Vec::new();
         pump(&from, &s, |s, bytes| {
-            note_arrival(s);
             pending.extend_from_slice(bytes);
             let n = resp::complete(&pending);
             if n == 0 {
                 return Ok(());
             }
+            // The mode that applies is read before the arrival is published: a test that saw
+            // a request arrive and then switches the mode knows the request met the mode from
+            // before (read after, a proxy thread paused between the two lines let a request
+            // seen arriving blackholed through to Redis).
+            let mode = s.mode();
+            note_arrival(s);
             let bytes: Vec<u8> = pending.drain(..n).collect();
             let now = Instant::now();
-            let (at, then) = match s.mode() {
+            let (at, then) = match mode {
                 Mode::Blackhole => return Ok(()),
                 Mode::Pass | Mode::DropReplies | Mode::Delay(_) => (now, After::Nothing),
                 Mode::DelayRequests(d) => (now + d, After::Nothing),
