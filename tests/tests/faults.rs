@@ -299,7 +299,7 @@ fn dropped_or_delayed_replies_leave_no_key_of_a_failed_attempt() {
 
 /// Replies delayed by D (below the node timeout): the lock is granted, and the validity it
 /// reports counts from before the request left, so it excludes the time the replies took:
-/// `valid_until <= (first request byte seen by a proxy) + TTL - drift`, and what is left at
+/// `valid_until <= (a request first seen whole by a proxy) + TTL - drift`, and what is left at
 /// return is at most `TTL - D - drift`. Same for an explicit extension.
 #[test]
 fn validity_excludes_the_time_delayed_replies_took() {
