@@ -79,17 +79,16 @@ fn the_fault_proxy_passes_blackholes_drops_and_delays() {
     // Its listening socket is closed: told apart by its inode, since this binary's other
     // tests bind ports meanwhile and one took the freed port within microseconds (twice).
     let port = proxy.addr().port();
-    let listener = tcp_sockets(|local, _, state| local == port && state == LISTEN);
+    let listening = || tcp_sockets(|local, _, state| local == port && state == LISTEN);
+    let listener = listening();
     assert_eq!(listener.len(), 1, "the proxy's listening socket");
-    // Closed by the drop, though it may be seen a moment longer: a `redis-server` another test
+    // Closed by the drop, though it can be seen a moment longer: a `redis-server` another test
     // starts meanwhile holds a copy of every descriptor between its fork and its exec.
     drop(proxy);
-    assert!(
-        wait_until(Duration::from_secs(2), || {
-            !tcp_sockets(|local, _, state| local == port && state == LISTEN).contains(&listener[0])
-        }),
-        "still listening"
-    );
+    let closed = wait_until(Duration::from_secs(2), || {
+        !listening().contains(&listener[0])
+    });
+    assert!(closed, "still listening");
 }
 
 /// 3 of 5 nodes refused, frozen or blackholed: `NoQuorum` within the wait plus one node
@@ -252,25 +251,26 @@ fn dropped_or_delayed_replies_leave_no_key_of_a_failed_attempt() {
         let key = format!("late:{fault:?}");
         let mutex = client.mutex(&key).ttl(TTL);
         mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+        let set_faulty = |mode| proxies.iter().take(3).for_each(|p| p.set_mode(mode));
         let mut tries = 0;
         let (err, before) = loop {
             tries += 1;
             let before = fences(&servers, &key);
-            proxies.iter().take(3).for_each(|p| p.set_mode(fault));
+            set_faulty(fault);
             match mutex.try_lock_for(Duration::from_millis(300)) {
                 Err(err) => break (err, before),
                 // Delayed replies are read in time when this thread was paused past their
                 // arrival (a loaded machine): a grant within its validity, rightly taken.
                 // That attempt did not fail; it is let go and the fault tried again.
                 Ok(guard) if matches!(fault, Mode::Delay(_)) && tries < 5 => {
-                    proxies.iter().take(3).for_each(|p| p.set_mode(Mode::Pass));
+                    set_faulty(Mode::Pass);
                     guard.unlock().unwrap();
                 }
                 Ok(guard) => panic!("{fault:?}: granted {tries} times: {guard:?}"),
             }
         };
         assert_eq!(err.kind(), ErrorKind::NoQuorum, "{fault:?}: {err}");
-        proxies.iter().take(3).for_each(|p| p.set_mode(Mode::Pass));
+        set_faulty(Mode::Pass);
         let healed = Instant::now();
         let after = fences(&servers, &key);
         // The fault really happened: the faulty nodes granted (and counted) the attempts
