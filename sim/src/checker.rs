@@ -1,12 +1,16 @@
 //! The properties checked after every step of a simulation, on true time (µs).
 //!
 //! A client's claims ([`Note`]) are judged against each other and against the servers:
-//! - **one holder**: no two clients hold by their own validity at the same true time;
-//! - **fences**: grants carry strictly increasing fences, and uses of the resource never go
-//!   back to an older fence (only while no node lost its counter in a restart without
-//!   persistence: the counter survives only on disk);
-//! - **lease**: while a client holds, a quorum of nodes keep its token at least until the end
-//!   of its validity (a node that is down counts: it grants nobody);
+//! - **holders**: no two clients hold a mutex by their own validity at the same true time; no
+//!   more than a semaphore's permits; a read-write lock's writer alone, its readers together;
+//! - **fences**: grants carry strictly increasing fences (a read hold: at least the last
+//!   write's, which it observes), and uses of the resource never go back to an older fence
+//!   (a read-write lock: to an older write's; a semaphore's holders use theirs side by side),
+//!   only while no node lost its counter in a restart without persistence: the counter
+//!   survives only on disk;
+//! - **lease**: while a client holds, a quorum of nodes keep its token (the lock key's value,
+//!   or its member of the holders' set) at least until the end of its validity (a node that
+//!   is down counts: it grants nobody);
 //! - **use**: a client acts only inside its hold;
 //! - **no orphan**: a token's key is gone one TTL (plus the longest wait of a request before
 //!   it runs, and the drift allowance) after its attempt or hold ended;
@@ -17,15 +21,41 @@ use std::collections::BTreeMap;
 
 use crate::client::Note;
 
+/// What the clients of a world share: one mutex, one semaphore, or one read-write lock (its
+/// read holds and its write side, the mutex, on one name).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Shape {
+    /// A mutex: one holder at a time.
+    Mutex,
+    /// A counting semaphore with this many permits: at most that many holders; one node, as
+    /// the library allows.
+    Semaphore(u32),
+    /// A read-write lock: each call takes a read hold or the write side at random; any number
+    /// of readers, or one writer alone.
+    RwLock,
+}
+
+impl Shape {
+    /// How many claims may be live at once (exclusive claims are alone whatever this says).
+    fn capacity(self) -> usize {
+        match self {
+            Shape::Mutex => 1,
+            Shape::Semaphore(permits) => permits as usize,
+            Shape::RwLock => usize::MAX,
+        }
+    }
+}
+
 /// What the checker may look at in the world.
 pub trait View {
     /// Number of nodes.
     fn nodes(&self) -> usize;
     /// Whether node `i` is down (restarting).
     fn is_down(&self, i: usize) -> bool;
-    /// The lock key on node `i` at true time `t`: its value and the last true time (µs) at
-    /// which it still exists (`None`: no expiry); `None` when there is no live key.
-    fn lock_key(&mut self, i: usize, t: u64) -> Option<(Vec<u8>, Option<u64>)>;
+    /// The holds stored on node `i` at true time `t`: the lock key's value, and each live
+    /// member of the holders' set (a semaphore's permits, a read-write lock's read holds),
+    /// each with the last true time (µs) at which it still lives (`None`: no expiry).
+    fn holds(&mut self, i: usize, t: u64) -> Vec<(Vec<u8>, Option<u64>)>;
     /// The true time at which client `c`'s boot clock reads `boot`.
     fn boot_to_true(&self, c: usize, boot: u64) -> u64;
 }
@@ -49,6 +79,8 @@ struct Claim {
     fence: u64,
     /// True time at which the holder's validity ends.
     end: u64,
+    /// A semaphore's permit or a read hold, rather than the mutex (a write).
+    shared: bool,
 }
 
 /// Bounds the checker needs.
@@ -70,11 +102,14 @@ pub struct Limits {
 /// The checker's state.
 pub struct Checker {
     limits: Limits,
+    shape: Shape,
     quorum: usize,
     claims: BTreeMap<usize, Claim>,
     /// When each token's attempt or hold ended (absent while it runs).
     ended: BTreeMap<Vec<u8>, Option<u64>>,
     last_fence: u64,
+    /// Every fence a semaphore's permit was granted with.
+    permit_fences: std::collections::BTreeSet<u64>,
     last_use_fence: u64,
     /// Whether fences are judged (the lock fences, and no node lost its counter).
     pub fences_kept: bool,
@@ -84,23 +119,31 @@ pub struct Checker {
     pub violation: Option<Violation>,
     /// Grants seen.
     pub grants: u64,
+    /// Grants of shared holds (a semaphore's permits, read holds) seen.
+    pub shared_grants: u64,
+    /// The most claims live at once, counted at each grant.
+    pub most_holders: usize,
 }
 
 impl Checker {
-    /// A checker for `nodes` nodes.
-    pub fn new(nodes: usize, limits: Limits) -> Checker {
+    /// A checker for `nodes` nodes whose clients share a lock of `shape`.
+    pub fn new(nodes: usize, shape: Shape, limits: Limits) -> Checker {
         Checker {
             limits,
+            shape,
             quorum: nodes / 2 + 1,
             claims: BTreeMap::new(),
             ended: BTreeMap::new(),
             last_fence: 0,
+            permit_fences: Default::default(),
             last_use_fence: 0,
             fences_kept: true,
             waiting: BTreeMap::new(),
             free_since: 0,
             violation: None,
             grants: 0,
+            shared_grants: 0,
+            most_holders: 0,
         }
     }
 
@@ -139,30 +182,20 @@ impl Checker {
                 token,
                 fence,
                 valid_until,
+                shared,
             } => {
                 self.grants += 1;
                 self.waiting.remove(&c);
                 let end = view.boot_to_true(c, *valid_until);
-                if let Some((other, claim)) =
-                    self.claims.iter().find(|(o, cl)| **o != c && cl.end > t)
-                {
-                    let (other, until) = (*other, claim.end);
-                    self.fail(t, format!("two holders: client {c} acquired while client {other} holds until {until} µs"));
-                }
-                if self.fences_kept && *fence <= self.last_fence {
-                    let last = self.last_fence;
-                    self.fail(
-                        t,
-                        format!("fence went back: client {c} got {fence} after {last}"),
-                    );
-                }
-                self.last_fence = self.last_fence.max(*fence);
+                self.check_holders(c, *shared, t);
+                self.check_grant_fence(c, *fence, *shared, t);
                 self.claims.insert(
                     c,
                     Claim {
                         token: token.clone(),
                         fence: *fence,
                         end,
+                        shared: *shared,
                     },
                 );
                 self.check_lease(c, t, view);
@@ -175,31 +208,102 @@ impl Checker {
                 self.check_lease(c, t, view);
             }
             Note::Use { fence } => {
-                match self.active(c, t) {
-                    None => self.fail(t, format!("client {c} used the resource outside its hold")),
-                    Some(claim) if claim.fence != *fence => self.fail(
-                        t,
-                        format!(
-                            "client {c} used fence {fence} while holding {}",
-                            claim.fence
-                        ),
-                    ),
-                    Some(_) => {}
+                let shared = match self.active(c, t) {
+                    None => {
+                        self.fail(t, format!("client {c} used the resource outside its hold"));
+                        return;
+                    }
+                    Some(claim) if claim.fence != *fence => {
+                        let held = claim.fence;
+                        self.fail(
+                            t,
+                            format!("client {c} used fence {fence} while holding {held}"),
+                        );
+                        return;
+                    }
+                    Some(claim) => claim.shared,
+                };
+                // A semaphore's holders use their fences side by side, in any order.
+                if !self.fences_kept || matches!(self.shape, Shape::Semaphore(_)) {
+                    return;
                 }
-                if self.fences_kept && *fence < self.last_use_fence {
+                if *fence < self.last_use_fence {
                     let last = self.last_use_fence;
                     self.fail(
                         t,
                         format!("client {c} used fence {fence} after fence {last} was used"),
                     );
                 }
-                self.last_use_fence = self.last_use_fence.max(*fence);
+                // A read hold's fence is the last write it may observe: a later write can
+                // carry a smaller one (a counter raised by attempts that failed), so only
+                // the uses of writes set the bar.
+                if !shared {
+                    self.last_use_fence = self.last_use_fence.max(*fence);
+                }
             }
             Note::Releasing | Note::Lost => {
                 if let Some(claim) = self.claims.remove(&c) {
                     self.ended.insert(claim.token, Some(t));
                 }
             }
+        }
+    }
+
+    /// No holder beside a new exclusive claim; beside a shared one, no exclusive claim and no
+    /// more claims than the lock's capacity.
+    fn check_holders(&mut self, c: usize, shared: bool, t: u64) {
+        let others: Vec<(usize, Claim)> = self
+            .claims
+            .iter()
+            .filter(|(o, cl)| **o != c && cl.end > t)
+            .map(|(o, cl)| (*o, cl.clone()))
+            .collect();
+        if let Some((other, claim)) = others.iter().find(|(_, cl)| !shared || !cl.shared) {
+            let (what, until) = (if claim.shared { "shares" } else { "holds" }, claim.end);
+            self.fail(
+                t,
+                format!("two holders: client {c} acquired while client {other} {what} the lock until {until} µs"),
+            );
+        }
+        self.shared_grants += u64::from(shared);
+        self.most_holders = self.most_holders.max(others.len() + 1);
+        if others.len() + 1 > self.shape.capacity() {
+            let (n, cap) = (others.len() + 1, self.shape.capacity());
+            let others: Vec<usize> = others.iter().map(|(o, _)| *o).collect();
+            self.fail(
+                t,
+                format!("{n} holders of {cap} permits: client {c} acquired while clients {others:?} hold"),
+            );
+        }
+    }
+
+    /// A grant's fence is larger than every earlier grant's; a read hold's, at least the last
+    /// write's (it is the counter's value, not a new one). A semaphore's permits are granted
+    /// side by side and their replies can come in another order than the grants: each permit's
+    /// fence is one no other permit had.
+    fn check_grant_fence(&mut self, c: usize, fence: u64, shared: bool, t: u64) {
+        if !self.fences_kept {
+            return;
+        }
+        if let Shape::Semaphore(_) = self.shape {
+            if !self.permit_fences.insert(fence) {
+                self.fail(
+                    t,
+                    format!("client {c} got fence {fence}, which a permit had before"),
+                );
+            }
+            return;
+        }
+        let observes = shared && self.shape == Shape::RwLock;
+        let last = self.last_fence;
+        if fence < last || (fence == last && !observes) {
+            self.fail(
+                t,
+                format!("fence went back: client {c} got {fence} after {last}"),
+            );
+        }
+        if !observes {
+            self.last_fence = last.max(fence);
         }
     }
 
@@ -211,11 +315,18 @@ impl Checker {
         let mut kept = 0;
         let mut seen = Vec::new();
         for i in 0..view.nodes() {
-            let key = view.lock_key(i, t);
+            let holds = view.holds(i, t);
             let ok = view.is_down(i)
-                || matches!(&key, Some((v, until)) if *v == claim.token && until.is_none_or(|u| u + 1_000 >= claim.end));
+                || holds.iter().any(|(v, until)| {
+                    *v == claim.token && until.is_none_or(|u| u + 1_000 >= claim.end)
+                });
             kept += ok as usize;
-            seen.push(key.map(|(v, u)| (String::from_utf8_lossy(&v).into_owned(), u)));
+            seen.push(
+                holds
+                    .into_iter()
+                    .map(|(v, u)| (String::from_utf8_lossy(&v).into_owned(), u))
+                    .collect::<Vec<_>>(),
+            );
         }
         if kept < self.quorum {
             let end = claim.end;
@@ -237,18 +348,25 @@ impl Checker {
         // No orphan outlives its attempt or hold by more than one TTL.
         let grace = self.limits.ttl + self.limits.max_delay + self.limits.drift + 2_000;
         for i in 0..view.nodes() {
-            if let Some((token, _)) = view.lock_key(i, t)
-                && let Some(Some(end)) = self.ended.get(&token)
-                && t > end + grace
-            {
-                let (token, end) = (String::from_utf8_lossy(&token).into_owned(), *end);
-                self.fail(
-                    t,
-                    format!("node {i} still has {token:?}, whose holder ended at {end} µs"),
-                );
+            for (token, _) in view.holds(i, t) {
+                if let Some(Some(end)) = self.ended.get(&token)
+                    && t > end + grace
+                {
+                    let (token, end) = (String::from_utf8_lossy(&token).into_owned(), *end);
+                    self.fail(
+                        t,
+                        format!("node {i} still has {token:?}, whose holder ended at {end} µs"),
+                    );
+                }
             }
         }
-        self.check_liveness(t, holders.is_empty());
+        // Free: a permit left, or nobody holding a mutex or a read-write lock (a reader may
+        // rightly wait behind a waiting writer while others read).
+        let free = match self.shape {
+            Shape::Semaphore(permits) => holders.len() < permits as usize,
+            Shape::Mutex | Shape::RwLock => holders.is_empty(),
+        };
+        self.check_liveness(t, free);
     }
 
     fn check_liveness(&mut self, t: u64, free: bool) {

@@ -2,11 +2,13 @@
 //! checker within a small budget of seeds, by a property about holders, fences, leases or
 //! leftover keys (not by liveness alone), and its failing seed must replay the same failure.
 //! The positive control: the model client making no mistake keeps every property, so that
-//! what catches a mistake is the mistake.
+//! what catches a mistake is the mistake. The semaphore's and the read-write lock's worlds
+//! have controls of their own: the core's clients with a broken lock plugged in.
 
 use redmutex_sim::checker::Violation;
+use redmutex_sim::client::core::{CoreClient, locks};
 use redmutex_sim::client::model::Controls;
-use redmutex_sim::world::{Config, Driver, Outcome, run};
+use redmutex_sim::world::{Config, Driver, Outcome, Shape, World, run};
 
 /// Seeds tried per control before the checker is declared blind to it.
 const BUDGET: u64 = 150;
@@ -25,9 +27,11 @@ fn first_catch(controls: Controls) -> Option<(u64, Violation)> {
 
 /// The world of `seed` with the model client making no mistake.
 fn clean_run(seed: u64) -> Outcome {
-    let mut cfg = Config::from_seed(seed, Controls::default());
-    cfg.driver = Driver::Model;
-    run(cfg)
+    run(Config::with_driver(
+        seed,
+        Controls::default(),
+        Driver::Model,
+    ))
 }
 
 /// The model client with no mistake, on the controls' first seeds: every property holds.
@@ -144,5 +148,70 @@ fn validity_from_the_reply_is_caught() {
             ..Controls::default()
         },
         Shows::Safety,
+    );
+}
+
+/// The first seed within the budget whose world shares a lock of `shape` and, with the
+/// clients `make` builds, fails; with the violation. The failure must replay.
+fn first_catch_of(
+    shape: fn(Shape) -> bool,
+    make: fn(&Config, usize) -> CoreClient,
+) -> Option<(u64, Violation)> {
+    let run_with =
+        |cfg: Config| World::with_clients(cfg.clone(), |i| Box::new(make(&cfg, i))).run();
+    let (seed, v) = (BASE_SEED..BASE_SEED + BUDGET)
+        .map(|seed| Config::from_seed(seed, Controls::default()))
+        .filter(|cfg| shape(cfg.shape))
+        .find_map(|cfg| run_with(cfg.clone()).violation.map(|v| (cfg.seed, v)))?;
+    let again = run_with(Config::from_seed(seed, Controls::default()));
+    assert_eq!(
+        again.violation,
+        Some(v.clone()),
+        "seed {seed} did not replay"
+    );
+    Some((seed, v))
+}
+
+/// Clients that take three permits of a semaphore the checker knows to have two: it must see
+/// a third holder. (The same worlds with two permits keep every property: see `world.rs`.)
+#[test]
+fn more_holders_than_permits_are_caught() {
+    let caught = first_catch_of(
+        |s| matches!(s, Shape::Semaphore(2)),
+        |cfg, i| CoreClient::new(i, cfg.model(), cfg.fencing, Shape::Semaphore(3)),
+    );
+    let Some((seed, v)) = caught else {
+        panic!("the checker missed a third permit in {BUDGET} seeds");
+    };
+    eprintln!("three permits of two: caught at seed {seed}: {}", v.what);
+    assert!(
+        !v.liveness && v.what.contains("3 holders of 2 permits"),
+        "{}",
+        v.what
+    );
+}
+
+/// A read-write lock whose write side does not see read holds (its acquire looks for them
+/// under another key): the checker must see a writer beside a reader.
+#[test]
+fn a_writer_blind_to_readers_is_caught() {
+    let caught = first_catch_of(
+        |s| s == Shape::RwLock,
+        |cfg, i| {
+            let (write, read) = locks(&cfg.model(), cfg.fencing, Shape::RwLock);
+            CoreClient::with_locks(i, cfg.model(), write.blind_to_readers(), read)
+        },
+    );
+    let Some((seed, v)) = caught else {
+        panic!("the checker missed a writer beside readers in {BUDGET} seeds");
+    };
+    eprintln!(
+        "a writer blind to readers: caught at seed {seed}: {}",
+        v.what
+    );
+    assert!(
+        !v.liveness && v.what.starts_with("two holders"),
+        "{}",
+        v.what
     );
 }

@@ -13,7 +13,7 @@ use redmutex_sim::client::model::Controls;
 use redmutex_sim::client::{Client, Input, Now, Output};
 use redmutex_sim::redis::Reply;
 use redmutex_sim::rng::Rng;
-use redmutex_sim::world::{Config, Outcome, World, run};
+use redmutex_sim::world::{Config, Outcome, Shape, World, run};
 
 const RUNS: u64 = 600;
 const BASE_SEED: u64 = 0xA11_0000;
@@ -68,11 +68,10 @@ fn the_core_protocol_keeps_every_property_under_faults() {
     let (mut ops, mut grants, mut sim_us, mut events) = (0, 0, 0, 0);
     for (seed, out) in &results {
         if let Some(v) = &out.violation {
+            let cfg = Config::from_seed(*seed, Controls::default());
             panic!(
-                "seed {seed} ({} nodes): at {} µs: {}\nreplay: SIM_SEED={seed} cargo test --release -p redmutex-sim",
-                Config::from_seed(*seed, Controls::default()).nodes,
-                v.at,
-                v.what
+                "seed {seed} ({:?}, {} nodes): at {} µs: {}\nreplay: SIM_SEED={seed} cargo test --release -p redmutex-sim",
+                cfg.shape, cfg.nodes, v.at, v.what
             );
         }
         ops += out.lock_ops;
@@ -106,6 +105,55 @@ fn one_seed_replays_the_identical_trace() {
     assert!(traces[0].trace.len() > 1000, "a run makes many events");
     assert_eq!(traces[0].trace, traces[1].trace, "seed {seed} ran two ways");
     assert_eq!(traces[0].trace_hash, traces[1].trace_hash);
+}
+
+/// The worlds share every shape of lock, and each shape is exercised: a semaphore's two
+/// permits held at once, a read-write lock's readers together and its writers, a mutex's
+/// holders one by one. A shape whose worlds never reached those states would check nothing
+/// of them.
+#[test]
+fn the_worlds_run_every_shape_of_lock() {
+    let mut seen: Vec<(Shape, Outcome)> = Vec::new();
+    for seed in seeds().into_iter().take(40) {
+        let cfg = Config::from_seed(seed, Controls::default());
+        let shape = cfg.shape;
+        seen.push((shape, run(cfg)));
+    }
+    let of = |want: fn(Shape) -> bool| -> Vec<&Outcome> {
+        seen.iter()
+            .filter(|(s, _)| want(*s))
+            .map(|(_, o)| o)
+            .collect()
+    };
+    let (mutex, semaphore, rwlock) = (
+        of(|s| s == Shape::Mutex),
+        of(|s| matches!(s, Shape::Semaphore(_))),
+        of(|s| s == Shape::RwLock),
+    );
+    assert!(
+        !mutex.is_empty() && !semaphore.is_empty() && !rwlock.is_empty(),
+        "worlds by shape: {} mutex, {} semaphore, {} read-write",
+        mutex.len(),
+        semaphore.len(),
+        rwlock.len()
+    );
+    assert!(
+        mutex
+            .iter()
+            .all(|o| o.shared_grants == 0 && o.most_holders == 1)
+    );
+    assert!(
+        semaphore.iter().all(|o| o.shared_grants == o.grants)
+            && semaphore.iter().any(|o| o.most_holders == 2),
+        "a semaphore's permits are shared, and two were held at once"
+    );
+    let reads: u64 = rwlock.iter().map(|o| o.shared_grants).sum();
+    let writes: u64 = rwlock.iter().map(|o| o.grants - o.shared_grants).sum();
+    assert!(
+        reads > 0 && writes > 0 && rwlock.iter().any(|o| o.most_holders >= 2),
+        "read-write worlds: {reads} read holds, {writes} writes, readers together: {}",
+        rwlock.iter().any(|o| o.most_holders >= 2)
+    );
 }
 
 /// The worlds run both forms of the acquire: a `lock` (and a fenced lock's `try_lock`) asks

@@ -28,7 +28,7 @@ pub(crate) use policy::{Warn, eviction_probe, log_warning};
 pub(crate) use proto::Kind;
 pub use release::Released;
 pub use shared::{RwLockStatus, SemaphoreStatus};
-pub(crate) use shared::{named as script_sources, preload};
+pub(crate) use shared::{extend_call, named as script_sources, preload, release_call};
 pub use status::LockStatus;
 pub(crate) use token::default_label;
 pub(crate) use voters::Voters;

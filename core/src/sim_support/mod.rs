@@ -10,17 +10,18 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::lock::Keys;
 use crate::lock::clock::Stamp;
 use crate::lock::proto::Spec;
 use crate::lock::proto::acquisition::{self, Acquisition as Calls, Then};
+use crate::lock::{Keys, Kind};
 
 mod lease;
 
 use crate::lock::proto::round::{self, AcquireRound, Requests};
-use crate::lock::scripts::{Call, millis, release_call};
+use crate::lock::scripts::Call;
 use crate::lock::tally::{Seat, Tally};
 use crate::lock::wait_server_block;
+use crate::lock::{extend_call, release_call};
 use crate::net::{Answer, Failure, NetError, Request};
 use crate::options::MutexOptions;
 pub use lease::{Due, Hold, Release, Renewal};
@@ -156,6 +157,42 @@ impl Lock {
         self
     }
 
+    /// The same name as a counting semaphore of `permits` permits (its own waiters and
+    /// wake-up list; see `Keys::for_semaphore`). The simulator gives it one node, as the
+    /// library does.
+    pub fn semaphore(mut self, permits: u32) -> Lock {
+        let name = self.spec.keys.lock.clone();
+        self.spec.keys = Arc::new(Keys::for_semaphore(name));
+        self.spec.kind = Kind::Semaphore(permits);
+        self
+    }
+
+    /// The same name's read holds (a read-write lock's shared side; its write side is the
+    /// mutex).
+    pub fn read(mut self) -> Lock {
+        self.spec.kind = Kind::Read;
+        self
+    }
+
+    /// A deliberately broken lock for the simulator's negative controls: its acquire looks for
+    /// read holds under another key, so that it takes the write side while readers hold.
+    pub fn blind_to_readers(mut self) -> Lock {
+        let mut keys = Keys::new(&self.spec.keys.lock);
+        keys.readers = [&self.spec.keys.readers[..], b":elsewhere"].concat();
+        self.spec.keys = Arc::new(keys);
+        self
+    }
+
+    /// The sorted set that keeps this lock's holders, member by member (a semaphore's permits,
+    /// a read lock's read holds); `None` for the mutex, whose holder is the value of its key.
+    pub fn holders_key(&self) -> Option<&[u8]> {
+        match self.spec.kind {
+            Kind::Mutex => None,
+            Kind::Semaphore(_) => Some(&self.spec.keys.holders),
+            Kind::Read => Some(&self.spec.keys.readers),
+        }
+    }
+
     /// How many nodes must agree.
     pub fn quorum(&self) -> usize {
         self.spec.quorum
@@ -163,23 +200,13 @@ impl Lock {
 
     /// The extension of `token`'s lease to `ttl_us`.
     pub fn extend(&self, token: &[u8], ttl_us: u64) -> Argv {
-        let call = Call::new(
-            &crate::lock::scripts::EXTEND,
-            &[&self.spec.keys.lock],
-            &[token, &millis(dur(ttl_us))],
-        );
-        argv(&call)
+        argv(&extend_call(&self.spec, token, dur(ttl_us)))
     }
 
     /// The release of `token`; `handoff` reserves the lock for waiters for a short window
     /// (a user's release), otherwise not (an undo, a clean-up).
     pub fn release(&self, token: &[u8], handoff: bool) -> Argv {
-        argv(&release_call(
-            &self.spec.keys,
-            token,
-            &self.spec.opts,
-            handoff,
-        ))
+        argv(&release_call(&self.spec, token, handoff))
     }
 
     /// The wait for a release signal of at most `block_us`.

@@ -96,11 +96,13 @@ pub enum Note {
     Attempt { token: Vec<u8> },
     /// The attempt with this token ended without the lock (after its undo was sent).
     AttemptOver { token: Vec<u8> },
-    /// The lock is held with `token` and `fence` until the boot clock reads `valid_until`.
+    /// The lock is held with `token` and `fence` until the boot clock reads `valid_until`;
+    /// `shared`: a semaphore's permit or a read hold, not the mutex (a write).
     Acquired {
         token: Vec<u8>,
         fence: u64,
         valid_until: u64,
+        shared: bool,
     },
     /// The hold was renewed: valid until the boot clock reads `valid_until`.
     Extended { valid_until: u64 },
@@ -136,10 +138,12 @@ impl fmt::Display for Note {
                 token,
                 fence,
                 valid_until,
+                shared,
             } => {
+                let how = if *shared { " (shared)" } else { "" };
                 write!(
                     f,
-                    "acquired {} fence {fence} until boot {valid_until}",
+                    "acquired {}{how} fence {fence} until boot {valid_until}",
                     text(token)
                 )
             }

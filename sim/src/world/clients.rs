@@ -105,6 +105,7 @@ impl World {
                 let mut view = WorldView {
                     nodes: &mut self.nodes,
                     clients: &self.clients,
+                    holders: self.holders.as_deref(),
                 };
                 self.checker.note(client, &note, now, &mut view);
             }

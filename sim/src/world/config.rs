@@ -1,7 +1,7 @@
 //! What decides a run, and what it produced.
 
 use super::net::Network;
-use crate::checker::Violation;
+use crate::checker::{Shape, Violation};
 use crate::client::model::{Controls, ModelOptions};
 use crate::rng::Rng;
 
@@ -35,6 +35,8 @@ pub struct Config {
     pub network: Network,
     /// Which client drives the lock.
     pub driver: Driver,
+    /// What the clients share (the model client only runs the mutex).
+    pub shape: Shape,
     /// Whether the lock fences (the core's clients; the model client always does). Without
     /// fencing a `try_lock` asks with plain commands instead of the acquire script, and the
     /// checker judges no fence order.
@@ -51,19 +53,41 @@ pub struct Config {
 impl Config {
     /// The run that `seed` decides: 1, 3 or 5 nodes, three clients, a 1 s TTL. The clients
     /// are the core's own machines, or the model client when a control asks for a mistake.
+    /// The core's clients share a mutex in half the worlds, a read-write lock in a quarter,
+    /// and in the last quarter a semaphore of 2 permits among four clients on one node.
     pub fn from_seed(seed: u64, controls: Controls) -> Config {
-        let mut rng = Rng::new(seed ^ 0xC0FF_EE00);
-        let nodes = *rng.pick(&[1, 3, 5]);
-        let faults = rng.range(2, 10) as usize;
         let driver = if controls == Controls::default() {
             Driver::Core
         } else {
             Driver::Model
         };
+        Config::with_driver(seed, controls, driver)
+    }
+
+    /// The run that `seed` decides, with the clients `driver` names (the model client shares
+    /// a mutex: its world is the one a control's mistake runs in).
+    pub fn with_driver(seed: u64, controls: Controls, driver: Driver) -> Config {
+        let mut rng = Rng::new(seed ^ 0xC0FF_EE00);
+        let mut nodes = *rng.pick(&[1, 3, 5]);
+        let faults = rng.range(2, 10) as usize;
+        let fencing = driver == Driver::Model || rng.chance(0.5);
+        let shape = match driver {
+            Driver::Model => Shape::Mutex,
+            Driver::Core => match rng.below(4) {
+                0 => Shape::RwLock,
+                1 => Shape::Semaphore(2),
+                _ => Shape::Mutex,
+            },
+        };
+        let mut clients = 3;
+        if let Shape::Semaphore(permits) = shape {
+            nodes = 1;
+            clients = permits as usize + 2;
+        }
         Config {
             seed,
             nodes,
-            clients: 3,
+            clients,
             ttl_ms: 1_000,
             fault_phase: 15_000_000,
             quiet_phase: 6_000_000,
@@ -76,14 +100,16 @@ impl Config {
                 cut: 0.01,
             },
             driver,
-            fencing: driver == Driver::Model || rng.chance(0.5),
+            shape,
+            fencing,
             controls,
             endless: true,
             keep_trace: false,
         }
     }
 
-    pub(super) fn model(&self) -> ModelOptions {
+    /// The clients' timings and the model client's mistakes.
+    pub fn model(&self) -> ModelOptions {
         ModelOptions {
             nodes: self.nodes,
             ttl_ms: self.ttl_ms,
@@ -114,6 +140,10 @@ pub struct Outcome {
     pub lock_ops: u64,
     /// Grants the checker saw.
     pub grants: u64,
+    /// Of those, grants of shared holds (a semaphore's permits, read holds).
+    pub shared_grants: u64,
+    /// The most holders live at once.
+    pub most_holders: usize,
     /// Simulated time (µs).
     pub sim_time: u64,
 }

@@ -13,7 +13,7 @@ mod view;
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::checker::{Checker, Limits, Violation};
-use crate::client::core::CoreClient;
+use crate::client::core::{CoreClient, holders_key};
 use crate::client::model::{ModelClient, drift_us};
 use crate::client::{Client, Input, RequestId};
 use crate::redis::Server;
@@ -22,6 +22,7 @@ use clock::Clock;
 use faults::{Fault, fault_len};
 use view::WorldView;
 
+pub use crate::checker::Shape;
 pub use config::{Config, Driver, Outcome};
 
 /// An input on its way to a client.
@@ -108,6 +109,8 @@ pub struct World {
     /// The last arrival per connection and direction, so each stays in order (TCP).
     last_arrival: BTreeMap<(usize, usize, u64, bool), u64>,
     checker: Checker,
+    /// The sorted set of the lock's shared holds, for the checker (see [`WorldView`]).
+    holders: Option<Vec<u8>>,
     trace: Vec<String>,
     hash: u64,
     events: u64,
@@ -117,11 +120,11 @@ pub struct World {
 impl World {
     /// Builds the world that `cfg` describes, with the clients it names.
     pub fn new(cfg: Config) -> World {
-        let (opts, fencing) = (cfg.model(), cfg.fencing);
+        let (opts, fencing, shape) = (cfg.model(), cfg.fencing, cfg.shape);
         match cfg.driver {
-            Driver::Core => {
-                World::with_clients(cfg, |i| Box::new(CoreClient::new(i, opts.clone(), fencing)))
-            }
+            Driver::Core => World::with_clients(cfg, |i| {
+                Box::new(CoreClient::new(i, opts.clone(), fencing, shape))
+            }),
             Driver::Model => {
                 World::with_clients(cfg, |i| Box::new(ModelClient::new(i, opts.clone())))
             }
@@ -189,7 +192,7 @@ impl World {
             quiet_from: healed + ttl + cfg.network.late_max + drift_us(cfg.ttl_ms),
             liveness: ttl / 2,
         };
-        let mut checker = Checker::new(cfg.nodes, limits);
+        let mut checker = Checker::new(cfg.nodes, cfg.shape, limits);
         checker.fences_kept = cfg.fencing;
         let mut world = World {
             now: 0,
@@ -201,6 +204,7 @@ impl World {
             inflight: BTreeMap::new(),
             last_arrival: BTreeMap::new(),
             checker,
+            holders: holders_key(&cfg.model(), cfg.shape),
             trace: Vec::new(),
             hash: if cfg.keep_trace {
                 0xcbf2_9ce4_8422_2325
@@ -267,6 +271,7 @@ impl World {
             let mut view = WorldView {
                 nodes: &mut self.nodes,
                 clients: &self.clients,
+                holders: self.holders.as_deref(),
             };
             self.checker.after_step(now, &mut view);
             if self.checker.violation.is_some() {
@@ -293,6 +298,8 @@ impl World {
             events: self.events,
             lock_ops: self.lock_ops,
             grants: self.checker.grants,
+            shared_grants: self.checker.shared_grants,
+            most_holders: self.checker.most_holders,
             sim_time: self.now,
         }
     }

@@ -8,6 +8,9 @@ use crate::redis::Data;
 pub(super) struct WorldView<'a> {
     pub(super) nodes: &'a mut [Node],
     pub(super) clients: &'a [Slot],
+    /// The sorted set of the lock's shared holds (a semaphore's permits, a read-write lock's
+    /// read holds); `None` for a mutex.
+    pub(super) holders: Option<&'a [u8]>,
 }
 
 impl View for WorldView<'_> {
@@ -19,21 +22,39 @@ impl View for WorldView<'_> {
         self.nodes[i].down
     }
 
-    fn lock_key(&mut self, i: usize, t: u64) -> Option<(Vec<u8>, Option<u64>)> {
+    fn holds(&mut self, i: usize, t: u64) -> Vec<(Vec<u8>, Option<u64>)> {
         let node = &self.nodes[i];
-        let entry = node.server.peek(LOCK.as_bytes())?;
         let ms = node.clock.at(t) / 1000;
-        if entry.expire_at.is_some_and(|e| ms > e) {
-            return None;
-        }
-        let Data::Str(value) = entry.data else {
-            return None;
+        // The last true time at which the server's clock reads below `ms` ms.
+        let before = |ms: u64| node.clock.when(ms * 1000, t).saturating_sub(1);
+        let live = |name: &[u8]| {
+            node.server
+                .peek(name)
+                .filter(|e| e.expire_at.is_none_or(|e| ms <= e))
         };
-        // The key lives while the server's clock reads at most `e` ms.
-        let until = entry
-            .expire_at
-            .map(|e| node.clock.when((e + 1) * 1000, t).saturating_sub(1));
-        Some((value, until))
+        let mut holds = Vec::new();
+        // A key lives while the server's clock reads at most its expiry (ms).
+        if let Some(entry) = live(LOCK.as_bytes())
+            && let Data::Str(value) = entry.data
+        {
+            holds.push((value, entry.expire_at.map(|e| before(e + 1))));
+        }
+        // A member lives while the server's clock reads below its score (the scripts drop a
+        // member whose score is at most the time), and its set lives.
+        if let Some(name) = self.holders
+            && let Some(entry) = live(name)
+            && let Data::ZSet(members) = entry.data
+        {
+            let set_until = entry.expire_at.map(|e| before(e + 1));
+            for (token, score) in members {
+                let score = score as u64;
+                if ms < score {
+                    let until = before(score);
+                    holds.push((token, Some(set_until.map_or(until, |s| s.min(until)))));
+                }
+            }
+        }
+        holds
     }
 
     fn boot_to_true(&self, c: usize, boot: u64) -> u64 {

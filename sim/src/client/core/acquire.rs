@@ -9,7 +9,13 @@ impl CoreClient {
     /// three) a `try_lock`, which gives up after its first refused round and, when the lock
     /// does not fence, asks with plain commands rather than the script; a client whose
     /// `try_lock` failed calls again after its pause.
+    /// On a read-write lock, each call is a read or a write at random.
     pub(super) fn start_call(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        if let Some(other) = &mut self.other
+            && rng.chance(0.5)
+        {
+            std::mem::swap(&mut self.lock, other);
+        }
         out.push(Output::Note(Note::Wants));
         let deadline = rng.chance(1.0 / 3.0).then_some(0);
         self.call = Some((
@@ -25,7 +31,11 @@ impl CoreClient {
         };
         let started = now.mono - begun;
         let token = format!("client{}:{:016x}", self.id, rng.next_u64()).into_bytes();
-        let waiter = format!("waiter:{}", self.id).into_bytes();
+        // A reader's announcement is also among the waiting readers: a write call of the
+        // same client must not go by its id.
+        let reading = self.other.is_some() && self.lock.holders_key().is_some();
+        let waiter = format!("{}:{}", ["waiter", "reader"][usize::from(reading)], self.id);
+        let waiter = waiter.into_bytes();
         out.push(Output::Note(Note::Attempt {
             token: token.clone(),
         }));

@@ -6,7 +6,9 @@
 //! hands them the replies and the clock readings, and keeps the timers. One call in three is
 //! a `try_lock` (in a world whose lock does not fence, its round is plain commands, each a
 //! message of its own, see `lock/proto/plain.rs` in the core); the others wait as long as it
-//! takes.
+//! takes. The lock is a mutex, a semaphore's permits, or a read-write lock, whose every call
+//! takes a read hold or the write side at random: the machines are the same, only the scripts
+//! differ, chosen by the core from the lock's kind.
 //!
 //! What the driver does as the core's transport does: a round is sent to every node at once
 //! and ends when its answers decide it, or at its deadline; a node that did not answer in
@@ -26,6 +28,7 @@ use redmutex::sim_support::{self as core, Acquisition, Argv, Hold, Lock, Release
 
 use super::model::ModelOptions;
 use super::{Client, Input, Note, Now, Output, RequestId};
+use crate::checker::Shape;
 use crate::redis::Reply;
 use crate::rng::Rng;
 
@@ -130,7 +133,11 @@ struct Cleanup {
 pub struct CoreClient {
     id: usize,
     opts: ModelOptions,
+    /// The lock the current call takes.
     lock: Lock,
+    /// A read-write lock's other side (its read holds, or its write side), which each call
+    /// swaps in at random.
+    other: Option<Lock>,
     state: State,
     /// The current call that takes the lock, and when it began (monotonic µs).
     call: Option<(Acquisition, u64)>,
@@ -144,22 +151,26 @@ pub struct CoreClient {
 const CONNECT_TIMEOUT: u64 = 1_000_000;
 
 impl CoreClient {
-    /// A client numbered `id`, with the model client's timings, of a lock that fences or not.
-    pub fn new(id: usize, opts: ModelOptions, fencing: bool) -> CoreClient {
-        let lock = Lock::new(
-            LOCK.as_bytes(),
-            opts.nodes,
-            opts.ttl_ms * 1000,
-            opts.node_timeout,
-            opts.wait_cap,
-            opts.retry_max / 2 + 1,
-            opts.handoff_window,
-        )
-        .fencing(fencing);
+    /// A client numbered `id`, with the model client's timings, of a lock of `shape` that
+    /// fences or not.
+    pub fn new(id: usize, opts: ModelOptions, fencing: bool, shape: Shape) -> CoreClient {
+        let (lock, other) = locks(&opts, fencing, shape);
+        CoreClient::with_locks(id, opts, lock, other)
+    }
+
+    /// A client of `lock` or, when `other` is given, of both sides of a read-write lock (the
+    /// negative controls plug a broken lock in here).
+    pub fn with_locks(
+        id: usize,
+        opts: ModelOptions,
+        lock: Lock,
+        other: Option<Lock>,
+    ) -> CoreClient {
         CoreClient {
             id,
             opts,
             lock,
+            other,
             state: State::Idle,
             call: None,
             pending: BTreeMap::new(),
@@ -320,6 +331,38 @@ impl CoreClient {
             Purpose::Undo | Purpose::Wait => {}
         }
     }
+}
+
+/// The lock (the mutex, or a semaphore) or, for a read-write lock, both its sides: the mutex
+/// and the read holds.
+pub fn locks(opts: &ModelOptions, fencing: bool, shape: Shape) -> (Lock, Option<Lock>) {
+    let mutex = || {
+        Lock::new(
+            LOCK.as_bytes(),
+            opts.nodes,
+            opts.ttl_ms * 1000,
+            opts.node_timeout,
+            opts.wait_cap,
+            opts.retry_max / 2 + 1,
+            opts.handoff_window,
+        )
+        .fencing(fencing)
+    };
+    match shape {
+        Shape::Mutex => (mutex(), None),
+        Shape::Semaphore(permits) => (mutex().semaphore(permits), None),
+        Shape::RwLock => (mutex(), Some(mutex().read())),
+    }
+}
+
+/// The sorted set that keeps the shared holds of a lock of `shape` (a semaphore's permits, a
+/// read-write lock's read holds); `None` for a mutex.
+pub fn holders_key(opts: &ModelOptions, shape: Shape) -> Option<Vec<u8>> {
+    let (lock, other) = locks(opts, true, shape);
+    [Some(lock), other]
+        .into_iter()
+        .flatten()
+        .find_map(|l| l.holders_key().map(<[u8]>::to_vec))
 }
 
 /// A simulated server's reply as the core's machines read it.

@@ -25,6 +25,7 @@ impl ModelClient {
             token: round.token.clone(),
             fence,
             valid_until,
+            shared: false,
         }));
         let no = round.no;
         self.state = State::Holding(Hold {
