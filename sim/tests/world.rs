@@ -6,6 +6,7 @@
 //! `SIM_RUNS=<n>` changes how many seeds run.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -187,10 +188,10 @@ fn the_worlds_run_both_forms_of_the_acquire() {
 }
 
 /// A scripted client: sends its commands at fixed times on its monotonic clock and records
-/// each reply with the time it arrived.
+/// each reply with how long after its sending it arrived. `RECONNECT` closes its connection.
 struct Scripted {
     plan: Vec<(u64, Vec<&'static str>)>,
-    sent: Vec<u64>,
+    sent: BTreeMap<u64, u64>,
     replies: Rc<RefCell<Vec<(u64, u64, Reply)>>>,
 }
 
@@ -206,12 +207,13 @@ impl Client for Scripted {
                 }
             }
             Input::Wake { token } => {
-                let argv = self.plan[token as usize]
-                    .1
-                    .iter()
-                    .map(|w| w.as_bytes().to_vec())
-                    .collect();
-                self.sent.push(now.mono);
+                let words = &self.plan[token as usize].1;
+                if words[..] == ["RECONNECT"] {
+                    out.push(Output::Reconnect { node: 0 });
+                    return;
+                }
+                let argv = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+                self.sent.insert(token, now.mono);
                 out.push(Output::Send {
                     node: 0,
                     id: token,
@@ -221,7 +223,7 @@ impl Client for Scripted {
             Input::Reply { id, reply, .. } => {
                 self.replies
                     .borrow_mut()
-                    .push((id, now.mono - self.sent[id as usize], reply))
+                    .push((id, now.mono - self.sent[&id], reply))
             }
             Input::Failed { .. } => panic!("no faults in this run"),
         }
@@ -246,7 +248,7 @@ fn a_blpop_in_the_world_waits_for_a_push_or_its_timeout_on_the_cron_tick() {
         };
         Box::new(Scripted {
             plan,
-            sent: Vec::new(),
+            sent: BTreeMap::new(),
             replies: log.clone(),
         })
     });
@@ -274,5 +276,75 @@ fn a_blpop_in_the_world_waits_for_a_push_or_its_timeout_on_the_cron_tick() {
         (250_000..400_000).contains(&second.1),
         "timed out after {} µs",
         second.1
+    );
+}
+
+/// Redis runs a client's commands in order: what was written behind a waiting BLPOP runs
+/// when the BLPOP is answered (the library's one-node wait pipelines its next attempt so),
+/// and never when the connection closes first (Redis frees the client with its unread
+/// commands); the closed client's BLPOP takes no element either.
+#[test]
+fn what_waits_behind_a_blpop_runs_after_it_or_never() {
+    let mut cfg = Config::from_seed(7, Controls::default());
+    (cfg.nodes, cfg.clients, cfg.faults, cfg.fault_phase) = (1, 2, 0, 0);
+    cfg.endless = false;
+    let logs = [
+        Rc::new(RefCell::new(Vec::new())),
+        Rc::new(RefCell::new(Vec::new())),
+    ];
+    let world = World::with_clients(cfg, |i| -> Box<dyn Client> {
+        let plan = if i == 0 {
+            vec![
+                (0, vec!["BLPOP", "q", "5"]),
+                (1_000, vec!["SET", "behind", "ran"]),
+                (500_000, vec!["BLPOP", "q", "5"]),
+                (501_000, vec!["SET", "closed", "ran"]),
+                (550_000, vec!["RECONNECT"]),
+            ]
+        } else {
+            vec![
+                (100_000, vec!["RPUSH", "q", "x"]),
+                (600_000, vec!["RPUSH", "q", "y"]),
+                (700_000, vec!["GET", "behind"]),
+                (700_001, vec!["GET", "closed"]),
+                (700_002, vec!["LRANGE", "q", "0", "-1"]),
+            ]
+        };
+        Box::new(Scripted {
+            plan,
+            sent: BTreeMap::new(),
+            replies: logs[i].clone(),
+        })
+    });
+    assert_eq!(world.run().violation, None);
+    let (waiter, other) = (logs[0].borrow(), logs[1].borrow());
+    let reply = |log: &[(u64, u64, Reply)], id: u64| {
+        log.iter()
+            .find(|r| r.0 == id)
+            .unwrap_or_else(|| panic!("no reply to request {id}: {log:?}"))
+            .clone()
+    };
+    let set = reply(&waiter, 1);
+    assert_eq!(set.2, Reply::Status("OK".into()));
+    assert!(
+        set.1 >= 99_000,
+        "the SET behind the BLPOP ran after the push served it, not at once: {} µs",
+        set.1
+    );
+    assert_eq!(
+        waiter.len(),
+        2,
+        "nothing answered on the closed connection: {waiter:?}"
+    );
+    assert_eq!(reply(&other, 2).2, Reply::bulk("ran"));
+    assert_eq!(
+        reply(&other, 3).2,
+        Reply::Nil,
+        "the SET behind the BLPOP of the closed connection never ran"
+    );
+    assert_eq!(
+        reply(&other, 4).2,
+        Reply::Array(vec![Reply::bulk("y")]),
+        "the freed client's BLPOP took nothing"
     );
 }

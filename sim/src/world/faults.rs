@@ -123,6 +123,8 @@ impl World {
                 n.life += 1;
                 n.backlog.clear();
                 n.blocked.clear();
+                n.held.clear();
+                n.freed.clear();
                 n.server.restart(persist);
                 if !persist {
                     self.checker.fences_kept = false;

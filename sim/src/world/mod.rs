@@ -82,6 +82,12 @@ pub(crate) struct Node {
     backlog: VecDeque<Request>,
     /// BLPOPs waiting on this node: the server's connection id → (client, epoch, request).
     blocked: BTreeMap<u64, (usize, u64, RequestId)>,
+    /// Requests that came on a connection while its BLPOP waited: Redis runs a client's
+    /// commands in order, so they run once the BLPOP is answered (connection id → requests).
+    held: BTreeMap<u64, VecDeque<Request>>,
+    /// Connections closed while their BLPOP waited: Redis freed the client with what it had
+    /// not run yet, so whatever else was written on them never runs.
+    freed: std::collections::BTreeSet<u64>,
 }
 
 pub(crate) struct Slot {
@@ -152,6 +158,8 @@ impl World {
                 life: 0,
                 backlog: VecDeque::new(),
                 blocked: BTreeMap::new(),
+                held: BTreeMap::new(),
+                freed: Default::default(),
             })
             .collect();
         let clients = (0..cfg.clients)
@@ -377,7 +385,10 @@ impl World {
         let conn = nodes::conn_id(client, old);
         let n = &mut self.nodes[node];
         n.server.disconnect(conn);
-        n.blocked.remove(&conn);
+        if n.blocked.remove(&conn).is_some() {
+            n.held.remove(&conn);
+            n.freed.insert(conn);
+        }
         let lost: Vec<RequestId> = self
             .inflight
             .iter()

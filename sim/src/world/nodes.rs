@@ -14,7 +14,21 @@ pub(super) fn conn_id(client: usize, epoch: u64) -> u64 {
 
 impl World {
     /// Runs a request on its node (up, not frozen), then answers it and any BLPOP it served.
+    /// A request behind a waiting BLPOP on its connection waits for it; one on a connection
+    /// that was closed while its BLPOP waited never runs.
     pub(super) fn execute(&mut self, r: Request) {
+        let now = self.now;
+        let conn = conn_id(r.client, r.epoch);
+        let n = &mut self.nodes[r.node];
+        if n.freed.contains(&conn) {
+            let (node, client, id) = (r.node, r.client, r.id);
+            self.log(|| format!("{now} n{node} dropped c{client}#{id} (its client was freed)"));
+            return;
+        }
+        if n.blocked.contains_key(&conn) {
+            n.held.entry(conn).or_default().push_back(r);
+            return;
+        }
         let Request {
             node,
             client,
@@ -23,13 +37,17 @@ impl World {
             argv,
             ..
         } = r;
-        let now = self.now;
-        let n = &mut self.nodes[node];
         n.server.set_now(n.clock.at(now) / 1000);
-        let conn = conn_id(client, epoch);
         let reply = n.server.exec(conn, &argv);
         if reply.is_none() {
-            n.blocked.insert(conn, (client, epoch, id));
+            if self.clients[client].epoch[node] == epoch {
+                n.blocked.insert(conn, (client, epoch, id));
+            } else {
+                // Its connection was closed after it was written: Redis reads the close
+                // right after it and frees the client.
+                n.server.disconnect(conn);
+                n.freed.insert(conn);
+            }
         }
         self.log(|| {
             let answer = reply.as_ref().map_or("(blocks)".into(), |r| r.to_string());
@@ -58,12 +76,18 @@ impl World {
         }
     }
 
+    /// Answers BLPOPs that a push served or whose time ran out, then runs what waited behind
+    /// each on its connection.
     fn answer_blocked(&mut self, node: usize, replies: Vec<(u64, Reply)>) {
         for (conn, reply) in replies {
             if let Some((client, epoch, id)) = self.nodes[node].blocked.remove(&conn) {
                 let now = self.now;
                 self.log(|| format!("{now} n{node} answers c{client}#{id} -> {reply}"));
                 self.answer(node, client, epoch, id, reply);
+                let behind = self.nodes[node].held.remove(&conn).unwrap_or_default();
+                for r in behind {
+                    self.execute(r);
+                }
             }
         }
     }
