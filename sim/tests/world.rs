@@ -348,3 +348,45 @@ fn what_waits_behind_a_blpop_runs_after_it_or_never() {
         "the freed client's BLPOP took nothing"
     );
 }
+
+/// With one node, a waiter's next round goes right behind its wait, as the library sends it:
+/// when a release serves the wait, the round runs at once on the same connection, and such
+/// rounds take the lock. A world where none did would not run the library's one-node wait.
+#[test]
+fn one_node_rounds_run_right_behind_the_wait_that_a_release_served() {
+    let (mut behind, mut granted) = (0u32, 0u32);
+    for seed in seeds().into_iter().take(60) {
+        let mut cfg = Config::from_seed(seed, Controls::default());
+        if cfg.nodes != 1 {
+            continue;
+        }
+        cfg.keep_trace = true;
+        let trace = run(cfg).trace;
+        for pair in trace.windows(2) {
+            // "<t> n0 answers c<k>#<id> -> [..]" then "<t> n0 ran c<k>#<id+1> EVAL… -> <reply>"
+            let Some((t, served)) = pair[0].split_once(" n0 answers c") else {
+                continue;
+            };
+            let (Some((who, reply)), Some(next)) = (
+                served.split_once(" -> "),
+                pair[1].strip_prefix(&format!("{t} n0 ran c")),
+            ) else {
+                continue;
+            };
+            let (client, id) = who.split_once('#').expect("c<k>#<id>");
+            let id: u64 = id.parse().expect("a request id");
+            if !reply.starts_with('[') || !next.starts_with(&format!("{client}#{} EVAL", id + 1)) {
+                continue;
+            }
+            behind += 1;
+            granted += u32::from(
+                next.rsplit_once(" -> ")
+                    .is_some_and(|(_, r)| r.starts_with(':')),
+            );
+        }
+    }
+    assert!(
+        behind > 0 && granted > 0,
+        "rounds run behind a served wait: {behind}, of which granted: {granted}"
+    );
+}

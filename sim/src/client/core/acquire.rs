@@ -26,9 +26,28 @@ impl CoreClient {
     }
 
     pub(super) fn start_round(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
-        let Some((call, begun)) = &self.call else {
+        let Some((round, started, requests)) = self.new_round(now, rng, None, out) else {
             return;
         };
+        for node in 0..self.opts.nodes {
+            for argv in &requests {
+                self.send(node, argv.clone(), Purpose::Acquire, out);
+            }
+        }
+        self.acquiring(round, started, requests.len(), now, out);
+    }
+
+    /// The call's next round, its attempt noted, not sent: the round, when it began in the
+    /// call, and its requests. `will_wait`: whether the call may wait after it, when the
+    /// wait before it has said so already.
+    fn new_round(
+        &mut self,
+        now: Now,
+        rng: &mut Rng,
+        will_wait: Option<bool>,
+        out: &mut Vec<Output>,
+    ) -> Option<(Round, u64, Vec<Argv>)> {
+        let (call, begun) = self.call.as_ref()?;
         let started = now.mono - begun;
         let token = format!("client{}:{:016x}", self.id, rng.next_u64()).into_bytes();
         // A reader's announcement is also among the waiting readers: a write call of the
@@ -45,26 +64,102 @@ impl CoreClient {
             token,
             now.boot,
             call.waited(),
-            call.will_wait(started),
+            will_wait.unwrap_or_else(|| call.will_wait(started)),
             &waiter,
         );
-        let no = self.fresh();
         let requests = round.requests();
-        for node in 0..self.opts.nodes {
-            for argv in &requests {
-                self.send(node, argv.clone(), Purpose::Acquire, out);
-            }
-        }
+        Some((round, started, requests))
+    }
+
+    /// Collects the answers of `round`, sent (`requests` requests to each node), until they
+    /// decide it or a node timeout from now.
+    fn acquiring(
+        &mut self,
+        round: Round,
+        started: u64,
+        requests: usize,
+        now: Now,
+        out: &mut Vec<Output>,
+    ) {
+        let no = self.fresh();
         self.state = State::Acquiring {
             no,
             round,
             started,
             answered: vec![false; self.opts.nodes],
             replies: vec![Vec::new(); self.opts.nodes],
-            requests: requests.len(),
+            requests,
         };
         let deadline = now.mono + self.opts.node_timeout;
         self.wake(deadline, Timer::RoundDeadline(no), out);
+    }
+
+    /// The wait on `node` ended (`answered`), or its connection broke. A round behind it is
+    /// answered next on the same connection; otherwise the call goes on with a new round.
+    pub(super) fn wait_reply(
+        &mut self,
+        node: usize,
+        answered: bool,
+        now: Now,
+        rng: &mut Rng,
+        out: &mut Vec<Output>,
+    ) {
+        let State::Waiting {
+            node: n, behind, ..
+        } = &self.state
+        else {
+            return;
+        };
+        // A broken wait with nothing behind it: its timer goes on with a new round.
+        if *n != node || (behind.is_none() && !answered) {
+            return;
+        }
+        let State::Waiting { behind, .. } = std::mem::replace(&mut self.state, State::Idle) else {
+            return;
+        };
+        match behind {
+            Some(b) if answered => self.acquiring(b.round, b.started, b.requests, now, out),
+            Some(b) => self.behind_lost(node, b, now, rng, out),
+            None => self.start_round(now, rng, out),
+        }
+    }
+
+    /// The wait's time is up: its connection is closed (the library ends it with `CLIENT
+    /// UNBLOCK` from another connection; a close is the case where that fails), and the call
+    /// goes on.
+    pub(super) fn wait_over(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        let State::Waiting { node, behind, .. } = std::mem::replace(&mut self.state, State::Idle)
+        else {
+            return;
+        };
+        self.pending
+            .retain(|_, p| !matches!(p.purpose, Purpose::Wait | Purpose::Acquire));
+        out.push(Output::Reconnect { node });
+        match behind {
+            Some(b) => self.behind_lost(node, b, now, rng, out),
+            None => self.start_round(now, rng, out),
+        }
+    }
+
+    /// The round behind a wait may have run, and its undo can no longer follow it on that
+    /// connection: it is undone on a new one, in the background (the library's failed
+    /// block), and the call goes on after a pause.
+    fn behind_lost(
+        &mut self,
+        node: usize,
+        b: Behind,
+        now: Now,
+        rng: &mut Rng,
+        out: &mut Vec<Output>,
+    ) {
+        self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
+        let until = b.t0 + self.opts.ttl_ms * 1000;
+        self.clean_up(b.round.undo(), vec![node], until, out);
+        out.push(Output::Note(Note::AttemptOver {
+            token: b.round.token().to_vec(),
+        }));
+        let pause = core::jitter(self.opts.retry_max / 2 + 1, rng.next_u64());
+        self.wake(now.mono + pause, Timer::Retry, out);
     }
 
     pub(super) fn acquire_reply(
@@ -212,11 +307,32 @@ impl CoreClient {
             Step::Fail(_) => self.think(now, rng, out),
             Step::Again => self.start_round(now, rng, out),
             Step::Pause(d) => self.wake(now.mono + d, Timer::Retry, out),
-            Step::Wait { node, block, .. } => {
+            Step::Wait {
+                node,
+                block,
+                will_wait,
+            } => {
+                // With one node the next round goes right behind the wait, as the library
+                // sends it: Redis runs it the moment the wait ends. Its clock reading comes
+                // before the wait, so its validity counts the wait.
+                let behind = (self.opts.nodes == 1)
+                    .then(|| self.new_round(now, rng, Some(will_wait), out))
+                    .flatten();
                 let no = self.fresh();
-                self.state = State::Waiting { no, node };
                 let argv = self.lock.blpop(block);
                 self.send(node, argv, Purpose::Wait, out);
+                let behind = behind.map(|(round, started, requests)| {
+                    for argv in &requests {
+                        self.send(node, argv.clone(), Purpose::Acquire, out);
+                    }
+                    Behind {
+                        round,
+                        started,
+                        t0: now.boot,
+                        requests: requests.len(),
+                    }
+                });
+                self.state = State::Waiting { no, node, behind };
                 self.wake(now.mono + block + 2_000, Timer::WaitOver(no), out);
             }
         }

@@ -14,9 +14,11 @@
 //! and ends when its answers decide it, or at its deadline; a node that did not answer in
 //! time gets the round's undo queued behind its request on the same connection; a node whose
 //! connection broke gets it on a new connection, again until it answers or the key would
-//! have expired; a script the server lost is sent again with its text. What it leaves out: a
-//! single node's next round pipelined behind the wait (it waits, then sends the round), and
-//! the early end of a wait by `CLIENT UNBLOCK` (the connection is closed instead).
+//! have expired; a script the server lost is sent again with its text; with one node, the
+//! next round goes right behind the wait on its connection, its clock read before the wait.
+//! What it leaves out: the early end of a wait by `CLIENT UNBLOCK` (the connection is closed
+//! instead, the case where that fails: the round behind may have run, and it is undone on a
+//! new connection).
 
 mod acquire;
 mod hold;
@@ -102,6 +104,8 @@ enum State {
     Waiting {
         no: u64,
         node: usize,
+        /// With one node, the next round, sent right behind the wait on its connection.
+        behind: Option<Behind>,
     },
     Holding {
         no: u64,
@@ -119,6 +123,18 @@ enum State {
         /// When to stop asking (monotonic µs).
         give_up: u64,
     },
+}
+
+/// A round sent behind a wait, on the same connection: Redis runs it the moment the wait
+/// ends.
+struct Behind {
+    round: Round,
+    /// When it began, in the call (monotonic µs since the call began).
+    started: u64,
+    /// The boot clock's reading when it was made (its `t0`).
+    t0: u64,
+    /// How many requests it sent.
+    requests: usize,
 }
 
 /// A clean-up: an undo that must reach some nodes on new connections.
@@ -249,13 +265,7 @@ impl CoreClient {
             Timer::Retry if idle && self.call.is_some() => self.start_round(now, rng, out),
             Timer::RoundDeadline(no) if no == phase => self.settle_round(now, rng, out),
             Timer::FenceDeadline(no) if no == phase => self.finish_round(now, rng, out),
-            Timer::WaitOver(no) if no == phase => {
-                if let State::Waiting { node, .. } = self.state {
-                    self.pending.retain(|_, p| p.purpose != Purpose::Wait);
-                    out.push(Output::Reconnect { node });
-                }
-                self.start_round(now, rng, out);
-            }
+            Timer::WaitOver(no) if no == phase => self.wait_over(now, rng, out),
             Timer::Renew(no) if no == phase => self.renew(now, rng, out),
             Timer::RenewDeadline(no) if no == phase => self.renewal_over(now, rng, out),
             Timer::Use(no) if no == phase => self.use_it(no, now, rng, out),
@@ -300,11 +310,7 @@ impl CoreClient {
         match p.purpose {
             Purpose::Acquire => self.acquire_reply(p.node, reply, now, rng, out),
             Purpose::Fence => self.fence_reply(p.node, reply, now, rng, out),
-            Purpose::Wait if reply.is_some() => {
-                if matches!(self.state, State::Waiting { node, .. } if node == p.node) {
-                    self.start_round(now, rng, out);
-                }
-            }
+            Purpose::Wait => self.wait_reply(p.node, reply.is_some(), now, rng, out),
             Purpose::Extend => self.extend_reply(p.node, reply, now, rng, out),
             Purpose::Release => self.release_reply(p.node, reply, now, rng, out),
             Purpose::Cleanup => {
@@ -328,7 +334,7 @@ impl CoreClient {
                 }
                 self.cleanups.retain(|_, c| !c.nodes.is_empty());
             }
-            Purpose::Undo | Purpose::Wait => {}
+            Purpose::Undo => {}
         }
     }
 }
