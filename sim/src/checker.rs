@@ -15,7 +15,8 @@
 //! - **no orphan**: a token's key is gone one TTL (plus the longest wait of a request before
 //!   it runs, and the drift allowance) after its attempt or hold ended;
 //! - **liveness**: once every fault has healed and stale keys have expired, a free lock that
-//!   someone waits for is granted within a bound.
+//!   someone waits for is granted within a bound; and no read hold is granted while a writer
+//!   has waited for longer than its first round takes (readers queue behind waiting writers).
 
 use std::collections::BTreeMap;
 
@@ -97,6 +98,9 @@ pub struct Limits {
     pub quiet_from: u64,
     /// Longest a free, wanted lock may stay ungranted in the quiet phase (µs).
     pub liveness: u64,
+    /// How long after a writer began to wait its announcement may not have reached the
+    /// nodes yet, in the quiet phase (µs): until then a reader may still go first.
+    pub announced_after: u64,
 }
 
 /// The checker's state.
@@ -113,7 +117,8 @@ pub struct Checker {
     last_use_fence: u64,
     /// Whether fences are judged (the lock fences, and no node lost its counter).
     pub fences_kept: bool,
-    waiting: BTreeMap<usize, u64>,
+    /// Since when each client waits, and whether for a shared hold.
+    waiting: BTreeMap<usize, (u64, bool)>,
     free_since: u64,
     /// The first failure seen.
     pub violation: Option<Violation>,
@@ -169,8 +174,11 @@ impl Checker {
     /// A claim from client `c` at true time `t`.
     pub fn note(&mut self, c: usize, note: &Note, t: u64, view: &mut dyn View) {
         match note {
-            Note::Wants => {
-                self.waiting.insert(c, t);
+            Note::Wants { shared } => {
+                self.waiting.insert(c, (t, *shared));
+            }
+            Note::GaveUp => {
+                self.waiting.remove(&c);
             }
             Note::Attempt { token } => {
                 self.ended.insert(token.clone(), None);
@@ -188,6 +196,9 @@ impl Checker {
                 self.waiting.remove(&c);
                 let end = view.boot_to_true(c, *valid_until);
                 self.check_holders(c, *shared, t);
+                if *shared && self.shape == Shape::RwLock {
+                    self.check_no_overtaking(c, t);
+                }
                 self.check_grant_fence(c, *fence, *shared, t);
                 self.claims.insert(
                     c,
@@ -369,12 +380,28 @@ impl Checker {
         self.check_liveness(t, free);
     }
 
+    /// A read hold granted to `c` at `t` in the quiet phase: no writer has been waiting since
+    /// before its announcement surely reached the nodes (readers queue behind waiting
+    /// writers, or a stream of readers would starve them).
+    fn check_no_overtaking(&mut self, c: usize, t: u64) {
+        let from = self.limits.quiet_from;
+        let writer = self.waiting.iter().find(|(w, (since, shared))| {
+            **w != c && !shared && *since >= from && t > since + self.limits.announced_after
+        });
+        if let Some((&w, &(since, _))) = writer {
+            self.fail(
+                t,
+                format!("client {c} got a read hold while client {w} had waited to write since {since} µs"),
+            );
+        }
+    }
+
     fn check_liveness(&mut self, t: u64, free: bool) {
         if !free {
             self.free_since = t;
             return;
         }
-        let Some(&since) = self.waiting.values().min() else {
+        let Some(since) = self.waiting.values().map(|w| w.0).min() else {
             self.free_since = t;
             return;
         };

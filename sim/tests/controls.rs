@@ -215,3 +215,28 @@ fn a_writer_blind_to_readers_is_caught() {
         v.what
     );
 }
+
+/// Read locks that look for waiting writers under another key: the checker must see a read
+/// hold granted while a writer had waited long enough to be announced.
+#[test]
+fn readers_that_go_before_waiting_writers_are_caught() {
+    let caught = first_catch_of(
+        |s| s == Shape::RwLock,
+        |cfg, i| {
+            let (write, read) = locks(&cfg.model(), cfg.fencing, Shape::RwLock);
+            CoreClient::with_locks(i, cfg.model(), write, read.map(|r| r.blind_to_writers()))
+        },
+    );
+    let Some((seed, v)) = caught else {
+        panic!("the checker missed readers going before a waiting writer in {BUDGET} seeds");
+    };
+    eprintln!(
+        "readers blind to writers: caught at seed {seed}: {}",
+        v.what
+    );
+    assert!(
+        !v.liveness && v.what.contains("got a read hold while client"),
+        "{}",
+        v.what
+    );
+}

@@ -176,9 +176,20 @@ impl Lock {
 
     /// A deliberately broken lock for the simulator's negative controls: its acquire looks for
     /// read holds under another key, so that it takes the write side while readers hold.
-    pub fn blind_to_readers(mut self) -> Lock {
+    pub fn blind_to_readers(self) -> Lock {
+        self.with_keys(|keys| keys.readers.extend_from_slice(b":elsewhere"))
+    }
+
+    /// A deliberately broken read lock for the negative controls: it looks for waiting
+    /// writers (and announces itself) under another key, so that readers go before writers
+    /// that wait.
+    pub fn blind_to_writers(self) -> Lock {
+        self.with_keys(|keys| keys.waiters.extend_from_slice(b":elsewhere"))
+    }
+
+    fn with_keys(mut self, change: impl FnOnce(&mut Keys)) -> Lock {
         let mut keys = Keys::new(&self.spec.keys.lock);
-        keys.readers = [&self.spec.keys.readers[..], b":elsewhere"].concat();
+        change(&mut keys);
         self.spec.keys = Arc::new(keys);
         self
     }

@@ -90,8 +90,11 @@ pub enum Output {
 #[allow(missing_docs)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Note {
-    /// The user asked for the lock and is now waiting for it.
-    Wants,
+    /// The user asked for the lock (`shared`: a read hold or a permit) and is now waiting
+    /// for it.
+    Wants { shared: bool },
+    /// The call gave up without the lock (a `try_lock` refused): the user no longer waits.
+    GaveUp,
     /// An attempt with this token began; its requests may store the token on servers.
     Attempt { token: Vec<u8> },
     /// The attempt with this token ended without the lock (after its undo was sent).
@@ -131,7 +134,9 @@ impl fmt::Display for Note {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let text = |t: &[u8]| String::from_utf8_lossy(t).into_owned();
         match self {
-            Note::Wants => f.write_str("wants"),
+            Note::Wants { shared: false } => f.write_str("wants"),
+            Note::Wants { shared: true } => f.write_str("wants (shared)"),
+            Note::GaveUp => f.write_str("gave up"),
             Note::Attempt { token } => write!(f, "attempt {}", text(token)),
             Note::AttemptOver { token } => write!(f, "attempt over {}", text(token)),
             Note::Acquired {

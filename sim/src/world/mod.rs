@@ -199,6 +199,7 @@ impl World {
             drift: drift_us(cfg.ttl_ms),
             quiet_from: healed + ttl + cfg.network.late_max + drift_us(cfg.ttl_ms),
             liveness: ttl / 2,
+            announced_after: cfg.model().node_timeout + 2 * cfg.network.quiet_max,
         };
         let mut checker = Checker::new(cfg.nodes, cfg.shape, limits);
         checker.fences_kept = cfg.fencing;

@@ -16,7 +16,9 @@ impl CoreClient {
         {
             std::mem::swap(&mut self.lock, other);
         }
-        out.push(Output::Note(Note::Wants));
+        out.push(Output::Note(Note::Wants {
+            shared: self.lock.holders_key().is_some(),
+        }));
         let deadline = rng.chance(1.0 / 3.0).then_some(0);
         self.call = Some((
             Acquisition::new(&self.lock, deadline, CONNECT_TIMEOUT),
@@ -304,7 +306,10 @@ impl CoreClient {
             return;
         };
         match call.after(refused.next, started, now.mono - *begun, rng.next_u64()) {
-            Step::Fail(_) => self.think(now, rng, out),
+            Step::Fail(_) => {
+                out.push(Output::Note(Note::GaveUp));
+                self.think(now, rng, out);
+            }
             Step::Again => self.start_round(now, rng, out),
             Step::Pause(d) => self.wake(now.mono + d, Timer::Retry, out),
             Step::Wait {

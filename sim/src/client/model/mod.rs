@@ -305,7 +305,7 @@ impl ModelClient {
         };
         match t {
             Timer::Think if matches!(self.state, State::Idle) => {
-                out.push(Output::Note(Note::Wants));
+                out.push(Output::Note(Note::Wants { shared: false }));
                 self.waited = false;
                 self.start_round(now, rng, out);
             }
