@@ -22,6 +22,11 @@
 //!   also loses messages, delivers some long after their sender gave up, and cuts
 //!   connections right after a request was written (the request still runs). Once healed,
 //!   delays stay under 12 ms.
+//! - **What the clients share** ([`world::Shape`]): a mutex, a read-write lock (each call a
+//!   read hold or the write side) or a semaphore of 2 permits (one node, as the library
+//!   allows); the checker knows each shape's holders and fences.
+//! - **A client's commands run in order on its connection**: what it wrote behind a waiting
+//!   BLPOP runs when the BLPOP is answered, and never if the connection closes first.
 //! - **Determinism**: every choice comes from generators forked from the seed, and every
 //!   collection that is iterated is ordered; `SIM_SEED=<seed>` replays a run step for step.
 
