@@ -185,6 +185,14 @@ fn core_control_caught(
     };
     eprintln!("{name}: caught at seed {seed}: {}", v.what);
     assert!(!v.liveness && v.what.contains(expect), "{name}: {}", v.what);
+    // The same world with the core's own clients keeps every property: the broken lock is
+    // what failed.
+    let clean = run(Config::from_seed(seed, Controls::default()));
+    assert!(
+        clean.violation.is_none(),
+        "{name}: seed {seed} fails without the broken lock too: {:?}",
+        clean.violation
+    );
 }
 
 /// Clients that take three permits of a semaphore the checker knows to have two: it must see
