@@ -25,6 +25,16 @@ fn first_catch(controls: Controls) -> Option<(u64, Violation)> {
     })
 }
 
+/// Fails unless `clean`, the same world as a control's catching seed without its mistake,
+/// keeps every property: the mistake is what failed.
+fn assert_clean(name: &str, seed: u64, clean: Outcome) {
+    assert!(
+        clean.violation.is_none(),
+        "{name}: seed {seed} fails without the mistake too: {:?}",
+        clean.violation
+    );
+}
+
 /// The world of `seed` with the model client making no mistake.
 fn clean_run(seed: u64) -> Outcome {
     run(Config::with_driver(
@@ -81,14 +91,7 @@ fn caught_and_replayed(name: &str, controls: Controls, shows: Shows) {
         Some(&v),
         "{name}: seed {seed} did not replay its failure"
     );
-    // The same world with the model client making no mistake keeps every property: the
-    // mistake is what failed.
-    let clean = clean_run(seed);
-    assert!(
-        clean.violation.is_none(),
-        "{name}: seed {seed} fails without the mistake too: {:?}",
-        clean.violation
-    );
+    assert_clean(name, seed, clean_run(seed));
 }
 
 #[test]
@@ -185,13 +188,11 @@ fn core_control_caught(
     };
     eprintln!("{name}: caught at seed {seed}: {}", v.what);
     assert!(!v.liveness && v.what.contains(expect), "{name}: {}", v.what);
-    // The same world with the core's own clients keeps every property: the broken lock is
-    // what failed.
-    let clean = run(Config::from_seed(seed, Controls::default()));
-    assert!(
-        clean.violation.is_none(),
-        "{name}: seed {seed} fails without the broken lock too: {:?}",
-        clean.violation
+    // Without the mistake: the core's own clients with their own lock.
+    assert_clean(
+        name,
+        seed,
+        run(Config::from_seed(seed, Controls::default())),
     );
 }
 

@@ -17,7 +17,7 @@ impl CoreClient {
             std::mem::swap(&mut self.lock, other);
         }
         out.push(Output::Note(Note::Wants {
-            shared: self.lock.holders_key().is_some(),
+            shared: self.shared(),
         }));
         let deadline = rng.chance(1.0 / 3.0).then_some(0);
         self.call = Some((
@@ -54,7 +54,7 @@ impl CoreClient {
         let token = format!("client{}:{:016x}", self.id, rng.next_u64()).into_bytes();
         // A reader's announcement is also among the waiting readers: a write call of the
         // same client must not go by its id.
-        let reading = self.other.is_some() && self.lock.holders_key().is_some();
+        let reading = self.other.is_some() && self.shared();
         let waiter = format!("{}:{}", ["waiter", "reader"][usize::from(reading)], self.id);
         let waiter = waiter.into_bytes();
         out.push(Output::Note(Note::Attempt {

@@ -17,7 +17,7 @@ impl CoreClient {
             token: grant.token.clone(),
             fence: grant.fence,
             valid_until: grant.valid_until,
-            shared: self.lock.holders_key().is_some(),
+            shared: self.shared(),
         }));
         let hold = Hold::new(&self.lock, &grant);
         let first = Self::mono_of(now, hold.next_at(grant.t0));

@@ -196,6 +196,11 @@ impl CoreClient {
         }
     }
 
+    /// Whether the current call's lock hands out shared holds (a permit, a read hold).
+    fn shared(&self) -> bool {
+        self.lock.holders_key().is_some()
+    }
+
     fn fresh(&mut self) -> u64 {
         self.next += 1;
         self.next
