@@ -196,7 +196,11 @@ fn closing_notes(
         format!(
             "floors of this machine: one 5-node scatter/gather PING round is {} the 1-node PING \
              ({}), so the 5-node row is {} its own floor \
-             against {} for the 1-node row. A waiter that slept wakes in {} at best (RPUSH → \
+             against {} for the 1-node row; the fenced floor on 5 nodes, each round done at its \
+             quorum, is {} the fenced floor on one, and the 5-node row {} it; read node by node, \
+             as redmutex reads a round's replies (redis-rs's blocking connections do not expose \
+             their sockets to wait on all at once), that floor is {} and the 5-node row {} it. \
+             A waiter that slept wakes in {} at best (RPUSH → \
              BLPOP across processes, median), and in {} when a script sends the wake-up: a \
              release is a script on Redis 7 (no compare-and-delete command), and a script on a \
              server that sat idle until the release costs far more than RPUSH. A hand-off \
@@ -209,6 +213,10 @@ fn closing_notes(
             pin::current().placement,
             ratio(unc.redmutex5.median(), unc.ping5.median()),
             ratio(unc.redmutex1.median(), base),
+            ratio(unc.floor5q.median(), unc.floor_fenced.median()),
+            ratio(unc.redmutex5.median(), unc.floor5q.median()),
+            ratio(unc.floor5n.median(), unc.floor_fenced.median()),
+            ratio(unc.redmutex5.median(), unc.floor5n.median()),
             fmt_ns(hand.blpop.samples.median()),
             fmt_ns(hand.blpop_script.samples.median()),
             fmt_ns(hand.blpop_claim.samples.median()),

@@ -333,7 +333,14 @@ const METHOD: &str = "## Method\n\n\
 `Instant`. The *5-node PING* context row writes `PING` to five connections, then reads the five \
 replies: the floor of one scatter/gather round on this machine. The *until 3 answered* row \
 writes `PING` to five raw sockets and stops the clock at the third reply (`poll(2)` on one \
-thread; the two late replies are read after the clock stops): the floor of a quorum round.\n\
+thread; the two late replies are read after the clock stops): the floor of a quorum round. \
+The *fenced floor on 5 nodes* row sends the fenced floor's two scripts the same way, each round \
+done at its third reply and the next written at once, behind the replies the two slower nodes \
+still owe (as redmutex's 5-node rounds are): the floor of a 5-node lock cycle on this machine, \
+whose servers share one CPU, so a round's late scripts still take it from the next round. \
+Its *read node by node* twin reads each round's replies with a blocking read per node, in node \
+order, as redmutex does: the round then waits for the first three nodes rather than the first \
+three replies.\n\
 - **uncontended**: `try_lock()` + `unlock()` of a free lock with default options (TTL 30 s, \
 auto-renew, fencing), one client, pooled connections. The baseline, 5-node PING, redmutex, \
 redlock and rslock rows take turns in rounds of 10 samples each (500 rounds in a full run; each \

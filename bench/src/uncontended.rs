@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::bare::BareRequests;
 use crate::lockers::{Locker, RedlockLocker, RedmutexLocker, Shared, TTL};
-use crate::quorum::QuorumPing;
+use crate::quorum::{Order, QuorumFloor, QuorumPing};
 use crate::rslock::RslockChild;
 use crate::stats::{Rng, Samples, ns};
 
@@ -87,6 +87,11 @@ pub struct Uncontended {
     pub ping5: Samples,
     /// `PING` written to five nodes, done when three replied: the floor of a quorum round.
     pub ping5q: Samples,
+    /// The fenced floor's two scripts on five nodes, each round done when three replied
+    /// (`crate::quorum::QuorumFloor`): the floor of a 5-node lock cycle.
+    pub floor5q: Samples,
+    /// The same with each round's replies read node by node, as redmutex reads them.
+    pub floor5n: Samples,
     /// `SET NX PX`, then a compare-and-delete script, with redis-rs alone: the least a lock
     /// whose release is safe costs on a Redis without a compare-and-delete command (7.x).
     pub floor1: Samples,
@@ -167,6 +172,8 @@ pub fn run(
     let mut r1 = RedlockLocker::open(&[one.to_owned()], "bench:uncontended:redlock");
     let mut r5 = RedlockLocker::open(five, "bench:uncontended:redlock");
     let mut quorum = QuorumPing::open(five)?;
+    let mut floor5 = QuorumFloor::open(five, "bench:uncontended:fenced5", Order::Arrival)?;
+    let mut floor5n = QuorumFloor::open(five, "bench:uncontended:fenced5n", Order::Nodes)?;
     let kinds = Shared::client(one)?;
     let mut sem1 = Shared::semaphore(&kinds, "bench:uncontended:semaphore", 3);
     let mut read1 = Shared::read(&kinds, "bench:uncontended:read");
@@ -191,6 +198,8 @@ pub fn run(
             Ok(())
         }),
         Measure::own("ping5q", plan.per_round, move |n| quorum.samples(n)),
+        Measure::own("floor5q", plan.per_round, move |n| floor5.samples(n)),
+        Measure::own("floor5n", plan.per_round, move |n| floor5n.samples(n)),
         Measure::timed("floor1", plan.per_round, || {
             let (key, token) = ("bench:uncontended:floor", "floor-token");
             let set: Option<String> = redis::cmd("SET")
@@ -267,6 +276,8 @@ pub fn run(
         ping: take("ping").unwrap_or_default(),
         ping5: take("ping5").unwrap_or_default(),
         ping5q: take("ping5q").unwrap_or_default(),
+        floor5q: take("floor5q").unwrap_or_default(),
+        floor5n: take("floor5n").unwrap_or_default(),
         floor1: take("floor1").unwrap_or_default(),
         floor_fenced: take("floor_fenced").unwrap_or_default(),
         floor_plain: take("floor_plain").unwrap_or_default(),
@@ -317,13 +328,23 @@ pub struct FencedFloor {
 
 impl FencedFloor {
     pub fn open(url: &str) -> Result<FencedFloor, String> {
+        let (acquire, release) = FencedFloor::scripts();
         Ok(FencedFloor {
             conn: conn(url)?,
-            acquire: redis::Script::new(
+            acquire,
+            release,
+        })
+    }
+
+    /// The acquire script (`KEYS`: the lock, its fence; `ARGV`: the token, the TTL in ms;
+    /// returns the fence, 0 when refused) and the release script.
+    pub fn scripts() -> (redis::Script, redis::Script) {
+        (
+            redis::Script::new(
                 "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0",
             ),
-            release: compare_and_delete(),
-        })
+            compare_and_delete(),
+        )
     }
 
     /// One take and release.

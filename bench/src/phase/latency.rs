@@ -126,6 +126,23 @@ fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
             ratio(unc.floor_fenced.median(), unc.floor1.median())
         )),
         Row::latency(
+            "context: fenced floor on 5 nodes, each round until 3 answered",
+            unc.floor5q.clone(),
+        )
+        .result(format!(
+            "floor of a fenced 5-node lock (both scripts to every node, each round done at its quorum, the next written behind the late replies); {} the 1-node fenced floor; {} the 3-of-5 PING",
+            ratio(unc.floor5q.median(), unc.floor_fenced.median()),
+            ratio(unc.floor5q.median(), unc.ping5q.median())
+        )),
+        Row::latency(
+            "context: fenced floor on 5 nodes, each round until 3 answered, replies read node by node",
+            unc.floor5n.clone(),
+        )
+        .result(format!(
+            "the same floor read as redmutex reads a round (a blocking read per node, in node order: the round waits for the first three nodes, not the first three replies); {} the floor read as replies arrive",
+            ratio(unc.floor5n.median(), unc.floor5q.median()),
+        )),
+        Row::latency(
             "context: SET NX PX and INCR in one write + compare-and-delete script",
             unc.floor_plain.clone(),
         )
@@ -184,8 +201,11 @@ fn uncontended_rows(unc: &Uncontended) -> Vec<Row> {
             unc.redmutex5.clone(),
         )
         .result(format!(
-            "{} the 1-node row; {} the 5-node PING; {} the 3-of-5 PING",
+            "{} the 1-node row; {} the 5-node fenced floor (which is {} the 1-node fenced floor), {} it read node by node; {} the 5-node PING; {} the 3-of-5 PING",
             fmt_ratio(u5),
+            ratio(r5, unc.floor5q.median()),
+            ratio(unc.floor5q.median(), unc.floor_fenced.median()),
+            ratio(r5, unc.floor5n.median()),
             ratio(r5, unc.ping5.median()),
             ratio(r5, unc.ping5q.median())
         ))
