@@ -102,7 +102,7 @@ pub(crate) fn block_then<R: Request>(
         // A reply to read behind the block's, which the connection skips: then it is clean.
         let clean: Result<redis::Value, NetError> =
             set_timeouts(&conn, Instant::now() + then_timeout)
-                .and_then(|()| Ok(redis::cmd("PING").query(&mut *conn)?));
+                .and_then(|()| Ok(redis::cmd("PING").query(&mut conn)?));
         if clean.is_ok() {
             endpoint.put(conn);
         }
@@ -146,7 +146,7 @@ fn unblock(endpoint: &Arc<Endpoint>, id: i64, deadline: Instant) -> bool {
     let mut cmd = redis::cmd("CLIENT");
     cmd.arg("UNBLOCK").arg(id);
     let reply: Result<i64, NetError> =
-        set_timeouts(&other, deadline).and_then(|()| Ok(cmd.query(&mut *other)?));
+        set_timeouts(&other, deadline).and_then(|()| Ok(cmd.query(&mut other)?));
     match reply {
         Ok(_) => {
             endpoint.put(other);
@@ -262,7 +262,7 @@ mod tests {
         // The connection went back in step: the next request on it gets its own reply.
         let endpoint = node.endpoint(slot, begun + Duration::from_secs(2)).unwrap();
         let mut conn = endpoint.take().expect("the connection is back in the pool");
-        let pong: String = redis::cmd("PING").query(&mut *conn).unwrap();
+        let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
         assert_eq!(pong, "PONG");
     }
 }

@@ -391,7 +391,7 @@ impl Cluster {
         let endpoint = self.master(host, port)?;
         let mut conn = endpoint.take_or_connect(deadline)?;
         set_timeouts(&conn, deadline)?;
-        let reply: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut *conn)?;
+        let reply: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn)?;
         endpoint.put(conn);
         parse_slots(&reply, host).ok_or_else(|| {
             NetError::new(

@@ -5,15 +5,23 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use redis::{RedisError, RedisResult, Value};
+use redis::{ConnectionAddr, ConnectionLike, RedisError, RedisResult, Value};
 
 use super::error::NetError;
+use super::plain::Plain;
 use super::request::Request;
+
+/// A connection's transport: a plain TCP connection of our own, whose socket a round can
+/// wait on together with the others' (see `plain.rs`), or redis-rs's (TLS, Unix sockets).
+pub(crate) enum Io {
+    Plain(Plain),
+    Redis(redis::Connection),
+}
 
 /// A set-up connection, with the server's id for it (`CLIENT ID`): another connection ends a
 /// blocking command on this one early by that id (`CLIENT UNBLOCK`), without dropping it.
 pub(crate) struct Connection {
-    io: redis::Connection,
+    io: Io,
     /// `None` when the server would not say (an ACL user without `client|id`).
     pub(crate) id: Option<i64>,
     /// Replies still to come for requests whose round ended without them (at its quorum),
@@ -54,7 +62,7 @@ fn set_once(
 }
 
 impl Connection {
-    pub(crate) fn new(io: redis::Connection, id: Option<i64>) -> Connection {
+    pub(crate) fn new(io: Io, id: Option<i64>) -> Connection {
         Connection {
             io,
             id,
@@ -68,14 +76,65 @@ impl Connection {
     /// Bounds the next reads by `timeout` (at least 1 ms, rounded up to whole milliseconds).
     /// Every read timeout of a wrapped connection is set here: this method shadows redis-rs's.
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        set_once(&self.read_timeout, timeout, |t| self.io.set_read_timeout(t))
+        set_once(&self.read_timeout, timeout, |t| match &self.io {
+            Io::Plain(io) => io.set_read_timeout(t),
+            Io::Redis(io) => io.set_read_timeout(t),
+        })
     }
 
     /// Bounds the next writes by `timeout`, as [`set_read_timeout`](Self::set_read_timeout).
     pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
-        set_once(&self.write_timeout, timeout, |t| {
-            self.io.set_write_timeout(t)
+        set_once(&self.write_timeout, timeout, |t| match &self.io {
+            Io::Plain(io) => io.set_write_timeout(t),
+            Io::Redis(io) => io.set_write_timeout(t),
         })
+    }
+
+    /// Writes `cmd` (packed commands) at once.
+    pub(crate) fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
+        match &mut self.io {
+            Io::Plain(io) => io.send_packed_command(cmd),
+            Io::Redis(io) => io.send_packed_command(cmd),
+        }
+    }
+
+    /// Reads the next reply, waiting for it as long as the read timeout allows. A reply whose
+    /// read failed (a timeout) is dropped when it comes, never taken for a later request's.
+    pub(crate) fn recv_response(&mut self) -> RedisResult<Value> {
+        match &mut self.io {
+            Io::Plain(io) => io.recv_response(),
+            Io::Redis(io) => io.recv_response(),
+        }
+    }
+
+    /// The socket a round can wait on for this connection's replies, with [`fill`] and
+    /// [`holds`]; `None` for redis-rs's connections, which are read in turn.
+    ///
+    /// [`fill`]: Self::fill
+    /// [`holds`]: Self::holds
+    pub(crate) fn socket(&self) -> Option<impl std::os::fd::AsFd + '_> {
+        match &self.io {
+            Io::Plain(io) => Some(io.socket()),
+            Io::Redis(_) => None,
+        }
+    }
+
+    /// After `poll(2)` found the socket readable: takes in what came, without waiting. `false`
+    /// when the connection failed (the next read reports how).
+    pub(crate) fn fill(&mut self) -> bool {
+        match &mut self.io {
+            Io::Plain(io) => io.fill(),
+            Io::Redis(_) => true,
+        }
+    }
+
+    /// Whether the replies this connection owes and `n` more have all come (`true` for
+    /// redis-rs's connections, which cannot tell).
+    pub(crate) fn holds(&self, n: usize) -> bool {
+        match &self.io {
+            Io::Plain(io) => io.holds(self.owed() as usize + n),
+            Io::Redis(_) => true,
+        }
     }
 
     /// Notes `n` more replies to come, to requests written just now.
@@ -116,7 +175,7 @@ impl Connection {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             self.set_read_timeout(Some(left))?;
-            self.io.recv_response()?;
+            self.recv_response()?;
             if let Some((_, n)) = self.owed.front_mut() {
                 *n -= 1;
                 if *n == 0 {
@@ -128,16 +187,45 @@ impl Connection {
     }
 }
 
-impl std::ops::Deref for Connection {
-    type Target = redis::Connection;
-    fn deref(&self) -> &redis::Connection {
-        &self.io
+impl ConnectionLike for Connection {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        match &mut self.io {
+            Io::Plain(io) => io.req_packed_command(cmd),
+            Io::Redis(io) => io.req_packed_command(cmd),
+        }
     }
-}
 
-impl std::ops::DerefMut for Connection {
-    fn deref_mut(&mut self) -> &mut redis::Connection {
-        &mut self.io
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        match &mut self.io {
+            Io::Plain(io) => io.req_packed_commands(cmd, offset, count),
+            Io::Redis(io) => io.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.io {
+            Io::Plain(io) => io.get_db(),
+            Io::Redis(io) => io.get_db(),
+        }
+    }
+
+    fn check_connection(&mut self) -> bool {
+        match &mut self.io {
+            Io::Plain(io) => io.check_connection(),
+            Io::Redis(io) => io.check_connection(),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        match &self.io {
+            Io::Plain(io) => io.is_open(),
+            Io::Redis(io) => io.is_open(),
+        }
     }
 }
 
@@ -162,13 +250,18 @@ pub(crate) fn set_timeouts(conn: &Connection, deadline: Instant) -> Result<(), N
 /// Opens a connection of `client` within `budget`. redis-rs bounds the TCP connect and then
 /// each handshake reply (`AUTH`, `SELECT`) by the timeout it is given, one after another, so
 /// the budget is shared among them. It clears its timeouts afterwards; the caller sets its own.
-pub(crate) fn open(
-    client: &redis::Client,
-    budget: Duration,
-) -> Result<redis::Connection, NetError> {
-    let settings = client.get_connection_info().redis_settings();
+/// A plain `redis://` server gets a connection of our own ([`Io::Plain`]), which shares the
+/// budget the same way.
+pub(crate) fn open(client: &redis::Client, budget: Duration) -> Result<Io, NetError> {
+    let info = client.get_connection_info();
+    let settings = info.redis_settings();
+    if let ConnectionAddr::Tcp(host, port) = info.addr() {
+        return Ok(Io::Plain(Plain::connect(host, *port, settings, budget)?));
+    }
     let replies = u32::from(settings.password().is_some()) + u32::from(settings.db() != 0);
-    Ok(client.get_connection_with_timeout(budget / replies.max(1))?)
+    Ok(Io::Redis(
+        client.get_connection_with_timeout(budget / replies.max(1))?,
+    ))
 }
 
 /// `ASKING`, sent before each keyed request of a leg redirected with `ASK`.

@@ -306,12 +306,13 @@ impl Endpoint {
 
     fn try_connect(&self, deadline: Instant) -> Result<Connection, NetError> {
         let connect_timeout = self.setup.connect_timeout;
-        let mut conn = match &self.target {
+        let io = match &self.target {
             Target::Direct(client) => {
                 conn::open(client, remaining(deadline)?.min(connect_timeout))?
             }
             Target::Sentinel(s) => s.connect_master(deadline, connect_timeout)?,
         };
+        let mut conn = Connection::new(io, None);
         let mut setup = redis::pipe();
         if let Target::Sentinel(_) = self.target {
             setup.cmd("ROLE");
@@ -362,10 +363,10 @@ impl Endpoint {
             })?;
             self.probed.store(true, Ordering::Release);
         }
-        let id = match replies[id_at] {
+        conn.id = match replies[id_at] {
             Value::Int(id) => Some(id),
             _ => None,
         };
-        Ok(Connection::new(conn, id))
+        Ok(conn)
     }
 }

@@ -22,6 +22,7 @@ use super::gather::gather;
 use super::leg::{Answer, Leg, Raw, typed, unread_as_timeouts};
 use super::node::Node;
 use super::request::Request;
+use super::wait::as_they_come;
 use super::warm::warm_up;
 
 /// Sends `requests[i]` to `nodes[i]` (an empty slice skips that node) and gathers the answers
@@ -270,13 +271,11 @@ fn run<R: Request>(
                 Err(e) => answers[l] = Some(Err(e.into())),
             }
         }
-        // Read first what most likely came first (see `Endpoint::read_rank`).
-        sent.sort_by_key(|(l, conn)| legs[*l].endpoint.as_ref().map(|e| e.read_rank(conn)).ok());
-        let mut sent = sent.into_iter();
         let mut decided = None;
-        for (l, mut conn) in sent.by_ref() {
+        // One leg's answer, read now: its outcome, and whether it decided the round (with
+        // or without an undo behind the requests left unread).
+        let mut read = |l: usize, mut conn: Connection, began: Instant| -> Option<bool> {
             let leg = &legs[l];
-            let began = Instant::now();
             let answer = conn
                 .settle_owed(deadline)
                 .and_then(|()| receive(&mut conn, &leg_requests(leg), leg.asking, deadline));
@@ -286,7 +285,10 @@ fn run<R: Request>(
             match answer {
                 // The server restarted or dropped us while the connection sat in the pool:
                 // one retry on a new connection, within the same deadline.
-                Err(e) if stale(&e) => threads.push((l, spawn(l))),
+                Err(e) if stale(&e) => {
+                    threads.push((l, spawn(l)));
+                    None
+                }
                 answer => {
                     let mut answer = answer.map_err(NetError::from);
                     if let Ok(endpoint) = &leg.endpoint {
@@ -297,10 +299,33 @@ fn run<R: Request>(
                         false => Enough::No,
                     };
                     answers[l] = Some(answer);
-                    if let Enough::Yes { undo } = verdict {
-                        decided = Some(undo);
-                        break;
+                    match verdict {
+                        Enough::Yes { undo } => Some(undo),
+                        Enough::No => None,
                     }
+                }
+            }
+        };
+        // Replies are read as they come where the sockets can be waited on together, so
+        // that a round ends with its quorum's first replies, not with the first nodes in a
+        // list; then the others', one after another.
+        let (waiting, mut rest): (Vec<_>, Vec<_>) = sent.into_iter().partition(|(l, conn)| {
+            single(legs[*l].node) && !legs[*l].asking && conn.socket().is_some()
+        });
+        let expected = |l: usize| legs[l].picks.len();
+        let not_read = as_they_come(waiting, expected, deadline, &mut |l, conn, began| {
+            decided = read(l, conn, began);
+            decided.is_some()
+        });
+        rest.extend(not_read);
+        // Read first what most likely came first (see `Endpoint::read_rank`).
+        rest.sort_by_key(|(l, conn)| legs[*l].endpoint.as_ref().map(|e| e.read_rank(conn)).ok());
+        let mut sent = rest.into_iter();
+        if decided.is_none() {
+            for (l, conn) in sent.by_ref() {
+                decided = read(l, conn, Instant::now());
+                if decided.is_some() {
+                    break;
                 }
             }
         }

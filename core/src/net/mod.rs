@@ -14,11 +14,13 @@ mod fanout;
 mod gather;
 mod leg;
 mod node;
+mod plain;
 mod request;
 mod sentinel;
 mod slots;
 mod tls;
 mod url;
+mod wait;
 mod warm;
 
 pub(crate) use block::{Blocked, Blocking, block_then};

@@ -224,7 +224,7 @@ impl Sentinel {
         &self,
         deadline: Instant,
         connect_timeout: Duration,
-    ) -> Result<redis::Connection, NetError> {
+    ) -> Result<conn::Io, NetError> {
         let (host, port) = self.master_addr(deadline, connect_timeout)?;
         let client = self.tls.client(&host, port, &self.master)?;
         conn::open(&client, remaining(deadline)?.min(connect_timeout))
@@ -273,7 +273,7 @@ impl Sentinel {
         let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
             .arg("get-master-addr-by-name")
             .arg(&self.master_name)
-            .query(&mut *conn)?;
+            .query(&mut conn)?;
         addr.ok_or_else(|| {
             NetError::from(redis::RedisError::from((
                 redis::ErrorKind::MasterNameNotFoundBySentinel,

@@ -1,0 +1,367 @@
+//! A plain TCP connection whose socket a round can wait on together with the others'.
+//!
+//! redis-rs's blocking `Connection` keeps its socket to itself, and its parser may hold a
+//! reply it has read ahead: a round over several nodes could only read their replies one node
+//! after another, and so waited for the first nodes in its list rather than for the first
+//! replies. This connection keeps the socket and the bytes read so far, so that the fan-out
+//! can wait on every node at once (`poll(2)`) and read whichever answered. It is used for
+//! `redis://` servers; TLS and Unix sockets keep redis-rs's connection.
+//!
+//! It behaves as redis-rs's does where the rest of the transport relies on it: the same
+//! handshake (`AUTH`, retried without the user name for a server that takes none, then
+//! `SELECT`), the same errors, and a reply whose read failed (a timeout, an interrupted read) is
+//! dropped when it comes, so that it is never taken for a later request's. Replies are framed
+//! here and parsed by redis-rs's own parser, one whole reply at a time.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionLike, ErrorKind, RedisConnectionInfo, RedisError, RedisResult, Value};
+
+/// The read buffer's first size; it grows to hold the largest reply.
+const BUF_SIZE: usize = 4096;
+
+pub(crate) struct Plain {
+    sock: TcpStream,
+    /// Bytes read and not yet handed out: `buf[start..end]`.
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Replies to drop when they come: their reads failed and the callers gave up on them.
+    skip: usize,
+    db: i64,
+    open: bool,
+}
+
+impl Plain {
+    /// Connects to `host:port` and runs the handshake `settings` ask for (credentials,
+    /// database), all within `budget`.
+    pub(crate) fn connect(
+        host: &str,
+        port: u16,
+        settings: &RedisConnectionInfo,
+        budget: Duration,
+    ) -> RedisResult<Plain> {
+        let deadline = Instant::now() + budget;
+        if matches!(host, "0.0.0.0" | "::" | "[::]") {
+            return Err((
+                ErrorKind::InvalidClientConfig,
+                "Cannot connect to a wildcard address (0.0.0.0 or ::)",
+            )
+                .into());
+        }
+        let mut last = None;
+        let mut sock = None;
+        for addr in (host, port).to_socket_addrs()? {
+            match TcpStream::connect_timeout(&addr, left(deadline)?) {
+                Ok(s) => {
+                    sock = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let sock = match (sock, last) {
+            (Some(sock), _) => sock,
+            (None, Some(e)) => return Err(e.into()),
+            (None, None) => {
+                return Err(io::Error::other("could not resolve to any addresses").into());
+            }
+        };
+        let mut conn = Plain {
+            sock,
+            buf: vec![0; BUF_SIZE],
+            start: 0,
+            end: 0,
+            skip: 0,
+            db: settings.db(),
+            open: true,
+        };
+        conn.handshake(settings, deadline)?;
+        conn.set_read_timeout(None)?;
+        conn.set_write_timeout(None)?;
+        Ok(conn)
+    }
+
+    /// `AUTH` and `SELECT`, as redis-rs sends them, each reply read with the time left.
+    fn handshake(&mut self, settings: &RedisConnectionInfo, deadline: Instant) -> RedisResult<()> {
+        if let Some(password) = settings.password() {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(user) = settings.username() {
+                auth.arg(user);
+            }
+            auth.arg(password);
+            let mut reply = self.setup_call(&auth, deadline)?;
+            if settings.username().is_some() && wants_no_user(&reply) {
+                reply = self.setup_call(redis::cmd("AUTH").arg(password), deadline)?;
+            }
+            if !matches!(reply, Value::Okay) {
+                return Err((
+                    ErrorKind::AuthenticationFailed,
+                    "Password authentication failed",
+                )
+                    .into());
+            }
+        }
+        if settings.db() != 0 {
+            let reply = self.setup_call(redis::cmd("SELECT").arg(settings.db()), deadline)?;
+            if let Value::ServerError(e) = reply {
+                let kind = redis::ServerErrorKind::ResponseError.into();
+                let what = "Redis server refused to switch database";
+                return Err(match e.details() {
+                    Some(why) => (kind, what, why.to_owned()).into(),
+                    None => (kind, what).into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn setup_call(&mut self, cmd: &redis::Cmd, deadline: Instant) -> RedisResult<Value> {
+        let left = left(deadline)?;
+        self.set_write_timeout(Some(left))?;
+        self.set_read_timeout(Some(left))?;
+        self.send_packed_command(&cmd.get_packed_command())?;
+        self.recv_response()
+    }
+
+    pub(crate) fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
+        self.sock.write_all(cmd).map_err(|e| {
+            let e = RedisError::from(e);
+            if e.is_unrecoverable_error() {
+                self.open = false;
+            }
+            e
+        })
+    }
+
+    /// The next reply, waiting for it as long as the read timeout allows. When that fails
+    /// (but for the end of the connection), the reply is dropped when it comes.
+    pub(crate) fn recv_response(&mut self) -> RedisResult<Value> {
+        loop {
+            if let Some(len) = frame(&self.buf[self.start..self.end])? {
+                let at = self.start;
+                self.start += len;
+                let value = redis::parse_redis_value(&self.buf[at..at + len]);
+                if self.start == self.end {
+                    (self.start, self.end) = (0, 0);
+                }
+                if self.skip > 0 {
+                    self.skip -= 1;
+                    continue;
+                }
+                return value;
+            }
+            match self.read_some() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    self.close();
+                    return Err(e.into());
+                }
+                Err(e) => {
+                    self.skip += 1;
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+
+    /// Reads what the socket holds (waiting for it as the read timeout allows); the end of
+    /// the connection is an `UnexpectedEof` error.
+    fn read_some(&mut self) -> io::Result<()> {
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                (self.start, self.end) = (0, self.end - self.start);
+            } else {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+        }
+        match self.sock.read(&mut self.buf[self.end..])? {
+            0 => Err(io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                self.end += n;
+                Ok(())
+            }
+        }
+    }
+
+    /// After `poll(2)` found the socket readable: reads what came, without waiting. An error
+    /// (the connection ended) is left for the next [`recv_response`](Self::recv_response) to
+    /// report, which reads again.
+    pub(crate) fn fill(&mut self) -> bool {
+        self.read_some().is_ok()
+    }
+
+    /// Whether the next `n` replies (past those to be dropped) have all come.
+    pub(crate) fn holds(&self, n: usize) -> bool {
+        let mut rest = &self.buf[self.start..self.end];
+        for _ in 0..n + self.skip {
+            match frame(rest) {
+                Ok(Some(len)) => rest = &rest[len..],
+                // A malformed reply is for `recv_response` to report.
+                Err(_) => return true,
+                Ok(None) => return false,
+            }
+        }
+        true
+    }
+
+    /// The socket, to wait on for replies.
+    pub(crate) fn socket(&self) -> &TcpStream {
+        &self.sock
+    }
+
+    pub(crate) fn set_read_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
+        Ok(self.sock.set_read_timeout(dur)?)
+    }
+
+    pub(crate) fn set_write_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
+        Ok(self.sock.set_write_timeout(dur)?)
+    }
+
+    fn close(&mut self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        self.open = false;
+    }
+}
+
+impl ConnectionLike for Plain {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        self.send_packed_command(cmd)?;
+        self.recv_response()
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        self.send_packed_command(cmd)?;
+        let mut values = Vec::with_capacity(count);
+        for i in 0..offset + count {
+            let value = self.recv_response()?;
+            if i >= offset {
+                values.push(value);
+            }
+        }
+        Ok(values)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.db
+    }
+
+    fn check_connection(&mut self) -> bool {
+        redis::cmd("PING").query::<String>(self).is_ok()
+    }
+
+    fn is_open(&self) -> bool {
+        self.open
+    }
+}
+
+/// The time left until `deadline`, or a timeout error.
+fn left(deadline: Instant) -> RedisResult<Duration> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "Connection timed out").into())
+}
+
+/// An `AUTH user password` refused by a server that takes no user name (before Redis 6).
+fn wants_no_user(reply: &Value) -> bool {
+    matches!(reply, Value::ServerError(e)
+        if e.details().is_some_and(|d| d.contains("wrong number of arguments for 'auth' command")))
+}
+
+/// The length of the first whole reply in `b`, `None` while it has not all come. Only the
+/// framing: the reply itself is parsed by redis-rs.
+fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
+    let malformed = || RedisError::from((ErrorKind::Parse, "malformed reply from the server"));
+    let mut pos = 0;
+    // Values still to read: the reply, and the elements of the aggregates met so far.
+    let mut pending: usize = 1;
+    while pending > 0 {
+        let Some(nl) = b[pos..].windows(2).position(|w| w == b"\r\n") else {
+            return Ok(None);
+        };
+        if nl == 0 {
+            return Err(malformed());
+        }
+        let kind = b[pos];
+        let line = &b[pos + 1..pos + nl];
+        pos += nl + 2;
+        pending -= 1;
+        let len = || -> RedisResult<i64> {
+            std::str::from_utf8(line)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(malformed)
+        };
+        match kind {
+            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
+            // Bulk strings, bulk errors, verbatim strings: `len` bytes and CRLF (-1: nil).
+            b'$' | b'!' | b'=' => {
+                if let Ok(n) = usize::try_from(len()?) {
+                    if b.len() < pos + n + 2 {
+                        return Ok(None);
+                    }
+                    pos += n + 2;
+                }
+            }
+            // Arrays, sets, pushes: `len` values (-1: nil).
+            b'*' | b'~' | b'>' => pending += usize::try_from(len()?).unwrap_or(0),
+            // Maps: `len` pairs. Attributes: `len` pairs, then the value they describe.
+            b'%' => pending += 2 * usize::try_from(len()?).unwrap_or(0),
+            b'|' => pending += 2 * usize::try_from(len()?).unwrap_or(0) + 1,
+            _ => return Err(malformed()),
+        }
+    }
+    Ok(Some(pos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame;
+
+    #[test]
+    fn a_reply_is_framed_only_when_it_has_all_come() {
+        let whole: &[&[u8]] = &[
+            b"+OK\r\n",
+            b"-ERR no\r\n",
+            b":42\r\n",
+            b"$-1\r\n",
+            b"$5\r\nab\r\nc\r\n",
+            b"*-1\r\n",
+            b"*0\r\n",
+            b"*2\r\n:1\r\n$3\r\nabc\r\n",
+            b"*2\r\n*1\r\n+a\r\n$0\r\n\r\n",
+            b"%1\r\n+k\r\n:1\r\n",
+            b"|1\r\n+a\r\n+b\r\n:7\r\n",
+            b"_\r\n",
+        ];
+        for reply in whole {
+            assert_eq!(frame(reply).unwrap(), Some(reply.len()), "{reply:?}");
+            let mut more = reply.to_vec();
+            more.extend_from_slice(b":1\r\n");
+            assert_eq!(
+                frame(&more).unwrap(),
+                Some(reply.len()),
+                "{reply:?} then more"
+            );
+            for cut in 0..reply.len() {
+                assert_eq!(
+                    frame(&reply[..cut]).unwrap(),
+                    None,
+                    "{reply:?} cut at {cut}"
+                );
+            }
+        }
+        for bad in [&b"?x\r\n"[..], b"$x\r\n", b"\r\n"] {
+            assert!(frame(bad).is_err(), "{bad:?}");
+        }
+    }
+}

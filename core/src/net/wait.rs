@@ -1,0 +1,84 @@
+//! A round's replies read as they come: the sockets of its plain connections waited on all at
+//! once (`poll(2)`), so that a round that ends at its quorum ends with the first replies, not
+//! with the first nodes in a list. redis-rs's connections (TLS, Unix sockets) cannot be waited
+//! on this way; the fan-out reads them one after another.
+
+use std::time::{Duration, Instant};
+
+use super::conn::{Connection, remaining};
+
+/// Hands each leg of `waiting` to `read` as soon as its `expected(leg)` replies (behind those
+/// its connection still owes) have all come, or its connection failed; `read` says whether
+/// that decided the round. Returns the legs not read: when the round was decided, when the
+/// deadline passed, or when the sockets could not be waited on (the caller then reads them
+/// one after another, as it does redis-rs's).
+pub(super) fn as_they_come(
+    mut waiting: Vec<(usize, Connection)>,
+    expected: impl Fn(usize) -> usize,
+    deadline: Instant,
+    read: &mut dyn FnMut(usize, Connection, Instant) -> bool,
+) -> Vec<(usize, Connection)> {
+    let began = Instant::now();
+    let mut ready = Vec::with_capacity(waiting.len());
+    loop {
+        while let Some(k) = waiting.iter().position(|(l, c)| c.holds(expected(*l))) {
+            let (l, conn) = waiting.swap_remove(k);
+            if read(l, conn, began) {
+                return waiting;
+            }
+        }
+        let Ok(left) = remaining(deadline) else {
+            return waiting;
+        };
+        ready.clear();
+        if waiting.is_empty() || !wait(&waiting, left, &mut ready) {
+            return waiting;
+        }
+        // Highest first: `swap_remove` then moves only legs already looked at.
+        for &k in ready.iter().rev() {
+            if !waiting[k].1.fill() {
+                // The connection failed: its read says how.
+                let (l, conn) = waiting.swap_remove(k);
+                if read(l, conn, began) {
+                    return waiting;
+                }
+            }
+        }
+    }
+}
+
+/// Waits up to `left` for any of the legs' sockets to become readable, and puts their indices
+/// in `ready`; `false` when none did in time or the wait failed. Interrupted by a signal, it
+/// returns with none ready, to wait again for the time then left.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn wait(legs: &[(usize, Connection)], left: Duration, ready: &mut Vec<usize>) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let Some(sockets) = legs
+        .iter()
+        .map(|(_, conn)| conn.socket())
+        .collect::<Option<Vec<_>>>()
+    else {
+        return false;
+    };
+    let mut fds: Vec<PollFd> = sockets
+        .iter()
+        .map(|s| PollFd::new(s, PollFlags::IN))
+        .collect();
+    let Ok(timeout) = Timespec::try_from(left) else {
+        return false;
+    };
+    match poll(&mut fds, Some(&timeout)) {
+        Ok(0) => false,
+        Ok(_) => {
+            ready.extend((0..fds.len()).filter(|&k| !fds[k].revents().is_empty()));
+            true
+        }
+        Err(rustix::io::Errno::INTR) => true,
+        Err(_) => false,
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn wait(_: &[(usize, Connection)], _: Duration, _: &mut Vec<usize>) -> bool {
+    false
+}
