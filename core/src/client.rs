@@ -87,6 +87,19 @@ impl Client {
         self.inner.renewer.queued()
     }
 
+    /// The most replies that an idle connection to any node still owes: rounds that end at
+    /// their quorum leave the slower nodes' replies to be read later. Exposed for tests of
+    /// that bound.
+    #[doc(hidden)]
+    pub fn replies_owed(&self) -> u32 {
+        self.inner
+            .nodes
+            .iter()
+            .map(|n| n.most_owed())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The nodes' addresses, without credentials.
     pub fn node_names(&self) -> Vec<String> {
         self.inner

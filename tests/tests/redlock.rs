@@ -505,7 +505,7 @@ fn replies_left_behind_by_quorum_rounds_do_not_pile_up() {
 
 /// A node whose replies are steadily slow is on no round's path once a round has found it
 /// slow, wherever it stands in the list of nodes: the rounds end with the fast majority
-/// (here the slow nodes are the first two; replies are read one node after another).
+/// (here the slow nodes are the first two).
 #[test]
 fn steadily_slow_nodes_first_in_the_list_leave_the_path() {
     use redmutex_tests::Mode;
@@ -530,6 +530,64 @@ fn steadily_slow_nodes_first_in_the_list_leave_the_path() {
         let took = started.elapsed();
         assert!(took < SLOW / 2, "round {round}: unlock took {took:?}");
     }
+}
+
+/// A round ends with its quorum's first replies, not with the first nodes in its list: with
+/// the first two of five nodes answering 600 ms late from the start, not even the first
+/// `try_lock` and `unlock` after that wait for them (replies are read as they come, so no
+/// round needs to find a node slow first).
+#[test]
+fn a_round_ends_with_its_first_replies_not_its_first_nodes() {
+    use redmutex_tests::Mode;
+    const SLOW: Duration = Duration::from_millis(600);
+    let (_servers, proxies, client) = five_behind_proxies();
+    let mutex = client
+        .mutex("quorum:first-replies")
+        .ttl(Duration::from_secs(10));
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    proxies[..2]
+        .iter()
+        .for_each(|p| p.set_mode(Mode::Delay(SLOW)));
+    for round in 0..3 {
+        let started = Instant::now();
+        let guard = mutex.try_lock().unwrap();
+        let took = started.elapsed();
+        assert!(took < SLOW / 2, "round {round}: try_lock took {took:?}");
+        let started = Instant::now();
+        guard.unlock().unwrap();
+        let took = started.elapsed();
+        assert!(took < SLOW / 2, "round {round}: unlock took {took:?}");
+    }
+}
+
+/// What the connections to a slow node owe stays what is in flight: with two of five nodes
+/// answering 50 ms late, a client that takes and releases a lock for 1.5 s leaves each round's
+/// request to them unanswered when the round ends, and reads their replies as they come, so
+/// that its idle connections owe about the replies of the last 50 ms (a thirtieth of the
+/// rounds), not of every round since the nodes turned slow.
+#[test]
+fn what_a_slow_node_owes_stays_what_is_in_flight() {
+    use redmutex_tests::Mode;
+    const SLOW: Duration = Duration::from_millis(50);
+    let (_servers, proxies, client) = five_behind_proxies();
+    let mutex = client
+        .mutex("quorum:in-flight")
+        .ttl(Duration::from_secs(10));
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    proxies[3..]
+        .iter()
+        .for_each(|p| p.set_mode(Mode::Delay(SLOW)));
+    let started = Instant::now();
+    let mut rounds = 0u32;
+    while started.elapsed() < SLOW * 30 {
+        mutex.try_lock().unwrap().unlock().unwrap();
+        rounds += 2;
+    }
+    let owed = client.replies_owed();
+    assert!(
+        owed <= rounds / 4,
+        "an idle connection owes {owed} replies after {rounds} rounds"
+    );
 }
 
 /// Renewals and `extend` end at their quorum too. With two of five nodes answering 400 ms

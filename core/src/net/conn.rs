@@ -175,12 +175,32 @@ impl Connection {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             self.set_read_timeout(Some(left))?;
-            self.recv_response()?;
-            if let Some((_, n)) = self.owed.front_mut() {
-                *n -= 1;
-                if *n == 0 {
-                    self.owed.pop_front();
-                }
+            self.read_owed()?;
+        }
+        Ok(())
+    }
+
+    /// Reads (and drops) the replies still to come that have come, without waiting: what a
+    /// connection left behind by rounds that ended at their quorum owes then stays what is in
+    /// flight, however slow its server. Only our own connections can tell what has come.
+    pub(crate) fn settle_arrived(&mut self) -> RedisResult<()> {
+        let Io::Plain(io) = &mut self.io else {
+            return Ok(());
+        };
+        io.take_in();
+        while self.owed() > 0 && matches!(&self.io, Io::Plain(io) if io.holds(1)) {
+            self.read_owed()?;
+        }
+        Ok(())
+    }
+
+    /// Reads the oldest reply still to come.
+    fn read_owed(&mut self) -> RedisResult<()> {
+        self.recv_response()?;
+        if let Some((_, n)) = self.owed.front_mut() {
+            *n -= 1;
+            if *n == 0 {
+                self.owed.pop_front();
             }
         }
         Ok(())

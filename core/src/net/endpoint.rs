@@ -216,6 +216,13 @@ impl Endpoint {
         })
     }
 
+    /// The most replies an idle connection still owes (for tests of what rounds that end at
+    /// their quorum leave behind).
+    pub(crate) fn most_owed(&self) -> u32 {
+        let idle = self.idle().lock();
+        idle.iter().map(|(c, _)| c.owed()).max().unwrap_or(0)
+    }
+
     /// Returns a connection that finished its exchange cleanly.
     pub(crate) fn put(&self, conn: Connection) {
         let now = Instant::now();

@@ -145,6 +145,14 @@ impl Node {
         }
     }
 
+    /// The most replies an idle connection to this node still owes (0 for a cluster).
+    pub(crate) fn most_owed(&self) -> u32 {
+        match &self.kind {
+            Kind::Single(e) => e.most_owed(),
+            Kind::Cluster(_) => 0,
+        }
+    }
+
     /// Where requests about keys in `slot` go, resolved before `deadline`.
     pub(crate) fn endpoint(&self, slot: u16, deadline: Instant) -> Result<Arc<Endpoint>, NetError> {
         match &self.kind {

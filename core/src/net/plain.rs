@@ -194,6 +194,22 @@ impl Plain {
         self.read_some().is_ok()
     }
 
+    /// Takes in what has come, without waiting.
+    pub(crate) fn take_in(&mut self) {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        loop {
+            use rustix::event::{PollFd, PollFlags, Timespec, poll};
+            let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
+            let zero = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            if !matches!(poll(&mut fds, Some(&zero)), Ok(1)) || !self.fill() {
+                return;
+            }
+        }
+    }
+
     /// Whether the next `n` replies (past those to be dropped) have all come.
     pub(crate) fn holds(&self, n: usize) -> bool {
         let mut rest = &self.buf[self.start..self.end];
