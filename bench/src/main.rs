@@ -198,8 +198,9 @@ fn closing_notes(
              ({}), so the 5-node row is {} its own floor \
              against {} for the 1-node row; the fenced floor on 5 nodes, each round done at its \
              quorum, is {} the fenced floor on one, and the 5-node row {} it; read node by node, \
-             as redmutex reads a round's replies (redis-rs's blocking connections do not expose \
-             their sockets to wait on all at once), that floor is {} and the 5-node row {} it. \
+             as a client must that cannot wait on every socket at once (redis-rs's blocking \
+             connections, which redmutex keeps for rediss:// and unix:// servers), that floor \
+             is {} and the 5-node row {} it. \
              A waiter that slept wakes in {} at best (RPUSH → \
              BLPOP across processes, median), and in {} when a script sends the wake-up: a \
              release is a script on Redis 7 (no compare-and-delete command), and a script on a \

@@ -8,7 +8,9 @@
 //!   the compare-and-delete), each round done at its quorum and the next one written at once,
 //!   behind the replies the slower nodes still owe, as a 5-node lock sends them. On a machine
 //!   whose servers share a CPU, the two late scripts of a round still take that CPU from the
-//!   next round: this is the floor of a 5-node lock cycle there.
+//!   next round: this is the floor of a 5-node lock cycle there. Its replies are read as they
+//!   arrive ([`Order::Arrival`]), as redmutex reads them from `redis://` servers, or node by
+//!   node ([`Order::Nodes`]): the two rows tell what the reading order costs.
 //!
 //! Raw sockets and `poll(2)` on one thread, so the rows measure the network and the servers,
 //! not hand-offs between threads. Every reply is checked, and is one line (`+PONG`, an
@@ -62,9 +64,10 @@ impl Expect {
 pub enum Order {
     /// As they arrive (`poll(2)`): the round ends with the quorum's third reply.
     Arrival,
-    /// Node by node, a blocking read each, as redmutex reads them (through redis-rs's
-    /// blocking connections, whose sockets it does not expose): the round ends when the
-    /// first three nodes in that order have answered, whichever came first.
+    /// Node by node, a blocking read each, as a client must that cannot wait on every socket
+    /// at once (redis-rs's blocking connections, which redmutex keeps for `rediss://` and
+    /// `unix://` servers): the round ends when the first three nodes in that order have
+    /// answered, whichever came first.
     Nodes,
 }
 

@@ -339,7 +339,8 @@ done at its third reply and the next written at once, behind the replies the two
 still owe (as redmutex's 5-node rounds are): the floor of a 5-node lock cycle on this machine, \
 whose servers share one CPU, so a round's late scripts still take it from the next round. \
 Its *read node by node* twin reads each round's replies with a blocking read per node, in node \
-order, as redmutex does: the round then waits for the first three nodes rather than the first \
+order, as a client must that cannot wait on every socket at once (redis-rs's blocking \
+connections): the round then waits for the first three nodes rather than the first \
 three replies.\n\
 - **uncontended**: `try_lock()` + `unlock()` of a free lock with default options (TTL 30 s, \
 auto-renew, fencing), one client, pooled connections. The baseline, 5-node PING, redmutex, \

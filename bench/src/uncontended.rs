@@ -90,7 +90,7 @@ pub struct Uncontended {
     /// The fenced floor's two scripts on five nodes, each round done when three replied
     /// (`crate::quorum::QuorumFloor`): the floor of a 5-node lock cycle.
     pub floor5q: Samples,
-    /// The same with each round's replies read node by node, as redmutex reads them.
+    /// The same with each round's replies read node by node, a blocking read each.
     pub floor5n: Samples,
     /// `SET NX PX`, then a compare-and-delete script, with redis-rs alone: the least a lock
     /// whose release is safe costs on a Redis without a compare-and-delete command (7.x).

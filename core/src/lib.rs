@@ -84,17 +84,17 @@ mod options;
 mod process;
 mod rwlock;
 mod semaphore;
+mod sentinel_master;
 mod sync;
 
-pub use client::{
-    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, MAX_NODES, MAX_OWNER_LEN, SentinelMaster,
-};
+pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, MAX_NODES, MAX_OWNER_LEN};
 pub use error::{Error, ErrorKind, NodeOutcome, NodeReport, Result, TryLockError};
 pub use guard::MutexGuard;
 pub use lock::{LockStatus, Released, RwLockStatus, SemaphoreStatus};
 pub use mutex::Mutex;
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
+pub use sentinel_master::SentinelMaster;
 #[doc(hidden)]
 pub mod sim_support;
 

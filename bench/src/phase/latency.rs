@@ -139,7 +139,7 @@ fn baseline_rows(unc: &Uncontended) -> Vec<Row> {
             unc.floor5n.clone(),
         )
         .result(format!(
-            "the same floor read as redmutex reads a round (a blocking read per node, in node order: the round waits for the first three nodes, not the first three replies); {} the floor read as replies arrive",
+            "the same floor read as a client must that cannot wait on every socket at once (a blocking read per node, in node order: the round waits for the first three nodes, not the first three replies); {} the floor read as replies arrive",
             ratio(unc.floor5n.median(), unc.floor5q.median()),
         )),
         Row::latency(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::conn::{Connection, receive, remaining, set_timeouts};
 use super::endpoint::Endpoint;
 use super::error::{Failure, NetError};
-use super::fanout::finish;
+use super::leg::finish;
 use super::leg::{Answer, typed};
 use super::node::Node;
 use super::request::{Command, Request};
@@ -158,57 +158,12 @@ fn unblock(endpoint: &Arc<Endpoint>, id: i64, deadline: Instant) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::net::TcpListener;
-    use std::process::{Child, Command as Process, Stdio};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     use super::*;
     use crate::net::endpoint::Setup;
-
-    /// A `redis-server` of this test's own on a free loopback port, stopped by its pid when
-    /// dropped.
-    struct Server {
-        child: Child,
-        url: String,
-    }
-
-    impl Server {
-        fn start() -> Server {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free port")
-                .port();
-            let child = Process::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("redis-server (make deps installs it)");
-            let server = Server {
-                child,
-                url: format!("redis://127.0.0.1:{port}"),
-            };
-            let up = Instant::now() + Duration::from_secs(10);
-            let client = redis::Client::open(server.url.as_str()).unwrap();
-            while client
-                .get_connection_with_timeout(Duration::from_millis(100))
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-                .is_err()
-            {
-                assert!(Instant::now() < up, "redis-server did not start");
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            server
-        }
-    }
-
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+    use crate::net::testing::Server;
 
     /// A wait whose time ran out before its block could be written (getting a connection
     /// took it: a connection opened on a slow network, a client slowed down): nothing is

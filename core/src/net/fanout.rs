@@ -1,26 +1,27 @@
 //! The fan-out: one round of requests to every node at once, under one deadline.
 //!
 //! Requests are written to every pooled connection first, then the replies are read: the
-//! round costs the slowest node's round trip, not the sum. Endpoints without an idle
-//! connection connect on a scoped thread each, so a node that must connect (or reconnect
-//! after its server restarted) does not hold the others up. A node that does not answer by
-//! the deadline counts as unreachable for this round.
+//! round costs the slowest node's round trip, not the sum, and a round decided by a quorum
+//! ends with the quorum's first replies, read as they come where the connections' sockets
+//! can be waited on together (`wait.rs`), one after another otherwise. Endpoints without an
+//! idle connection connect on a scoped thread each, so a node that must connect (or
+//! reconnect after its server restarted) does not hold the others up. A node that does not
+//! answer by the deadline counts as unreachable for this round.
 //!
 //! A cluster node's requests are split by the master that serves each request's key slot:
-//! one leg per master, sent like any other. Redirections (`MOVED`, `ASK`, `TRYAGAIN`) are
-//! followed afterwards, within the same deadline, and the legs' replies are put back in
-//! request order (see `gather.rs`).
+//! one leg per master, sent like any other (`redirect.rs`). Redirections (`MOVED`, `ASK`,
+//! `TRYAGAIN`) are followed afterwards, within the same deadline, and the legs' replies are
+//! put back in request order (see `gather.rs`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::cluster::{Cluster, Redirect};
-use super::conn::{Connection, receive, remaining, send};
-use super::endpoint::Endpoint;
+use super::conn::{Connection, receive, send};
 use super::error::NetError;
 use super::gather::gather;
-use super::leg::{Answer, Leg, Raw, typed, unread_as_timeouts};
+use super::leg::{Answer, Leg, Raw, connect_and_run, finish, stale, typed, unread_as_timeouts};
 use super::node::Node;
+use super::redirect::{follow, split};
 use super::request::Request;
 use super::wait::as_they_come;
 use super::warm::warm_up;
@@ -167,45 +168,6 @@ fn fan_out<R: Request>(
     answers
 }
 
-/// Splits a cluster node's requests by the master that serves each request's slot. A
-/// request without keys (a `WAIT`) goes to every master that got a request before it.
-fn split<R: Request>(
-    cluster: &Cluster,
-    i: usize,
-    requests: &[R],
-    deadline: Instant,
-    legs: &mut Vec<Leg>,
-) {
-    let first = legs.len();
-    for (k, request) in requests.iter().enumerate() {
-        match request.slot() {
-            Some(slot) => {
-                let endpoint = cluster.endpoint(slot, deadline);
-                let same = legs[first..]
-                    .iter_mut()
-                    .find(|l| match (&l.endpoint, &endpoint) {
-                        (Ok(a), Ok(b)) => Arc::ptr_eq(a, b),
-                        _ => false,
-                    });
-                match same {
-                    Some(leg) => leg.picks.push(k),
-                    None => legs.push(Leg {
-                        node: i,
-                        endpoint,
-                        picks: vec![k],
-                        asking: false,
-                    }),
-                }
-            }
-            None => {
-                for leg in &mut legs[first..] {
-                    leg.picks.push(k);
-                }
-            }
-        }
-    }
-}
-
 /// Sends every leg and gathers the replies: one answer per leg, and the legs left unread
 /// because `tell` (asked about each answer of a leg to a `single` node as it is read) said
 /// the round was decided.
@@ -344,9 +306,10 @@ fn run<R: Request>(
                 }
                 unread.push(l);
                 answers[l] = Some(Err(NetError::timeout()));
-                // The replies owed by earlier rounds that must have come by now are read
-                // here, at no wait; a connection whose replies did not come is dropped.
+                // The replies owed by earlier rounds that have come, or must have by now, are
+                // read here, at no wait; a connection whose replies did not come is dropped.
                 if let Ok(endpoint) = &leg.endpoint
+                    && conn.settle_arrived().is_ok()
                     && endpoint.drain(&mut conn, deadline).is_ok()
                 {
                     conn.owe(owed);
@@ -363,157 +326,4 @@ fn run<R: Request>(
         .map(|a| a.unwrap_or_else(|| Err(NetError::timeout())))
         .collect();
     (answers, unread)
-}
-
-/// One exchange with one endpoint, on a pooled connection or a new one.
-fn connect_and_run<R: Request>(
-    endpoint: &Arc<Endpoint>,
-    requests: &[R],
-    asking: bool,
-    deadline: Instant,
-    on_timeout: Option<&dyn Request>,
-) -> Raw {
-    if let Some(mut conn) = endpoint.take() {
-        let answer = send(&mut conn, requests, asking, deadline)
-            .and_then(|()| receive(&mut conn, requests, asking, deadline));
-        match answer {
-            Err(e) if stale(&e) => {}
-            answer => {
-                let mut answer = answer.map_err(NetError::from);
-                finish(endpoint, conn, &mut answer, on_timeout);
-                return answer;
-            }
-        }
-    }
-    let opening = Instant::now();
-    let mut conn = endpoint.connect(deadline)?;
-    // Opening took at least one round trip (the setup's), which predicts the request's. With
-    // less time left than that, the request would most likely time out and take the new
-    // connection with it (a connection cut short must be dropped), and so on at every
-    // attempt: pool it for the next attempt instead.
-    if deadline.saturating_duration_since(Instant::now()) < opening.elapsed() {
-        endpoint.put(conn);
-        return Err(NetError::timeout());
-    }
-    send(&mut conn, requests, asking, deadline)?;
-    let mut answer = receive(&mut conn, requests, asking, deadline).map_err(NetError::from);
-    finish(endpoint, conn, &mut answer, on_timeout);
-    answer
-}
-
-/// Follows the redirections in a cluster leg's answer until none is left, the deadline
-/// passes, or too many were followed. Marks the map stale when the answer suggests a
-/// failover.
-fn follow<R: Request>(
-    cluster: &Cluster,
-    leg: &mut Leg,
-    answer: &mut Raw,
-    requests: &[R],
-    deadline: Instant,
-    on_timeout: Option<&dyn Request>,
-) {
-    for _ in 0..MAX_FOLLOW {
-        let values = match answer {
-            Ok(values) => values,
-            Err(_) => {
-                cluster.mark_stale();
-                return;
-            }
-        };
-        if values.iter().any(
-            |v| matches!(v, Err(e) if e.code() == Some("READONLY") || e.code() == Some("CLUSTERDOWN")),
-        ) {
-            cluster.mark_stale();
-        }
-        // The first redirected request; it and every request after it are sent again, so
-        // that a `WAIT` still follows the writes it waits for.
-        let Some((at, redirect)) = values.iter().enumerate().find_map(|(at, v)| match v {
-            Err(e) => cluster.redirect(e).map(|r| (at, r)),
-            Ok(_) => None,
-        }) else {
-            return;
-        };
-        if remaining(deadline).is_err() {
-            return;
-        }
-        let endpoint = match redirect {
-            Redirect::To(e) => e,
-            Redirect::Ask(e) => {
-                leg.asking = true;
-                e
-            }
-            Redirect::Retry => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                std::thread::sleep(TRY_AGAIN_PAUSE.min(left / 2));
-                match &leg.endpoint {
-                    Ok(e) => Arc::clone(e),
-                    Err(_) => return,
-                }
-            }
-        };
-        let again: Vec<&R> = leg.picks[at..].iter().map(|&k| &requests[k]).collect();
-        match connect_and_run(&endpoint, &again, leg.asking, deadline, on_timeout) {
-            Ok(redone) => {
-                values.truncate(at);
-                values.extend(redone);
-            }
-            Err(e) => {
-                let e = e.into_redis();
-                for v in &mut values[at..] {
-                    *v = Err(e.clone());
-                }
-                cluster.mark_stale();
-                return;
-            }
-        }
-        // A slot that moved for good is asked for without `ASKING` next time.
-        leg.endpoint = Ok(endpoint);
-        leg.asking = false;
-    }
-}
-
-/// The most redirections one cluster leg follows in a round.
-const MAX_FOLLOW: usize = 5;
-/// The pause before a request that got `TRYAGAIN` (a slot in the middle of a migration).
-const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(5);
-
-/// Pools a connection that finished cleanly; drops one that did not, so that a late reply is
-/// never read as the answer to a later request. A connection that answered `READONLY` is to
-/// a master that was demoted to a replica (a failover): it is dropped too, so that the next
-/// round connects anew (and, for a Sentinel node, asks the sentinels for the new master).
-///
-/// A failed answer gets `on_timeout` written behind its request; when even that write fails
-/// (the connection broke), the answer's failure says so ([`NetError::followup_lost`]).
-pub(super) fn finish(
-    endpoint: &Endpoint,
-    mut conn: Connection,
-    answer: &mut Raw,
-    on_timeout: Option<&dyn Request>,
-) {
-    match answer {
-        Ok(values)
-            if values
-                .iter()
-                .any(|v| matches!(v, Err(e) if e.code() == Some("READONLY"))) => {}
-        Ok(_) => endpoint.put(conn),
-        // Not only a timeout: a read interrupted by a stop signal (SIGSTOP, then SIGCONT)
-        // fails with EINTR although the server ran the request. On a broken connection the
-        // write fails: the caller must reach the server another way.
-        Err(e) => {
-            if let Some(request) = on_timeout {
-                let mut buf = Vec::new();
-                request.write(&mut buf);
-                let _ = conn.set_write_timeout(Some(Duration::from_millis(5)));
-                if conn.send_packed_command(&buf).is_err() {
-                    e.lose_followup();
-                }
-            }
-        }
-    }
-}
-
-/// A pooled connection that the server closed while it sat idle (restart, `CLIENT KILL`,
-/// idle timeout): worth one retry on a new connection. A timeout is not: the node is slow.
-fn stale(e: &redis::RedisError) -> bool {
-    !e.is_timeout() && e.is_connection_dropped()
 }

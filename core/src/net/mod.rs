@@ -15,9 +15,12 @@ mod gather;
 mod leg;
 mod node;
 mod plain;
+mod redirect;
 mod request;
 mod sentinel;
 mod slots;
+#[cfg(test)]
+mod testing;
 mod tls;
 mod url;
 mod wait;

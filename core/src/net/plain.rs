@@ -341,7 +341,91 @@ fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
 
 #[cfg(test)]
 mod tests {
-    use super::frame;
+    use std::time::Duration;
+
+    use redis::{ConnectionLike, ErrorKind, RedisConnectionInfo, Value};
+
+    use super::{Plain, frame};
+    use crate::net::testing::Server;
+
+    fn connect(server: &Server, settings: &RedisConnectionInfo) -> redis::RedisResult<Plain> {
+        Plain::connect("127.0.0.1", server.port, settings, Duration::from_secs(2))
+    }
+
+    /// As redis-rs's connection does, which the transport relies on: a reply whose read timed
+    /// out is dropped when it comes, never taken for the next request's.
+    #[test]
+    fn a_reply_whose_read_failed_is_dropped_when_it_comes() {
+        let server = Server::start();
+        let mut conn = connect(&server, &RedisConnectionInfo::default()).unwrap();
+        conn.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let blpop = redis::cmd("BLPOP")
+            .arg("plain:k")
+            .arg(0.3)
+            .get_packed_command();
+        conn.send_packed_command(&blpop).unwrap();
+        assert!(conn.recv_response().unwrap_err().is_timeout());
+        conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
+        assert_eq!(pong, "PONG");
+    }
+
+    /// Replies that came in one read, and one larger than the buffer, each come out whole.
+    #[test]
+    fn replies_come_out_whole_however_they_were_read() {
+        let server = Server::start();
+        let mut conn = connect(&server, &RedisConnectionInfo::default()).unwrap();
+        let big = vec![b'x'; 100_000];
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg("plain:big")
+            .arg(&big)
+            .cmd("GET")
+            .arg("plain:big");
+        pipe.cmd("PING");
+        conn.send_packed_command(&pipe.get_packed_pipeline())
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50)); // all three replies in the socket
+        assert_eq!(conn.recv_response().unwrap(), Value::Okay);
+        assert_eq!(conn.recv_response().unwrap(), Value::BulkString(big));
+        assert_eq!(
+            conn.recv_response().unwrap(),
+            Value::SimpleString("PONG".into())
+        );
+        assert!(conn.holds(0) && !conn.holds(1));
+    }
+
+    /// The handshake: the password, the database, and redis-rs's error for a wrong password.
+    #[test]
+    fn the_handshake_authenticates_and_selects_as_redis_rs_does() {
+        let server = Server::start();
+        let mut admin = connect(&server, &RedisConnectionInfo::default()).unwrap();
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("requirepass")
+            .arg("s3cret")
+            .query::<()>(&mut admin)
+            .unwrap();
+        let good = RedisConnectionInfo::default()
+            .set_password("s3cret")
+            .set_db(3);
+        let mut conn = connect(&server, &good).unwrap();
+        let info: String = redis::cmd("CLIENT").arg("INFO").query(&mut conn).unwrap();
+        assert!(info.contains(" db=3 "), "{info}");
+        assert_eq!(conn.get_db(), 3);
+
+        let wrong = RedisConnectionInfo::default().set_password("wrong");
+        let ours = connect(&server, &wrong).err().expect("a wrong password");
+        let url = format!("redis://:wrong@127.0.0.1:{}", server.port);
+        let theirs = redis::Client::open(url.as_str())
+            .and_then(|c| c.get_connection())
+            .err()
+            .expect("a wrong password");
+        assert_eq!(ours.kind(), ErrorKind::AuthenticationFailed);
+        assert_eq!(ours.kind(), theirs.kind());
+        assert_eq!(ours.to_string(), theirs.to_string());
+    }
 
     #[test]
     fn a_reply_is_framed_only_when_it_has_all_come() {
