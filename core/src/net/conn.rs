@@ -107,11 +107,18 @@ impl Connection {
         }
     }
 
-    /// The socket a round can wait on for this connection's replies, with [`fill`] and
-    /// [`holds`]; `None` for redis-rs's connections, which are read in turn.
+    /// Whether a round can wait on this connection's socket (with [`socket`], [`fill`] and
+    /// [`holds`]): our own connections, where `poll(2)` is used; redis-rs's are read in turn.
     ///
+    /// [`socket`]: Self::socket
     /// [`fill`]: Self::fill
     /// [`holds`]: Self::holds
+    pub(crate) fn can_wait(&self) -> bool {
+        cfg!(any(target_os = "linux", target_os = "android")) && matches!(self.io, Io::Plain(_))
+    }
+
+    /// The socket a round waits on for this connection's replies; `None` for redis-rs's.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub(crate) fn socket(&self) -> Option<impl std::os::fd::AsFd + '_> {
         match &self.io {
             Io::Plain(io) => Some(io.socket()),

@@ -271,9 +271,9 @@ fn run<R: Request>(
         // Replies are read as they come where the sockets can be waited on together, so
         // that a round ends with its quorum's first replies, not with the first nodes in a
         // list; then the others', one after another.
-        let (waiting, mut rest): (Vec<_>, Vec<_>) = sent.into_iter().partition(|(l, conn)| {
-            single(legs[*l].node) && !legs[*l].asking && conn.socket().is_some()
-        });
+        let (waiting, mut rest): (Vec<_>, Vec<_>) = sent
+            .into_iter()
+            .partition(|(l, conn)| single(legs[*l].node) && !legs[*l].asking && conn.can_wait());
         let expected = |l: usize| legs[l].picks.len();
         let not_read = as_they_come(waiting, expected, deadline, &mut |l, conn, began| {
             decided = read(l, conn, began);

@@ -44,7 +44,11 @@ impl Plain {
         budget: Duration,
     ) -> RedisResult<Plain> {
         let deadline = Instant::now() + budget;
-        if matches!(host, "0.0.0.0" | "::" | "[::]") {
+        let ip = host.trim_start_matches('[').trim_end_matches(']');
+        if ip
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified())
+        {
             return Err((
                 ErrorKind::InvalidClientConfig,
                 "Cannot connect to a wildcard address (0.0.0.0 or ::)",
@@ -225,6 +229,7 @@ impl Plain {
     }
 
     /// The socket, to wait on for replies.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub(crate) fn socket(&self) -> &TcpStream {
         &self.sock
     }
@@ -255,15 +260,27 @@ impl ConnectionLike for Plain {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
+        // As redis-rs reads a pipeline: every reply, so that the connection stays in step;
+        // the first failure, or an error reply before `offset` (a transaction's), stands.
         self.send_packed_command(cmd)?;
         let mut values = Vec::with_capacity(count);
+        let mut first_err = None;
         for i in 0..offset + count {
-            let value = self.recv_response()?;
-            if i >= offset {
-                values.push(value);
+            match self.recv_response() {
+                Ok(Value::ServerError(e)) if i < offset => {
+                    first_err.get_or_insert(e.into());
+                }
+                Ok(value) if i >= offset => values.push(value),
+                Ok(_) => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
             }
         }
-        Ok(values)
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(values),
+        }
     }
 
     fn get_db(&self) -> i64 {
