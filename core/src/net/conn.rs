@@ -277,8 +277,8 @@ pub(crate) fn set_timeouts(conn: &Connection, deadline: Instant) -> Result<(), N
 /// Opens a connection of `client` within `budget`. redis-rs bounds the TCP connect and then
 /// each handshake reply (`AUTH`, `SELECT`) by the timeout it is given, one after another, so
 /// the budget is shared among them. It clears its timeouts afterwards; the caller sets its own.
-/// A plain `redis://` server gets a connection of our own ([`Io::Plain`]), which shares the
-/// budget the same way.
+/// A plain `redis://` server gets a connection of our own ([`Io::Plain`]), whose connect and
+/// handshake each take the time left of the whole budget.
 pub(crate) fn open(client: &redis::Client, budget: Duration) -> Result<Io, NetError> {
     let info = client.get_connection_info();
     let settings = info.redis_settings();
