@@ -110,9 +110,11 @@ impl Endpoint {
 
     /// Notes how long a read of a round's reply from here waited, averaged with the reads
     /// before (half each: one hiccup of a busy machine does not make a server slow, one slow
-    /// reply makes it look half as slow). Replies are read one endpoint after another, so a
-    /// reply that came while an earlier one was awaited costs no wait: a steadily slow server
-    /// stands out however its replies interleave with the others'.
+    /// reply makes it look half as slow). Replies are read as they come (our own
+    /// connections: the wait is until this reply had all come) or one endpoint after another
+    /// (redis-rs's, where a reply that came while an earlier one was awaited costs no wait):
+    /// either way a steadily slow server stands out however its replies interleave with the
+    /// others'.
     pub(crate) fn note_read_wait(&self, waited: Duration) {
         let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
         let before = self.read_wait.load(Ordering::Relaxed);
