@@ -92,7 +92,7 @@ impl Nodes {
                     .map(|a| a.trim_end_matches('/'))
                     .ok_or_else(|| format!("{u}: not a redis://HOST:PORT URL"))?;
                 let s = std::net::TcpStream::connect(addr).map_err(|e| format!("{u}: {e}"))?;
-                // As redis-rs does: a command is one small write, sent at once.
+                // As redmutex's own connections do: a command is one small write, sent at once.
                 s.set_nodelay(true).map_err(|e| format!("{u}: {e}"))?;
                 Ok(s)
             })

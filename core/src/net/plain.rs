@@ -7,11 +7,12 @@
 //! can wait on every node at once (`poll(2)`) and read whichever answered. It is used for
 //! `redis://` servers; TLS and Unix sockets keep redis-rs's connection.
 //!
-//! It behaves as redis-rs's does where the rest of the transport relies on it: the same
-//! handshake (`AUTH`, retried without the user name for a server that takes none, then
-//! `SELECT`), the same errors, and a reply whose read failed (a timeout, an interrupted read) is
-//! dropped when it comes, so that it is never taken for a later request's. Replies are framed
-//! here and parsed by redis-rs's own parser, one whole reply at a time.
+//! It sets `TCP_NODELAY` (redis-rs leaves Nagle's algorithm on), and behaves as redis-rs's
+//! does where the rest of the transport relies on it: the same handshake (`AUTH`, retried
+//! without the user name for a server that takes none, then `SELECT`), the same errors, and a
+//! reply whose read failed (a timeout, an interrupted read) is dropped when it comes, so that
+//! it is never taken for a later request's. Replies are framed here and parsed by redis-rs's
+//! own parser, one whole reply at a time.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -73,6 +74,10 @@ impl Plain {
                 return Err(io::Error::other("could not resolve to any addresses").into());
             }
         };
+        // Every request is one write, and waits for nothing: Nagle's algorithm could only
+        // hold it back, behind a request to the same node whose reply has not come (a round
+        // written behind a slower node's late reply).
+        sock.set_nodelay(true)?;
         let mut conn = Plain {
             sock,
             buf: vec![0; BUF_SIZE],
