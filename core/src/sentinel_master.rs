@@ -40,9 +40,7 @@ impl SentinelMaster {
         self.db = db;
         self
     }
-}
 
-impl SentinelMaster {
     /// The master's credentials and database, as the transport takes them.
     pub(crate) fn settings(&self) -> RedisConnectionInfo {
         let mut settings = RedisConnectionInfo::default().set_db(self.db);

@@ -9,6 +9,7 @@ use redis::{ConnectionAddr, ConnectionLike, RedisError, RedisResult, Value};
 
 use super::error::NetError;
 use super::plain::Plain;
+use super::poll::CAN_POLL;
 use super::request::Request;
 
 /// A connection's transport: a plain TCP connection of our own, whose socket a round can
@@ -73,6 +74,21 @@ impl Connection {
         }
     }
 
+    /// The transport, as redis-rs's requests take it.
+    fn io(&self) -> &dyn ConnectionLike {
+        match &self.io {
+            Io::Plain(io) => io,
+            Io::Redis(io) => io,
+        }
+    }
+
+    fn io_mut(&mut self) -> &mut dyn ConnectionLike {
+        match &mut self.io {
+            Io::Plain(io) => io,
+            Io::Redis(io) => io,
+        }
+    }
+
     /// Bounds the next reads by `timeout` (at least 1 ms, rounded up to whole milliseconds).
     /// Every read timeout of a wrapped connection is set here: this method shadows redis-rs's.
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> RedisResult<()> {
@@ -114,12 +130,11 @@ impl Connection {
     /// [`fill`]: Self::fill
     /// [`holds`]: Self::holds
     pub(crate) fn can_wait(&self) -> bool {
-        cfg!(any(target_os = "linux", target_os = "android")) && matches!(self.io, Io::Plain(_))
+        CAN_POLL && matches!(self.io, Io::Plain(_))
     }
 
     /// The socket a round waits on for this connection's replies; `None` for redis-rs's.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    pub(crate) fn socket(&self) -> Option<impl std::os::fd::AsFd + '_> {
+    pub(crate) fn socket(&self) -> Option<&std::net::TcpStream> {
         match &self.io {
             Io::Plain(io) => Some(io.socket()),
             Io::Redis(_) => None,
@@ -214,12 +229,10 @@ impl Connection {
     }
 }
 
+/// `.query()` on a connection, whichever its transport.
 impl ConnectionLike for Connection {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        match &mut self.io {
-            Io::Plain(io) => io.req_packed_command(cmd),
-            Io::Redis(io) => io.req_packed_command(cmd),
-        }
+        self.io_mut().req_packed_command(cmd)
     }
 
     fn req_packed_commands(
@@ -228,31 +241,19 @@ impl ConnectionLike for Connection {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        match &mut self.io {
-            Io::Plain(io) => io.req_packed_commands(cmd, offset, count),
-            Io::Redis(io) => io.req_packed_commands(cmd, offset, count),
-        }
+        self.io_mut().req_packed_commands(cmd, offset, count)
     }
 
     fn get_db(&self) -> i64 {
-        match &self.io {
-            Io::Plain(io) => io.get_db(),
-            Io::Redis(io) => io.get_db(),
-        }
+        self.io().get_db()
     }
 
     fn check_connection(&mut self) -> bool {
-        match &mut self.io {
-            Io::Plain(io) => io.check_connection(),
-            Io::Redis(io) => io.check_connection(),
-        }
+        self.io_mut().check_connection()
     }
 
     fn is_open(&self) -> bool {
-        match &self.io {
-            Io::Plain(io) => io.is_open(),
-            Io::Redis(io) => io.is_open(),
-        }
+        self.io().is_open()
     }
 }
 

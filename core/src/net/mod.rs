@@ -15,6 +15,7 @@ mod gather;
 mod leg;
 mod node;
 mod plain;
+mod poll;
 mod redirect;
 mod request;
 mod sentinel;

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, ErrorKind, RedisConnectionInfo, RedisError, RedisResult, Value};
 
+use super::poll::readable;
+
 /// The read buffer's first size; it grows to hold the largest reply.
 const BUF_SIZE: usize = 4096;
 
@@ -205,15 +207,10 @@ impl Plain {
 
     /// Takes in what has come, without waiting.
     pub(crate) fn take_in(&mut self) {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        loop {
-            use rustix::event::{PollFd, PollFlags, Timespec, poll};
-            let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
-            let zero = Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            if !matches!(poll(&mut fds, Some(&zero)), Ok(1)) || !self.fill() {
+        let mut ready = Vec::with_capacity(1);
+        while readable(&[&self.sock], Duration::ZERO, &mut ready) && !ready.is_empty() {
+            ready.clear();
+            if !self.fill() {
                 return;
             }
         }
@@ -234,7 +231,6 @@ impl Plain {
     }
 
     /// The socket, to wait on for replies.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub(crate) fn socket(&self) -> &TcpStream {
         &self.sock
     }

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::conn::{Connection, remaining};
+use super::poll::readable;
 
 /// Hands each leg of `waiting` to `read` as soon as its `expected(leg)` replies (behind those
 /// its connection still owes) have all come, or its connection failed; `read` says whether
@@ -47,12 +48,9 @@ pub(super) fn as_they_come(
     }
 }
 
-/// Waits up to `left` for any of the legs' sockets to become readable, and puts their indices
-/// in `ready`; `false` when none did in time or the wait failed. Interrupted by a signal, it
-/// returns with none ready, to wait again for the time then left.
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// Waits up to `left` for any of the legs' sockets to become readable (see
+/// [`readable`]); `false` when one of them cannot be waited on.
 fn wait(legs: &[(usize, Connection)], left: Duration, ready: &mut Vec<usize>) -> bool {
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let Some(sockets) = legs
         .iter()
         .map(|(_, conn)| conn.socket())
@@ -60,25 +58,5 @@ fn wait(legs: &[(usize, Connection)], left: Duration, ready: &mut Vec<usize>) ->
     else {
         return false;
     };
-    let mut fds: Vec<PollFd> = sockets
-        .iter()
-        .map(|s| PollFd::new(s, PollFlags::IN))
-        .collect();
-    let Ok(timeout) = Timespec::try_from(left) else {
-        return false;
-    };
-    match poll(&mut fds, Some(&timeout)) {
-        Ok(0) => false,
-        Ok(_) => {
-            ready.extend((0..fds.len()).filter(|&k| !fds[k].revents().is_empty()));
-            true
-        }
-        Err(rustix::io::Errno::INTR) => true,
-        Err(_) => false,
-    }
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn wait(_: &[(usize, Connection)], _: Duration, _: &mut Vec<usize>) -> bool {
-    false
+    readable(&sockets, left, ready)
 }

@@ -1,0 +1,37 @@
+//! Whether sockets have something to read: `poll(2)` through rustix, on Linux and Android.
+//! Elsewhere no socket is ever found readable, and the transport reads replies in turn.
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// Whether sockets can be waited on here.
+pub(super) const CAN_POLL: bool = cfg!(any(target_os = "linux", target_os = "android"));
+
+/// Waits up to `timeout` for any of `sockets` to become readable (or to end), and puts their
+/// indices in `ready`; `false` when none did in time or the wait failed. Interrupted by a
+/// signal, it returns `true` with none ready, to wait again for the time then left.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) fn readable(sockets: &[&TcpStream], timeout: Duration, ready: &mut Vec<usize>) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds: Vec<PollFd> = sockets
+        .iter()
+        .map(|s| PollFd::new(*s, PollFlags::IN))
+        .collect();
+    let Ok(timeout) = Timespec::try_from(timeout) else {
+        return false;
+    };
+    match poll(&mut fds, Some(&timeout)) {
+        Ok(0) => false,
+        Ok(_) => {
+            ready.extend((0..fds.len()).filter(|&k| !fds[k].revents().is_empty()));
+            true
+        }
+        Err(rustix::io::Errno::INTR) => true,
+        Err(_) => false,
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(super) fn readable(_: &[&TcpStream], _: Duration, _: &mut Vec<usize>) -> bool {
+    false
+}
