@@ -35,6 +35,21 @@ pub use sentinel::Sentinel;
 pub use server::{REDIS_SERVER_ENV, RedisServer, RedisServers, free_port, wait_until};
 pub use tempdir::TempDir;
 
+/// Three `try_lock` + `unlock` cycles of `mutex`, each call returning within `limit`: the
+/// rounds of a client whose slow nodes are off their path.
+pub fn three_cycles_each_under(mutex: &redmutex::Mutex, limit: std::time::Duration) {
+    for round in 0..3 {
+        let started = std::time::Instant::now();
+        let guard = mutex.try_lock().unwrap();
+        let took = started.elapsed();
+        assert!(took < limit, "round {round}: try_lock took {took:?}");
+        let started = std::time::Instant::now();
+        guard.unlock().unwrap();
+        let took = started.elapsed();
+        assert!(took < limit, "round {round}: unlock took {took:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

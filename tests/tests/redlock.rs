@@ -503,20 +503,6 @@ fn replies_left_behind_by_quorum_rounds_do_not_pile_up() {
     }
 }
 
-/// Three `try_lock` + `unlock` cycles of `mutex`, each call returning within `limit`.
-fn three_cycles_each_under(mutex: &redmutex::Mutex, limit: Duration) {
-    for round in 0..3 {
-        let started = Instant::now();
-        let guard = mutex.try_lock().unwrap();
-        let took = started.elapsed();
-        assert!(took < limit, "round {round}: try_lock took {took:?}");
-        let started = Instant::now();
-        guard.unlock().unwrap();
-        let took = started.elapsed();
-        assert!(took < limit, "round {round}: unlock took {took:?}");
-    }
-}
-
 /// A node whose replies are steadily slow is on no round's path once a round has found it
 /// slow, wherever it stands in the list of nodes: the rounds end with the fast majority
 /// (here the slow nodes are the first two).
@@ -534,7 +520,7 @@ fn steadily_slow_nodes_first_in_the_list_leave_the_path() {
         .for_each(|p| p.set_mode(Mode::Delay(SLOW)));
     // One cycle may meet each slow node once before it is known to be slow.
     mutex.try_lock().unwrap().unlock().unwrap();
-    three_cycles_each_under(&mutex, SLOW / 2);
+    redmutex_tests::three_cycles_each_under(&mutex, SLOW / 2);
 }
 
 /// A round ends with its quorum's first replies, not with the first nodes in its list: with
@@ -553,7 +539,7 @@ fn a_round_ends_with_its_first_replies_not_its_first_nodes() {
     proxies[..2]
         .iter()
         .for_each(|p| p.set_mode(Mode::Delay(SLOW)));
-    three_cycles_each_under(&mutex, SLOW / 2);
+    redmutex_tests::three_cycles_each_under(&mutex, SLOW / 2);
 }
 
 /// What the connections to a slow node owe stays what is in flight: with two of five nodes

@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use redmutex::{Client, ErrorKind, TryLockError};
-use redmutex_tests::tls::{Pki, setup};
+use redmutex_tests::tls::{Pki, TlsServer, setup};
+use redmutex_tests::{FaultProxy, Mode, three_cycles_each_under};
 
 #[test]
 fn lock_and_unlock_over_tls_with_the_right_ca() {
@@ -114,4 +115,39 @@ fn a_ca_that_is_no_certificate_or_a_plain_url_is_an_invalid_argument() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
     assert!(err.to_string().contains("rediss://"), "{err}");
+}
+
+/// A `rediss://` connection is redis-rs's, whose socket a round cannot wait on together with
+/// the others': its replies are read one connection after another, slow nodes last. So a node
+/// whose replies are steadily slow is on no round's path once a round has found it slow,
+/// wherever it stands in the list of nodes (here the first two of five, behind proxies that
+/// pass the TLS bytes through and delay the replies).
+#[test]
+fn steadily_slow_tls_nodes_first_in_the_list_leave_the_path() {
+    const SLOW: Duration = Duration::from_millis(600);
+    let pki = Pki::generate();
+    let Some(servers) = (0..5)
+        .map(|_| TlsServer::start(&pki))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return;
+    };
+    let proxies: Vec<_> = servers
+        .iter()
+        .map(|s| FaultProxy::start_opaque(&format!("127.0.0.1:{}", s.port())))
+        .collect();
+    let client = Client::builder()
+        .nodes(proxies.iter().map(|p| format!("rediss://{}", p.addr())))
+        .tls_ca_cert(pki.pem("ca.crt"))
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let mutex = client.mutex("tls:slow-first").ttl(Duration::from_secs(10));
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    proxies[..2]
+        .iter()
+        .for_each(|p| p.set_mode(Mode::Delay(SLOW)));
+    // One cycle may meet each slow node once before it is known to be slow.
+    mutex.try_lock().unwrap().unlock().unwrap();
+    three_cycles_each_under(&mutex, SLOW / 2);
 }

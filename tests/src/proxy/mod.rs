@@ -66,6 +66,8 @@ pub enum Mode {
 
 struct Shared {
     upstream: SocketAddr,
+    /// Whether requests are found in the bytes (RESP); otherwise each read is one request.
+    framed: bool,
     mode: Mutex<Mode>,
     stop: AtomicBool,
     /// When request bytes arrived from clients (the latest `MAX_ARRIVALS`).
@@ -97,6 +99,18 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Starts a proxy to `upstream` (`host:port`), in [`Mode::Pass`].
     pub fn start(upstream: &str) -> FaultProxy {
+        FaultProxy::start_framed(upstream, true)
+    }
+
+    /// Starts a proxy to `upstream` that forwards bytes as they come, without finding the
+    /// commands in them: for TLS, whose bytes are no RESP. Each read counts as one request;
+    /// [`Mode::Pass`], [`Mode::Delay`] and [`Mode::Blackhole`] keep a TLS session whole
+    /// (the modes that repeat or cut a request break it).
+    pub fn start_opaque(upstream: &str) -> FaultProxy {
+        FaultProxy::start_framed(upstream, false)
+    }
+
+    fn start_framed(upstream: &str, framed: bool) -> FaultProxy {
         let upstream: SocketAddr = upstream
             .parse()
             .unwrap_or_else(|e| panic!("bad upstream address {upstream:?}: {e}"));
@@ -107,6 +121,7 @@ impl FaultProxy {
         let addr = listener.local_addr().expect("proxy address");
         let shared = Arc::new(Shared {
             upstream,
+            framed,
             mode: Mutex::new(Mode::Pass),
             stop: AtomicBool::new(false),
             arrivals: Mutex::new(Vec::new()),
@@ -245,7 +260,10 @@ fn serve(client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
         let mut pending = Vec::new();
         pump(&from, &s, |s, bytes| {
             pending.extend_from_slice(bytes);
-            let n = resp::complete(&pending);
+            let n = match s.framed {
+                true => resp::complete(&pending),
+                false => pending.len(),
+            };
             if n == 0 {
                 return Ok(());
             }
