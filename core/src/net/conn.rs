@@ -11,9 +11,11 @@ use super::error::NetError;
 use super::plain::Plain;
 use super::poll::CAN_POLL;
 use super::request::Request;
+use super::tls_session::Config;
 
-/// A connection's transport: a plain TCP connection of our own, whose socket a round can
-/// wait on together with the others' (see `plain.rs`), or redis-rs's (TLS, Unix sockets).
+/// A connection's transport: a TCP connection of our own (plain or TLS), whose socket a round
+/// can wait on together with the others' (see `plain.rs`), or redis-rs's (Unix sockets, and
+/// TLS when no configuration of our own could be made).
 pub(crate) enum Io {
     Plain(Plain),
     Redis(redis::Connection),
@@ -278,13 +280,32 @@ pub(crate) fn set_timeouts(conn: &Connection, deadline: Instant) -> Result<(), N
 /// Opens a connection of `client` within `budget`. redis-rs bounds the TCP connect and then
 /// each handshake reply (`AUTH`, `SELECT`) by the timeout it is given, one after another, so
 /// the budget is shared among them. It clears its timeouts afterwards; the caller sets its own.
-/// A plain `redis://` server gets a connection of our own ([`Io::Plain`]), whose connect and
-/// handshake each take the time left of the whole budget.
-pub(crate) fn open(client: &redis::Client, budget: Duration) -> Result<Io, NetError> {
+/// A `redis://` server, and a `rediss://` one given the configuration `tls`, get a connection
+/// of our own ([`Io::Plain`]), whose connect and handshake each take the time left of the
+/// whole budget.
+pub(crate) fn open(
+    client: &redis::Client,
+    tls: Option<&Config>,
+    budget: Duration,
+) -> Result<Io, NetError> {
     let info = client.get_connection_info();
     let settings = info.redis_settings();
-    if let ConnectionAddr::Tcp(host, port) = info.addr() {
-        return Ok(Io::Plain(Plain::connect(host, *port, settings, budget)?));
+    match (info.addr(), tls) {
+        (ConnectionAddr::Tcp(host, port), _) => {
+            return Ok(Io::Plain(Plain::connect(
+                host, *port, None, settings, budget,
+            )?));
+        }
+        (ConnectionAddr::TcpTls { host, port, .. }, Some(tls)) => {
+            return Ok(Io::Plain(Plain::connect(
+                host,
+                *port,
+                Some(tls),
+                settings,
+                budget,
+            )?));
+        }
+        _ => {}
     }
     let replies = u32::from(settings.password().is_some()) + u32::from(settings.db() != 0);
     Ok(Io::Redis(

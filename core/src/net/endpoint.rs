@@ -87,8 +87,8 @@ pub(crate) struct Endpoint {
 
 /// Where an endpoint's connections go.
 pub(crate) enum Target {
-    /// One server.
-    Direct(redis::Client),
+    /// One server, and how it is secured.
+    Direct(redis::Client, Tls),
     /// Whichever server a group of sentinels names as the master.
     Sentinel(Sentinel),
 }
@@ -163,7 +163,7 @@ impl Endpoint {
         setup: &Setup,
     ) -> Result<Endpoint, RedisError> {
         Ok(Endpoint::new(
-            Target::Direct(tls.client(host, port, settings)?),
+            Target::Direct(tls.client(host, port, settings)?, tls.clone()),
             host_port(host, port),
             setup,
         ))
@@ -316,9 +316,11 @@ impl Endpoint {
     fn try_connect(&self, deadline: Instant) -> Result<Connection, NetError> {
         let connect_timeout = self.setup.connect_timeout;
         let io = match &self.target {
-            Target::Direct(client) => {
-                conn::open(client, remaining(deadline)?.min(connect_timeout))?
-            }
+            Target::Direct(client, tls) => conn::open(
+                client,
+                tls.config(),
+                remaining(deadline)?.min(connect_timeout),
+            )?,
             Target::Sentinel(s) => s.connect_master(deadline, connect_timeout)?,
         };
         let mut conn = Connection::new(io, None);

@@ -11,6 +11,7 @@ mod conn;
 mod endpoint;
 mod error;
 mod fanout;
+mod frame;
 mod gather;
 mod leg;
 mod node;
@@ -23,6 +24,7 @@ mod slots;
 #[cfg(test)]
 mod testing;
 mod tls;
+mod tls_session;
 mod url;
 mod wait;
 mod warm;

@@ -46,9 +46,9 @@ impl Node {
                 .map_err(|e| format!("malformed Redis Sentinel URL {}: {e}", redact(url)))?;
             return Ok(Node::sentinel(s, setup));
         }
-        let (client, display) = url::direct(url, ca)?;
+        let (client, tls, display) = url::direct(url, ca)?;
         Ok(Node::single(Endpoint::new(
-            Target::Direct(client),
+            Target::Direct(client, tls),
             display,
             &setup,
         )))

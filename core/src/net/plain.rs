@@ -1,11 +1,14 @@
-//! A plain TCP connection whose socket a round can wait on together with the others'.
+//! A connection of our own, plain TCP or TLS, whose socket a round can wait on together with
+//! the others'.
 //!
 //! redis-rs's blocking `Connection` keeps its socket to itself, and its parser may hold a
 //! reply it has read ahead: a round over several nodes could only read their replies one node
 //! after another, and so waited for the first nodes in its list rather than for the first
 //! replies. This connection keeps the socket and the bytes read so far, so that the fan-out
 //! can wait on every node at once (`poll(2)`) and read whichever answered. It is used for
-//! `redis://` servers; TLS and Unix sockets keep redis-rs's connection.
+//! `redis://` and `rediss://` servers (TLS through [`Session`], which reads the socket one
+//! read at a time and hands over all the plaintext that read completed, so that nothing
+//! waits inside the TLS layer unseen); Unix sockets keep redis-rs's connection.
 //!
 //! It sets `TCP_NODELAY` (redis-rs leaves Nagle's algorithm on), and behaves as redis-rs's
 //! does where the rest of the transport relies on it: the same handshake (`AUTH`, retried
@@ -20,13 +23,17 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, ErrorKind, RedisConnectionInfo, RedisError, RedisResult, Value};
 
+use super::frame::frame;
 use super::poll::readable;
+use super::tls_session::{Config, Session};
 
 /// The read buffer's first size; it grows to hold the largest reply.
 const BUF_SIZE: usize = 4096;
 
 pub(crate) struct Plain {
     sock: TcpStream,
+    /// The TLS session of a `rediss://` server.
+    tls: Option<Box<Session>>,
     /// Bytes read and not yet handed out: `buf[start..end]`.
     buf: Vec<u8>,
     start: usize,
@@ -38,11 +45,12 @@ pub(crate) struct Plain {
 }
 
 impl Plain {
-    /// Connects to `host:port` and runs the handshake `settings` ask for (credentials,
-    /// database), all within `budget`.
+    /// Connects to `host:port`, over TLS with `tls`, and runs the handshake `settings` ask
+    /// for (credentials, database), all within `budget`.
     pub(crate) fn connect(
         host: &str,
         port: u16,
+        tls: Option<&Config>,
         settings: &RedisConnectionInfo,
         budget: Duration,
     ) -> RedisResult<Plain> {
@@ -80,8 +88,18 @@ impl Plain {
         // hold it back, behind a request to the same node whose reply has not come (a round
         // written behind a slower node's late reply).
         sock.set_nodelay(true)?;
+        let tls = match tls {
+            Some(config) => {
+                let left = left(deadline)?;
+                sock.set_read_timeout(Some(left))?;
+                sock.set_write_timeout(Some(left))?;
+                Some(Box::new(Session::start(config, ip, &sock)?))
+            }
+            None => None,
+        };
         let mut conn = Plain {
             sock,
+            tls,
             buf: vec![0; BUF_SIZE],
             start: 0,
             end: 0,
@@ -138,7 +156,11 @@ impl Plain {
     }
 
     pub(crate) fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
-        self.sock.write_all(cmd).map_err(|e| {
+        let written = match &mut self.tls {
+            None => self.sock.write_all(cmd),
+            Some(tls) => tls.write(&self.sock, cmd),
+        };
+        written.map_err(|e| {
             let e = RedisError::from(e);
             if e.is_unrecoverable_error() {
                 self.open = false;
@@ -179,22 +201,42 @@ impl Plain {
     }
 
     /// Reads what the socket holds (waiting for it as the read timeout allows); the end of
-    /// the connection is an `UnexpectedEof` error.
+    /// the connection is an `UnexpectedEof` error. Over TLS, one read of the socket and all
+    /// the plaintext it completed (none when it completed no record).
     fn read_some(&mut self) -> io::Result<()> {
-        if self.end == self.buf.len() {
-            if self.start > 0 {
-                self.buf.copy_within(self.start..self.end, 0);
-                (self.start, self.end) = (0, self.end - self.start);
-            } else {
-                self.buf.resize(self.buf.len() * 2, 0);
-            }
-        }
-        match self.sock.read(&mut self.buf[self.end..])? {
+        let want = match &mut self.tls {
+            None => 1,
+            Some(tls) => match tls.receive(&self.sock)? {
+                0 => return Ok(()),
+                n => n,
+            },
+        };
+        self.room(want);
+        let n = match &mut self.tls {
+            None => self.sock.read(&mut self.buf[self.end..])?,
+            Some(tls) => tls.take(&mut self.buf[self.end..]),
+        };
+        match n {
             0 => Err(io::ErrorKind::UnexpectedEof.into()),
             n => {
                 self.end += n;
                 Ok(())
             }
+        }
+    }
+
+    /// Makes room for `n` more bytes after `end`.
+    fn room(&mut self, n: usize) {
+        if self.buf.len() - self.end >= n {
+            return;
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
+        }
+        let need = self.end + n;
+        if self.buf.len() < need {
+            self.buf.resize(need.next_power_of_two(), 0);
         }
     }
 
@@ -311,63 +353,23 @@ fn wants_no_user(reply: &Value) -> bool {
         if e.details().is_some_and(|d| d.contains("wrong number of arguments for 'auth' command")))
 }
 
-/// The length of the first whole reply in `b`, `None` while it has not all come. Only the
-/// framing: the reply itself is parsed by redis-rs.
-fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
-    let malformed = || RedisError::from((ErrorKind::Parse, "malformed reply from the server"));
-    let mut pos = 0;
-    // Values still to read: the reply, and the elements of the aggregates met so far.
-    let mut pending: usize = 1;
-    while pending > 0 {
-        let Some(nl) = b[pos..].windows(2).position(|w| w == b"\r\n") else {
-            return Ok(None);
-        };
-        if nl == 0 {
-            return Err(malformed());
-        }
-        let kind = b[pos];
-        let line = &b[pos + 1..pos + nl];
-        pos += nl + 2;
-        pending -= 1;
-        let len = || -> RedisResult<i64> {
-            std::str::from_utf8(line)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(malformed)
-        };
-        match kind {
-            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
-            // Bulk strings, bulk errors, verbatim strings: `len` bytes and CRLF (-1: nil).
-            b'$' | b'!' | b'=' => {
-                if let Ok(n) = usize::try_from(len()?) {
-                    if b.len() < pos + n + 2 {
-                        return Ok(None);
-                    }
-                    pos += n + 2;
-                }
-            }
-            // Arrays, sets, pushes: `len` values (-1: nil).
-            b'*' | b'~' | b'>' => pending += usize::try_from(len()?).unwrap_or(0),
-            // Maps: `len` pairs. Attributes: `len` pairs, then the value they describe.
-            b'%' => pending += 2 * usize::try_from(len()?).unwrap_or(0),
-            b'|' => pending += 2 * usize::try_from(len()?).unwrap_or(0) + 1,
-            _ => return Err(malformed()),
-        }
-    }
-    Ok(Some(pos))
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use redis::{ConnectionLike, ErrorKind, RedisConnectionInfo, Value};
 
-    use super::{Plain, frame};
+    use super::Plain;
     use crate::net::testing::Server;
 
     fn connect(server: &Server, settings: &RedisConnectionInfo) -> redis::RedisResult<Plain> {
-        Plain::connect("127.0.0.1", server.port, settings, Duration::from_secs(2))
+        Plain::connect(
+            "127.0.0.1",
+            server.port,
+            None,
+            settings,
+            Duration::from_secs(2),
+        )
     }
 
     /// As redis-rs's connection does, which the transport relies on: a reply whose read timed
@@ -443,43 +445,5 @@ mod tests {
         assert_eq!(ours.kind(), ErrorKind::AuthenticationFailed);
         assert_eq!(ours.kind(), theirs.kind());
         assert_eq!(ours.to_string(), theirs.to_string());
-    }
-
-    #[test]
-    fn a_reply_is_framed_only_when_it_has_all_come() {
-        let whole: &[&[u8]] = &[
-            b"+OK\r\n",
-            b"-ERR no\r\n",
-            b":42\r\n",
-            b"$-1\r\n",
-            b"$5\r\nab\r\nc\r\n",
-            b"*-1\r\n",
-            b"*0\r\n",
-            b"*2\r\n:1\r\n$3\r\nabc\r\n",
-            b"*2\r\n*1\r\n+a\r\n$0\r\n\r\n",
-            b"%1\r\n+k\r\n:1\r\n",
-            b"|1\r\n+a\r\n+b\r\n:7\r\n",
-            b"_\r\n",
-        ];
-        for reply in whole {
-            assert_eq!(frame(reply).unwrap(), Some(reply.len()), "{reply:?}");
-            let mut more = reply.to_vec();
-            more.extend_from_slice(b":1\r\n");
-            assert_eq!(
-                frame(&more).unwrap(),
-                Some(reply.len()),
-                "{reply:?} then more"
-            );
-            for cut in 0..reply.len() {
-                assert_eq!(
-                    frame(&reply[..cut]).unwrap(),
-                    None,
-                    "{reply:?} cut at {cut}"
-                );
-            }
-        }
-        for bad in [&b"?x\r\n"[..], b"$x\r\n", b"\r\n"] {
-            assert!(frame(bad).is_err(), "{bad:?}");
-        }
     }
 }

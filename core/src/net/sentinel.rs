@@ -227,7 +227,8 @@ impl Sentinel {
     ) -> Result<conn::Io, NetError> {
         let (host, port) = self.master_addr(deadline, connect_timeout)?;
         let client = self.tls.client(&host, port, &self.master)?;
-        conn::open(&client, remaining(deadline)?.min(connect_timeout))
+        let budget = remaining(deadline)?.min(connect_timeout);
+        conn::open(&client, self.tls.config(), budget)
     }
 
     /// The master's address according to the first sentinel that answers.
@@ -267,7 +268,8 @@ impl Sentinel {
     ) -> Result<(String, u16), NetError> {
         let (host, port) = &self.sentinels[i];
         let client = self.tls.client(host, *port, &self.auth)?;
-        let opened = conn::open(&client, remaining(deadline)?.min(connect_timeout))?;
+        let budget = remaining(deadline)?.min(connect_timeout);
+        let opened = conn::open(&client, self.tls.config(), budget)?;
         let mut conn = Connection::new(opened, None);
         set_timeouts(&conn, deadline)?;
         let addr: Option<(String, u16)> = redis::cmd("SENTINEL")

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use percent_encoding::percent_decode_str;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisError};
 
-use super::tls;
+use super::{tls, tls_session};
 
 /// Whether `url` starts with `scheme`, in any case.
 pub(crate) fn has_scheme(url: &str, scheme: &str) -> bool {
@@ -163,6 +163,8 @@ pub(crate) struct Tls {
     on: bool,
     insecure: bool,
     ca: Option<Arc<[u8]>>,
+    /// What our own connections use (see [`Tls::config`]).
+    config: Option<tls_session::Config>,
 }
 
 impl Tls {
@@ -176,11 +178,22 @@ impl Tls {
             tls::check_ca(pem)?;
         }
         tls::install_crypto_provider();
+        let config = tls_session::config(insecure, ca)
+            .inspect_err(|e| log::debug!("TLS connections left to redis-rs: {e}"))
+            .ok();
         Ok(Tls {
             on,
             insecure,
             ca: ca.map(Arc::from),
+            config,
         })
+    }
+
+    /// The configuration of our own TLS connections, made once for every server these
+    /// settings reach; `None` without TLS, or when it could not be made (the system's roots
+    /// unreadable: redis-rs's connections then report why, connection by connection).
+    pub(crate) fn config(&self) -> Option<&tls_session::Config> {
+        self.config.as_ref()
     }
 
     pub(crate) fn is_on(&self) -> bool {
@@ -218,14 +231,19 @@ pub(crate) fn without_setinfo(info: ConnectionInfo) -> ConnectionInfo {
 }
 
 /// A client for a single-server URL (`redis://`, `rediss://`, `unix://`), with `ca` (PEM) for
-/// a `rediss://` server whose certificate must chain to a private CA; and its display.
-pub(crate) fn direct(url: &str, ca: Option<&[u8]>) -> Result<(redis::Client, String), String> {
+/// a `rediss://` server whose certificate must chain to a private CA; its TLS settings; and its
+/// display.
+pub(crate) fn direct(url: &str, ca: Option<&[u8]>) -> Result<(redis::Client, Tls, String), String> {
     let info: ConnectionInfo = url
         .into_connection_info()
         .map(without_setinfo)
         .map_err(|e| format!("malformed Redis URL {}: {e}", redact(url)))?;
     let display = describe(&info);
-    let is_tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+    let insecure = match info.addr() {
+        ConnectionAddr::TcpTls { insecure, .. } => Some(*insecure),
+        _ => None,
+    };
+    let is_tls = insecure.is_some();
     let client = match ca {
         None => redis::Client::open(info).map_err(|e| e.to_string()),
         Some(_) if !is_tls => Err(format!(
@@ -234,10 +252,11 @@ pub(crate) fn direct(url: &str, ca: Option<&[u8]>) -> Result<(redis::Client, Str
         Some(pem) => tls::client_with_ca(info, pem),
     }
     .map_err(|e| format!("unusable Redis URL {display}: {e}"))?;
-    if is_tls {
-        tls::install_crypto_provider();
-    }
-    Ok((client, display))
+    let tls = match insecure {
+        Some(insecure) => Tls::new(true, insecure, ca)?,
+        None => Tls::default(),
+    };
+    Ok((client, tls, display))
 }
 
 /// `scheme://[user@]host:port/db`, never the password.

@@ -1,7 +1,7 @@
-//! A round's replies read as they come: the sockets of its plain connections waited on all at
-//! once (`poll(2)`), so that a round that ends at its quorum ends with the first replies, not
-//! with the first nodes in a list. redis-rs's connections (TLS, Unix sockets) cannot be waited
-//! on this way; the fan-out reads them one after another.
+//! A round's replies read as they come: the sockets of its own connections (plain or TLS)
+//! waited on all at once (`poll(2)`), so that a round that ends at its quorum ends with the
+//! first replies, not with the first nodes in a list. redis-rs's connections (Unix sockets)
+//! cannot be waited on this way; the fan-out reads them one after another.
 
 use std::time::{Duration, Instant};
 
