@@ -157,3 +157,51 @@ fn a_tls_round_ends_with_its_first_replies_not_its_first_nodes() {
         .for_each(|p| p.set_mode(Mode::Delay(SLOW)));
     three_cycles_each_under(&mutex, SLOW / 2);
 }
+
+/// A reply that comes after its read gave up is dropped when it comes, over TLS as over plain
+/// TCP, so that it is never taken for a later request's. Redis ends a block on its 100 ms
+/// tick, so a short wait is often still blocked at its deadline: it is then ended from another
+/// connection (`CLIENT UNBLOCK`) and its connection kept, to read the block's late reply
+/// first and the attempt written behind it after. Ten short waits for a lock held elsewhere,
+/// then each call answers with its own reply.
+#[test]
+fn a_late_tls_reply_is_never_taken_for_a_later_requests() {
+    let Some((pki, server)) = setup() else { return };
+    let client = Client::builder()
+        .node(server.url())
+        .tls_ca_cert(pki.pem("ca.crt"))
+        .build()
+        .unwrap();
+    let mut direct = redis::Client::build_with_tls(
+        server.url(),
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pki.pem("ca.crt")),
+        },
+    )
+    .unwrap()
+    .get_connection()
+    .unwrap();
+    let mut run = |cmd: &mut redis::Cmd| cmd.query::<redis::Value>(&mut direct).unwrap();
+    run(redis::cmd("SET")
+        .arg("tls:late")
+        .arg("elsewhere")
+        .arg("PX")
+        .arg(10_000));
+    let mutex = client.mutex("tls:late").ttl(Duration::from_secs(10));
+    for _ in 0..10 {
+        let waited = mutex.try_lock_for(Duration::from_millis(120));
+        assert!(
+            matches!(waited, Err(TryLockError::WouldBlock)),
+            "{waited:?}"
+        );
+        assert!(mutex.is_locked().unwrap());
+    }
+    run(redis::cmd("DEL").arg("tls:late"));
+    assert!(!mutex.is_locked().unwrap());
+    let guard = mutex.try_lock().unwrap();
+    assert_eq!(guard.fence(), 1);
+    assert!(mutex.is_locked().unwrap());
+    guard.unlock().unwrap();
+    assert!(!mutex.is_locked().unwrap());
+}

@@ -58,12 +58,16 @@ mod imp {
                 }
             }
         }
-        let mut config = ClientConfig::builder()
+        // The process's provider (see `tls::install_crypto_provider`), asked for explicitly:
+        // `ClientConfig::builder` panics without one.
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .ok_or("no crypto provider available for rustls")?;
+        let mut config = ClientConfig::builder_with_provider(Arc::clone(provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
             .with_root_certificates(roots)
             .with_no_client_auth();
         if insecure {
-            let provider = rustls::crypto::CryptoProvider::get_default()
-                .ok_or("no crypto provider available for rustls")?;
             config.enable_sni = false;
             config
                 .dangerous()
@@ -116,10 +120,15 @@ mod imp {
             if self.0.read_tls(&mut { sock })? == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
-            let state = self.0.process_new_packets();
-            // An alert for a failure, or an answer the protocol asks for (a key update).
+            let state = match self.0.process_new_packets() {
+                Ok(state) => state,
+                Err(e) => {
+                    let _ = self.flush(sock); // the alert that tells the server why
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                }
+            };
+            // What the protocol asks to answer (a key update).
             self.flush(sock)?;
-            let state = state.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
             match state.plaintext_bytes_to_read() {
                 0 if state.peer_has_closed() => Err(io::ErrorKind::UnexpectedEof.into()),
                 n => Ok(n),
