@@ -205,3 +205,51 @@ fn a_late_tls_reply_is_never_taken_for_a_later_requests() {
     guard.unlock().unwrap();
     assert!(!mutex.is_locked().unwrap());
 }
+
+/// A pooled TLS connection that the server closed meanwhile (`CLIENT KILL`: Redis ends the TLS
+/// session, then the socket) is found closed and replaced: the next calls succeed, each with
+/// its own answer.
+#[test]
+fn a_tls_connection_the_server_closed_is_replaced() {
+    let Some((pki, server)) = setup() else { return };
+    let client = Client::builder()
+        .node(server.url())
+        .tls_ca_cert(pki.pem("ca.crt"))
+        .build()
+        .unwrap();
+    let mutex = client.mutex("tls:killed").ttl(Duration::from_secs(10));
+    assert_eq!(mutex.lock().unwrap().fence(), 1); // a pooled connection
+    let mut direct = redis::Client::build_with_tls(
+        server.url(),
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pki.pem("ca.crt")),
+        },
+    )
+    .unwrap()
+    .get_connection()
+    .unwrap();
+    // Bounded: a closed session that is not noticed would keep a read going.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for fence in 2..5 {
+            let killed: i64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("normal")
+                .arg("SKIPME")
+                .arg("yes")
+                .query(&mut direct)
+                .unwrap();
+            assert!(killed >= 1, "the client's pooled connection");
+            let guard = mutex.try_lock().unwrap();
+            assert_eq!(guard.fence(), fence);
+            guard.unlock().unwrap();
+            assert!(!mutex.is_locked().unwrap());
+        }
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(Duration::from_secs(20))
+        .expect("every call after a kill ended");
+}
