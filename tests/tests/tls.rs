@@ -14,11 +14,7 @@ use redmutex_tests::{FaultProxy, Mode, three_cycles_each_under};
 #[test]
 fn lock_and_unlock_over_tls_with_the_right_ca() {
     let Some((pki, server)) = setup() else { return };
-    let client = Client::builder()
-        .node(server.url())
-        .tls_ca_cert(pki.pem("ca.crt"))
-        .build()
-        .unwrap();
+    let client = client_of(&pki, &server);
     let mutex = client.mutex("tls:lock").ttl(Duration::from_secs(2));
     let guard = mutex.lock().unwrap();
     assert_eq!(guard.fence(), 1);
@@ -158,6 +154,27 @@ fn a_tls_round_ends_with_its_first_replies_not_its_first_nodes() {
     three_cycles_each_under(&mutex, SLOW / 2);
 }
 
+/// A client of `server` alone, checked against the test CA.
+fn client_of(pki: &Pki, server: &TlsServer) -> Client {
+    Client::builder()
+        .node(server.url())
+        .tls_ca_cert(pki.pem("ca.crt"))
+        .build()
+        .unwrap()
+}
+
+/// A redis-rs connection straight to `server`, checked against the test CA.
+fn direct_conn(pki: &Pki, server: &TlsServer) -> redis::Connection {
+    let certs = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pki.pem("ca.crt")),
+    };
+    redis::Client::build_with_tls(server.url(), certs)
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
 /// A reply that comes after its read gave up is dropped when it comes, over TLS as over plain
 /// TCP, so that it is never taken for a later request's. Redis ends a block on its 100 ms
 /// tick, so a short wait is often still blocked at its deadline: it is then ended from another
@@ -167,21 +184,8 @@ fn a_tls_round_ends_with_its_first_replies_not_its_first_nodes() {
 #[test]
 fn a_late_tls_reply_is_never_taken_for_a_later_requests() {
     let Some((pki, server)) = setup() else { return };
-    let client = Client::builder()
-        .node(server.url())
-        .tls_ca_cert(pki.pem("ca.crt"))
-        .build()
-        .unwrap();
-    let mut direct = redis::Client::build_with_tls(
-        server.url(),
-        redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(pki.pem("ca.crt")),
-        },
-    )
-    .unwrap()
-    .get_connection()
-    .unwrap();
+    let client = client_of(&pki, &server);
+    let mut direct = direct_conn(&pki, &server);
     let mut run = |cmd: &mut redis::Cmd| cmd.query::<redis::Value>(&mut direct).unwrap();
     run(redis::cmd("SET")
         .arg("tls:late")
@@ -212,23 +216,10 @@ fn a_late_tls_reply_is_never_taken_for_a_later_requests() {
 #[test]
 fn a_tls_connection_the_server_closed_is_replaced() {
     let Some((pki, server)) = setup() else { return };
-    let client = Client::builder()
-        .node(server.url())
-        .tls_ca_cert(pki.pem("ca.crt"))
-        .build()
-        .unwrap();
+    let client = client_of(&pki, &server);
     let mutex = client.mutex("tls:killed").ttl(Duration::from_secs(10));
     assert_eq!(mutex.lock().unwrap().fence(), 1); // a pooled connection
-    let mut direct = redis::Client::build_with_tls(
-        server.url(),
-        redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(pki.pem("ca.crt")),
-        },
-    )
-    .unwrap()
-    .get_connection()
-    .unwrap();
+    let mut direct = direct_conn(&pki, &server);
     // Bounded: a closed session that is not noticed would keep a read going.
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
