@@ -837,6 +837,31 @@ fn runs_over_tls_with_the_right_ca_and_refuses_another() {
     refuses_a_wrong_ca_at_once(dir.path(), &urls, &ca("other-ca.crt"));
 }
 
+/// Without `--tls-ca-cert`, certificates are checked against the system's roots, which
+/// `SSL_CERT_FILE` names (read once per server, not per connection): the test CA there runs
+/// the command; a CA that signed nothing there is refused with a certificate error.
+#[test]
+fn the_system_roots_come_from_ssl_cert_file() {
+    let Some((pki, server)) = redmutex_tests::tls::setup() else {
+        return;
+    };
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    let ca = |file: &str| pki.path(file).to_str().unwrap().to_owned();
+    let r = Redmutex::new(dir.path(), &urls)
+        .env("SSL_CERT_FILE", &ca("ca.crt"))
+        .args(["run", "--key", "tls:roots", "--"])
+        .args(["sh", "-c", r#"echo "$REDMUTEX_FENCE""#])
+        .run();
+    assert_eq!((r.code, r.stdout.as_str()), (0, "1\n"), "{r:?}");
+    let r = Redmutex::new(dir.path(), &urls)
+        .env("SSL_CERT_FILE", &ca("other-ca.crt"))
+        .args(["status", "tls:roots"])
+        .run();
+    assert_eq!(r.code, 69, "{r:?}");
+    assert!(r.error_line().contains("certificate"), "{r:?}");
+}
+
 /// `run` waits for the lock, but not for a certificate to change: with a CA that signed
 /// nothing it fails at once, not after retrying for the 10 s connect timeout like an outage.
 fn refuses_a_wrong_ca_at_once(dir: &Path, urls: &[String], other_ca: &str) {
