@@ -290,22 +290,14 @@ pub(crate) fn open(
 ) -> Result<Io, NetError> {
     let info = client.get_connection_info();
     let settings = info.redis_settings();
-    match (info.addr(), tls) {
-        (ConnectionAddr::Tcp(host, port), _) => {
-            return Ok(Io::Plain(Plain::connect(
-                host, *port, None, settings, budget,
-            )?));
-        }
-        (ConnectionAddr::TcpTls { host, port, .. }, Some(tls)) => {
-            return Ok(Io::Plain(Plain::connect(
-                host,
-                *port,
-                Some(tls),
-                settings,
-                budget,
-            )?));
-        }
-        _ => {}
+    let own = match info.addr() {
+        ConnectionAddr::Tcp(host, port) => Some((host, port, None)),
+        ConnectionAddr::TcpTls { host, port, .. } if tls.is_some() => Some((host, port, tls)),
+        _ => None,
+    };
+    if let Some((host, port, tls)) = own {
+        let conn = Plain::connect(host, *port, tls, settings, budget)?;
+        return Ok(Io::Plain(conn));
     }
     let replies = u32::from(settings.password().is_some()) + u32::from(settings.db() != 0);
     Ok(Io::Redis(
