@@ -225,7 +225,9 @@ impl Schedule {
                 Action::KillConnections(_) => "connection-kill pass",
                 Action::Proxy(_, Mode::Pass) => continue,
                 Action::Proxy(_, Mode::Delay(_)) => "proxy: delay replies",
-                Action::Proxy(_, Mode::DelayRequests(_)) => "proxy: delay requests",
+                Action::Proxy(_, Mode::DelayRequests(_) | Mode::DelayRequestsWith(..)) => {
+                    "proxy: delay requests"
+                }
                 Action::Proxy(_, Mode::Duplicate) => "proxy: duplicate",
                 Action::Proxy(_, Mode::CutAfterRequest) => "proxy: cut after request",
                 Action::Proxy(_, Mode::DropReplies) => "proxy: drop replies",

@@ -636,3 +636,71 @@ fn renewals_and_extend_end_at_their_quorum() {
     );
     guard.unlock().unwrap();
 }
+
+/// The fence write-back ends at its quorum too. One of five nodes holds a far larger counter
+/// than the other four. Two of those four answer 100 ms late; the round ends with the first
+/// three answers (the node ahead and two behind it), so the largest fence must be written
+/// back until a quorum holds it. One of the two behind that answered is slow on exactly that
+/// request (the proxy holds it 800 ms; it answered the acquire at once). A write-back that
+/// waited for the nodes that answered would wait for it; this one also goes to the two late
+/// nodes, behind their acquire, and counts the first two confirmations: `try_lock` returns
+/// without waiting for the slow node, with the largest fence. The slow node still gets the
+/// write-back, and a later quorum made of nodes that were behind grants a larger fence.
+#[test]
+fn a_fence_write_back_ends_at_its_quorum() {
+    use redmutex_tests::{Mode, wait_until};
+    const SLOW: Duration = Duration::from_millis(800);
+    const LATE: Duration = Duration::from_millis(100);
+    const NAME: &str = "quorum:fenced";
+    let (servers, proxies, client) = five_behind_proxies();
+    let mutex = client.mutex(NAME).ttl(Duration::from_secs(10));
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    let fence_key = format!("{{{NAME}}}:fence");
+    let counter = |i: usize| -> u64 {
+        servers[i]
+            .conn()
+            .get::<_, Option<u64>>(&fence_key)
+            .unwrap()
+            .unwrap_or(0)
+    };
+    let _: () = servers[0].conn().set(&fence_key, 500).unwrap();
+    // The write-back: one key (the fence counter) and the value, by hash.
+    let needle = format!("$1\r\n1\r\n${}\r\n{fence_key}\r\n", fence_key.len());
+    let needle: &'static [u8] = Box::leak(needle.into_bytes().into_boxed_slice());
+    proxies[1].set_mode(Mode::DelayRequestsWith(needle, SLOW));
+    proxies[2..4]
+        .iter()
+        .for_each(|p| p.set_mode(Mode::Delay(LATE)));
+
+    let started = Instant::now();
+    let guard = mutex.try_lock().unwrap();
+    let took = started.elapsed();
+    assert_eq!(guard.fence(), 501);
+    assert!(
+        took < SLOW / 2,
+        "try_lock waited {took:?} for the slow node's fence write-back"
+    );
+    let holding = (0..5).filter(|&i| counter(i) >= 501).count();
+    assert!(holding >= 3, "{holding} nodes hold the fence");
+    assert!(
+        wait_until(SLOW * 3, || counter(1) == 501),
+        "the slow node never got the write-back: {}",
+        counter(1)
+    );
+    proxies.iter().for_each(|p| p.set_mode(Mode::Pass));
+    guard.unlock().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(2), || servers.iter().all(|s| s
+            .conn()
+            .get::<_, Option<String>>(NAME)
+            .unwrap()
+            .is_none())),
+        "the release reached every node"
+    );
+    for s in &servers[..2] {
+        let _: () = s.conn().set(NAME, "foreign").unwrap();
+    }
+    let later = mutex.try_lock().unwrap();
+    assert_eq!(later.fence(), 502, "a quorum of nodes that were behind");
+    later.unlock().unwrap();
+}

@@ -15,6 +15,9 @@
 //! - [`Mode::DelayRequests`]: hold each request this long before Redis sees it, and deliver
 //!   it even when the client gave up and closed its connection meanwhile: *a request that
 //!   arrives after its sender gave up* (Redis runs it, and nobody reads the reply).
+//! - [`Mode::DelayRequestsWith`]: the same, only for requests whose bytes contain a needle
+//!   (one kind of request on a node that answers the others at once: *a node slow on the
+//!   second request of a call*); the requests behind a held one wait behind it, in order.
 //! - [`Mode::Duplicate`]: forward each request, and send it once more on a new connection of
 //!   its own: *a retry of something that already ran* (Redis runs it twice; the client sees
 //!   one reply).
@@ -58,6 +61,9 @@ pub enum Mode {
     Delay(Duration),
     /// Deliver each request this long after it arrived, even after the client closed.
     DelayRequests(Duration),
+    /// [`Mode::DelayRequests`] for the requests that contain these bytes; the others pass
+    /// (behind a held request, in order).
+    DelayRequestsWith(&'static [u8], Duration),
     /// Forward each request, and send it again on a new connection.
     Duplicate,
     /// Forward each request, then close the client's connection before a reply reaches it.
@@ -279,6 +285,10 @@ fn serve(client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
                 Mode::Blackhole => return Ok(()),
                 Mode::Pass | Mode::DropReplies | Mode::Delay(_) => (now, After::Nothing),
                 Mode::DelayRequests(d) => (now + d, After::Nothing),
+                Mode::DelayRequestsWith(needle, d) if contains(&bytes, needle) => {
+                    (now + d, After::Nothing)
+                }
+                Mode::DelayRequestsWith(..) => (now, After::Nothing),
                 Mode::Duplicate => (now, After::Duplicate),
                 Mode::CutAfterRequest => {
                     c.store(true, Ordering::SeqCst);
@@ -333,6 +343,11 @@ fn spawn(shared: &Arc<Shared>, name: &str, f: impl FnOnce() + Send + 'static) ->
             s.threads.fetch_sub(1, Ordering::SeqCst);
         })
         .map(drop)
+}
+
+/// Whether `needle` occurs in `bytes`.
+fn contains(bytes: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || bytes.windows(needle.len()).any(|w| w == needle)
 }
 
 fn note_arrival(s: &Shared) {

@@ -101,6 +101,34 @@ fn delay_requests_delivers_a_request_after_its_client_closed() {
     eprintln!("the SET ran {ran:?} after it was sent (delay {DELAY:?}), after its client left");
 }
 
+/// A node slow on one kind of request: the request with the needle is held, the one
+/// before it passes at once, and the one behind it waits behind it, in order.
+#[test]
+fn delay_requests_with_holds_only_the_requests_with_the_needle() {
+    const DELAY: Duration = Duration::from_millis(400);
+    let (server, _proxy, mut c) =
+        sent_through(Mode::DelayRequestsWith(b"held", DELAY), &["INCR", "before"]);
+    assert_eq!(reply(&mut c), b":1\r\n");
+    let sent = Instant::now();
+    c.write_all(&command(&["INCR", "held"])).unwrap();
+    c.write_all(&command(&["INCR", "behind"])).unwrap();
+    let mut got = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            got.extend(read_all(&mut c, Duration::from_millis(20)).0);
+            got.len() >= 8
+        }),
+        "replies {got:?}"
+    );
+    assert_eq!(got, b":1\r\n:1\r\n", "both replies, in order");
+    let took = sent.elapsed();
+    assert!(
+        took >= DELAY,
+        "the held request was answered after {took:?}"
+    );
+    assert_eq!(counter(&server, "behind"), Some(1));
+}
+
 /// A retry of something that already ran: one `INCR`, one reply, two increments.
 #[test]
 fn duplicate_runs_a_request_twice_and_answers_once() {
