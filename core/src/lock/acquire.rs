@@ -186,7 +186,7 @@ impl Plan {
         ))
     }
 
-    /// Ends a round whose answers are in: writes the fence back where a quorum granted, and
+    /// Ends a round whose answers are in: writes the fence back where a quorum granted (until a quorum holds it), and
     /// either makes the lease or undoes what the round stored.
     /// `unread` are nodes whose answer was left to come (the round ended at its quorum).
     pub(super) fn settle(
@@ -197,14 +197,14 @@ impl Plan {
     ) -> Attempt {
         let inner = &*self.voters;
         let nodes = &inner.nodes;
-        if let Some((raise, behind)) = round.fence_raise(&self.spec) {
-            let calls = only_to(nodes.len(), &behind, &raise);
+        if let Some((raise, to)) = round.fence_raise(&self.spec) {
+            let calls = only_to(nodes.len(), &to, &raise);
             let deadline = Instant::now() + self.spec.node_timeout;
-            let answers = net::exchange(nodes, &calls, deadline, None);
-            for i in behind {
-                let ok = matches!(&answers[i], Ok(v) if matches!(v.first(), Some(Ok(_))));
+            net::exchange_until(nodes, &calls, deadline, None, &mut |i, answer| {
+                let ok = matches!(answer, Ok(v) if matches!(v.first(), Some(Ok(_))));
                 round.raised(i, ok);
-            }
+                Enough::when(round.raise_decided())
+            });
         }
         let round_was_granted = round.granted();
         let now = inner.clock.read();

@@ -348,6 +348,12 @@ impl Round {
         self.0.raised(i, ok)
     }
 
+    /// Whether the write-back's answers so far decide it (a quorum holds the fence, or
+    /// cannot).
+    pub fn raise_decided(&self) -> bool {
+        self.0.raise_decided()
+    }
+
     /// The verdict at `now` (boot, µs).
     pub fn finish(self, now: u64) -> Result<Grant, Box<Refused>> {
         match self.0.finish(Stamp::from_micros(now)) {

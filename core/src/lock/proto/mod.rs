@@ -5,8 +5,9 @@
 //! `renew.rs`) run these machines over the transport, and the project's simulator runs the
 //! very same machines in a simulated world (see `sim_support` in the crate root).
 //!
-//! - [`round`]: one acquisition round, counted answer by answer, with the fence write-back
-//!   and the verdict on the validity; [`vote`]: what one node's answer says; [`plain`]: the
+//! - [`round`]: one acquisition round, counted answer by answer, with the verdict on the
+//!   validity; [`fence`]: its fence write-back, when the granting nodes' counters differ;
+//!   [`vote`]: what one node's answer says; [`plain`]: the
 //!   acquire of an unfenced lock's caller that will not wait, as plain commands instead of
 //!   the script.
 //! - [`acquisition`]: one call that takes the lock: after each round, whether to return,
@@ -16,6 +17,7 @@
 //! - [`release`]: the release round: what counts as released, and whom to ask again.
 
 pub(crate) mod acquisition;
+pub(crate) mod fence;
 pub(crate) mod hold;
 pub(crate) mod plain;
 pub(crate) mod release;

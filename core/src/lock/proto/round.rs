@@ -9,6 +9,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::Spec;
+use super::fence::Raise;
 use super::plain;
 use super::vote::Vote;
 use crate::error::{Error, ErrorKind, NodeOutcome};
@@ -49,8 +50,8 @@ pub(crate) struct AcquireRound {
     /// Nodes whose connection broke after the request may have reached them, so that the
     /// undo queued behind it could not follow.
     unanswered: Vec<usize>,
-    /// The fence write-back: the fence, and the granting nodes still behind it.
-    raising: Option<(u64, Vec<usize>)>,
+    /// The fence write-back, once sent.
+    raising: Option<Raise>,
 }
 
 /// What a round sends: made with the round, and kept by its driver while the round counts
@@ -299,40 +300,28 @@ impl AcquireRound {
         self.granted.len() >= self.quorum
     }
 
-    /// The fence write-back that a quorum's grant needs before it counts: the largest
-    /// counter among the granting nodes, written to those that returned less, so that any
-    /// later quorum overlaps a node whose counter is already at least this fence. `None`
-    /// when nothing is to be written.
+    /// The fence write-back that a quorum's grant needs before it counts, and the nodes to
+    /// send it to (see [`Raise`]); `None` when nothing is to be written.
     pub(crate) fn fence_raise(&mut self, spec: &Spec) -> Option<(Call, Vec<usize>)> {
         if !self.fencing || self.granted.len() < self.quorum {
             return None;
         }
-        let max = self.granted.iter().map(|(_, f)| *f).max().unwrap_or(0);
-        let behind: Vec<usize> = self
-            .granted
-            .iter()
-            .filter(|(_, f)| *f < max)
-            .map(|(i, _)| *i)
-            .collect();
-        if behind.is_empty() {
-            return None;
-        }
-        self.raising = Some((max, behind.clone()));
-        let raise = Call::new(
-            &scripts::FENCE_MAX,
-            &[&spec.keys.fence],
-            &[max.to_string().as_bytes()],
-        );
-        Some((raise, behind))
+        let (raise, to) = Raise::new(&self.granted, self.answered.len(), self.quorum)?;
+        let call = raise.call(spec);
+        self.raising = Some(raise);
+        Some((call, to))
     }
 
     /// Counts node `i`'s answer to the fence write-back: `ok` when it confirmed.
     pub(crate) fn raised(&mut self, i: usize, ok: bool) {
-        if let Some((_, behind)) = &mut self.raising
-            && ok
-        {
-            behind.retain(|b| *b != i);
+        if let Some(raise) = &mut self.raising {
+            raise.answer(i, ok);
         }
+    }
+
+    /// Whether the write-back's answers so far decide it (see [`Raise::decided`]).
+    pub(crate) fn raise_decided(&self) -> bool {
+        self.raising.as_ref().is_none_or(Raise::decided)
     }
 
     /// The verdict, on the lease clock's reading `now`: the lease when a quorum granted, its
@@ -352,9 +341,7 @@ impl AcquireRound {
         let fence = match &self.raising {
             _ if !self.fencing => Some(0),
             None => self.granted.iter().map(|(_, f)| *f).max(),
-            Some((max, behind)) => {
-                (self.granted.len() - behind.len() >= self.quorum).then_some(*max)
-            }
+            Some(raise) => raise.fence(),
         };
         let valid_until = self.t0 + self.ttl.saturating_sub(drift(self.ttl));
         if self.granted.len() >= self.quorum

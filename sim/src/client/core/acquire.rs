@@ -264,7 +264,8 @@ impl CoreClient {
         };
         round.raised(node, matches!(reply, Some(Ok(_))));
         behind.retain(|n| *n != node);
-        if behind.is_empty() {
+        // It ends at its quorum: the later answers are not waited for.
+        if behind.is_empty() || round.raise_decided() {
             self.finish_round(now, rng, out);
         }
     }
