@@ -202,6 +202,18 @@ impl RedisServer {
         conn
     }
 
+    /// `unix://` URL of the server's Unix socket; the server must have been started with
+    /// `--unixsocket NAME` (a path relative to its directory, which keeps it short).
+    pub fn unix_url(&self) -> String {
+        let name = self
+            .extra
+            .iter()
+            .position(|a| a == "--unixsocket")
+            .and_then(|i| self.extra.get(i + 1))
+            .expect("the server was started with --unixsocket");
+        format!("unix://{}", self.dir.path().join(name).display())
+    }
+
     /// Kill the process with `SIGKILL` and reap it. Idempotent; a no-op if it already exited.
     pub fn kill(&mut self) {
         kill_and_reap(&mut self.child());

@@ -542,6 +542,28 @@ fn a_round_ends_with_its_first_replies_not_its_first_nodes() {
     redmutex_tests::three_cycles_each_under(&mutex, SLOW / 2);
 }
 
+/// The same over Unix sockets: five servers reached by `unix://` URLs, the first two in the
+/// list frozen (`SIGSTOP`) after the client's connections to them were pooled. Not even the
+/// first `try_lock` and `unlock` wait for them; the lock and its fence are those of any
+/// other transport.
+#[test]
+fn a_unix_socket_round_ends_with_its_first_replies_not_its_first_nodes() {
+    const NODE_TIMEOUT: Duration = Duration::from_secs(2);
+    let servers = RedisServers::start_with(5, &["--unixsocket", "redis.sock"]);
+    let client = Client::builder()
+        .nodes(servers.iter().map(RedisServer::unix_url))
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .unwrap();
+    let mutex = client.mutex("quorum:unix").ttl(Duration::from_secs(10));
+    let guard = mutex.try_lock().unwrap(); // pooled connections everywhere
+    assert_eq!(guard.fence(), 1);
+    guard.unlock().unwrap();
+    servers[..2].iter().for_each(RedisServer::pause);
+    redmutex_tests::three_cycles_each_under(&mutex, NODE_TIMEOUT / 4);
+    servers[..2].iter().for_each(RedisServer::resume);
+}
+
 /// What the connections to a slow node owe stays what is in flight: with two of five nodes
 /// answering 50 ms late, a client that takes and releases a lock for 1.5 s leaves each round's
 /// request to them unanswered when the round ends, and reads their replies as they come, so
