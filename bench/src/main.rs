@@ -199,7 +199,7 @@ fn closing_notes(
              against {} for the 1-node row; the fenced floor on 5 nodes, each round done at its \
              quorum, is {} the fenced floor on one, and the 5-node row {} it; read node by node, \
              as a client must that cannot wait on every socket at once (redis-rs's blocking \
-             connections, which redmutex keeps for unix:// servers), that floor \
+             connections), that floor \
              is {} and the 5-node row {} it. \
              A waiter that slept wakes in {} at best (RPUSH → \
              BLPOP across processes, median), and in {} when a script sends the wake-up: a \

@@ -65,9 +65,8 @@ pub enum Order {
     /// As they arrive (`poll(2)`): the round ends with the quorum's third reply.
     Arrival,
     /// Node by node, a blocking read each, as a client must that cannot wait on every socket
-    /// at once (redis-rs's blocking connections, which redmutex keeps for `unix://`
-    /// servers): the round ends when the first three nodes in that order have
-    /// answered, whichever came first.
+    /// at once (redis-rs's blocking connections): the round ends when the first three nodes
+    /// in that order have answered, whichever came first.
     Nodes,
 }
 

@@ -11,11 +11,12 @@ use super::error::NetError;
 use super::plain::Plain;
 use super::poll::CAN_POLL;
 use super::request::Request;
+use super::socket::Socket;
 use super::tls_session::Config;
 
-/// A connection's transport: a TCP connection of our own (plain or TLS), whose socket a round
-/// can wait on together with the others' (see `plain.rs`), or redis-rs's (Unix sockets, and
-/// TLS when no configuration of our own could be made).
+/// A connection's transport: a connection of our own (TCP, TLS or a Unix socket), whose
+/// socket a round can wait on together with the others' (see `plain.rs`), or redis-rs's (TLS
+/// when no configuration of our own could be made).
 pub(crate) enum Io {
     Plain(Plain),
     Redis(redis::Connection),
@@ -136,7 +137,7 @@ impl Connection {
     }
 
     /// The socket a round waits on for this connection's replies; `None` for redis-rs's.
-    pub(crate) fn socket(&self) -> Option<&std::net::TcpStream> {
+    pub(crate) fn socket(&self) -> Option<&Socket> {
         match &self.io {
             Io::Plain(io) => Some(io.socket()),
             Io::Redis(_) => None,
@@ -277,12 +278,13 @@ pub(crate) fn set_timeouts(conn: &Connection, deadline: Instant) -> Result<(), N
     Ok(())
 }
 
-/// Opens a connection of `client` within `budget`. redis-rs bounds the TCP connect and then
-/// each handshake reply (`AUTH`, `SELECT`) by the timeout it is given, one after another, so
-/// the budget is shared among them. It clears its timeouts afterwards; the caller sets its own.
-/// A `redis://` server, and a `rediss://` one given the configuration `tls`, get a connection
-/// of our own ([`Io::Plain`]), whose connect and handshake each take the time left of the
-/// whole budget.
+/// Opens a connection of `client` within `budget`. A `redis://` or `unix://` server, and a
+/// `rediss://` one given the configuration `tls`, get a connection of our own
+/// ([`Io::Plain`]), whose connect and handshake each take the time left of the whole budget.
+/// Otherwise (TLS without a configuration of our own) it is redis-rs's, which bounds the TCP
+/// connect and then each handshake reply (`AUTH`, `SELECT`) by the timeout it is given, one
+/// after another, so the budget is shared among them. It clears its timeouts afterwards; the
+/// caller sets its own.
 pub(crate) fn open(
     client: &redis::Client,
     tls: Option<&Config>,
@@ -291,18 +293,19 @@ pub(crate) fn open(
     let info = client.get_connection_info();
     let settings = info.redis_settings();
     let own = match info.addr() {
-        ConnectionAddr::Tcp(host, port) => Some((host, port, None)),
-        ConnectionAddr::TcpTls { host, port, .. } if tls.is_some() => Some((host, port, tls)),
-        _ => None,
+        ConnectionAddr::Tcp(host, port) => Plain::connect(host, *port, None, settings, budget),
+        ConnectionAddr::TcpTls { host, port, .. } if tls.is_some() => {
+            Plain::connect(host, *port, tls, settings, budget)
+        }
+        #[cfg(unix)]
+        ConnectionAddr::Unix(path) => Plain::connect_unix(path, settings, budget),
+        _ => {
+            let replies = u32::from(settings.password().is_some()) + u32::from(settings.db() != 0);
+            let conn = client.get_connection_with_timeout(budget / replies.max(1))?;
+            return Ok(Io::Redis(conn));
+        }
     };
-    if let Some((host, port, tls)) = own {
-        let conn = Plain::connect(host, *port, tls, settings, budget)?;
-        return Ok(Io::Plain(conn));
-    }
-    let replies = u32::from(settings.password().is_some()) + u32::from(settings.db() != 0);
-    Ok(Io::Redis(
-        client.get_connection_with_timeout(budget / replies.max(1))?,
-    ))
+    Ok(Io::Plain(own?))
 }
 
 /// `ASKING`, sent before each keyed request of a leg redirected with `ASK`.

@@ -21,6 +21,7 @@ mod redirect;
 mod request;
 mod sentinel;
 mod slots;
+mod socket;
 #[cfg(test)]
 mod testing;
 mod tls;

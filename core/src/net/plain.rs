@@ -6,11 +6,11 @@
 //! after another, and so waited for the first nodes in its list rather than for the first
 //! replies. This connection keeps the socket and the bytes read so far, so that the fan-out
 //! can wait on every node at once (`poll(2)`) and read whichever answered. It is used for
-//! `redis://` and `rediss://` servers (TLS through [`Session`], which reads the socket one
-//! read at a time and hands over all the plaintext that read completed, so that nothing
-//! waits inside the TLS layer unseen); Unix sockets keep redis-rs's connection.
+//! `redis://`, `rediss://` and `unix://` servers (TLS through [`Session`], which reads the
+//! socket one read at a time and hands over all the plaintext that read completed, so that
+//! nothing waits inside the TLS layer unseen).
 //!
-//! It sets `TCP_NODELAY` (redis-rs leaves Nagle's algorithm on), and behaves as redis-rs's
+//! Over TCP it sets `TCP_NODELAY` (redis-rs leaves Nagle's algorithm on), and behaves as redis-rs's
 //! does where the rest of the transport relies on it: the same handshake (`AUTH`, retried
 //! without the user name for a server that takes none, then `SELECT`), the same errors, and a
 //! reply whose read failed (a timeout, an interrupted read) is dropped when it comes, so that
@@ -19,19 +19,22 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+#[cfg(unix)]
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, ErrorKind, RedisConnectionInfo, RedisError, RedisResult, Value};
 
 use super::frame::frame;
 use super::poll::readable;
+use super::socket::Socket;
 use super::tls_session::{Config, Session};
 
 /// The read buffer's first size; it grows to hold the largest reply.
 const BUF_SIZE: usize = 4096;
 
 pub(crate) struct Plain {
-    sock: TcpStream,
+    sock: Socket,
     /// The TLS session of a `rediss://` server.
     tls: Option<Box<Session>>,
     /// Bytes read and not yet handed out: `buf[start..end]`.
@@ -88,6 +91,7 @@ impl Plain {
         // hold it back, behind a request to the same node whose reply has not come (a round
         // written behind a slower node's late reply).
         sock.set_nodelay(true)?;
+        let sock = Socket::Tcp(sock);
         let tls = match tls {
             Some(config) => {
                 let left = left(deadline)?;
@@ -97,6 +101,29 @@ impl Plain {
             }
             None => None,
         };
+        Plain::over(sock, tls, settings, deadline)
+    }
+
+    /// Connects to the Unix socket at `path` and runs the handshake `settings` ask for, within
+    /// `budget`.
+    #[cfg(unix)]
+    pub(crate) fn connect_unix(
+        path: &Path,
+        settings: &RedisConnectionInfo,
+        budget: Duration,
+    ) -> RedisResult<Plain> {
+        let deadline = Instant::now() + budget;
+        let sock = std::os::unix::net::UnixStream::connect(path)?;
+        Plain::over(Socket::Unix(sock), None, settings, deadline)
+    }
+
+    /// A connection on `sock`, once the handshake ran by `deadline`.
+    fn over(
+        sock: Socket,
+        tls: Option<Box<Session>>,
+        settings: &RedisConnectionInfo,
+        deadline: Instant,
+    ) -> RedisResult<Plain> {
         let mut conn = Plain {
             sock,
             tls,
@@ -157,7 +184,7 @@ impl Plain {
 
     pub(crate) fn send_packed_command(&mut self, cmd: &[u8]) -> RedisResult<()> {
         let written = match &mut self.tls {
-            None => self.sock.write_all(cmd),
+            None => (&self.sock).write_all(cmd),
             Some(tls) => tls.write(&self.sock, cmd),
         };
         written.map_err(|e| {
@@ -213,7 +240,7 @@ impl Plain {
         };
         self.room(want);
         let n = match &mut self.tls {
-            None => self.sock.read(&mut self.buf[self.end..])?,
+            None => (&self.sock).read(&mut self.buf[self.end..])?,
             Some(tls) => tls.take(&mut self.buf[self.end..]),
         };
         match n {
@@ -273,7 +300,7 @@ impl Plain {
     }
 
     /// The socket, to wait on for replies.
-    pub(crate) fn socket(&self) -> &TcpStream {
+    pub(crate) fn socket(&self) -> &Socket {
         &self.sock
     }
 
@@ -286,7 +313,7 @@ impl Plain {
     }
 
     fn close(&mut self) {
-        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        let _ = self.sock.shutdown();
         self.open = false;
     }
 }

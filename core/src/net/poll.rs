@@ -1,7 +1,7 @@
 //! Whether sockets have something to read: `poll(2)` through rustix, on Linux and Android.
 //! Elsewhere no socket is ever found readable, and the transport reads replies in turn.
 
-use std::net::TcpStream;
+use super::socket::Socket;
 use std::time::Duration;
 
 /// Whether sockets can be waited on here.
@@ -11,7 +11,7 @@ pub(super) const CAN_POLL: bool = cfg!(any(target_os = "linux", target_os = "and
 /// indices in `ready`; `false` when none did in time or the wait failed. Interrupted by a
 /// signal, it returns `true` with none ready, to wait again for the time then left.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) fn readable(sockets: &[&TcpStream], timeout: Duration, ready: &mut Vec<usize>) -> bool {
+pub(super) fn readable(sockets: &[&Socket], timeout: Duration, ready: &mut Vec<usize>) -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let mut fds: Vec<PollFd> = sockets
         .iter()
@@ -32,6 +32,6 @@ pub(super) fn readable(sockets: &[&TcpStream], timeout: Duration, ready: &mut Ve
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(super) fn readable(_: &[&TcpStream], _: Duration, _: &mut Vec<usize>) -> bool {
+pub(super) fn readable(_: &[&Socket], _: Duration, _: &mut Vec<usize>) -> bool {
     false
 }

@@ -9,9 +9,10 @@
 //! roots each time; here it is made once.
 
 use std::io;
-use std::net::TcpStream;
 
 use redis::RedisResult;
+
+use super::socket::Socket;
 
 #[cfg(feature = "tls-rustls")]
 pub(crate) use imp::{Config, Session, config};
@@ -83,7 +84,7 @@ mod imp {
 
     impl Session {
         /// Runs the handshake with `host` on `sock`, within the socket's timeouts.
-        pub(crate) fn start(config: &Config, host: &str, sock: &TcpStream) -> RedisResult<Session> {
+        pub(crate) fn start(config: &Config, host: &str, sock: &Socket) -> RedisResult<Session> {
             let name = ServerName::try_from(host.to_owned()).map_err(|e| {
                 RedisError::from((
                     ErrorKind::InvalidClientConfig,
@@ -100,12 +101,12 @@ mod imp {
         }
 
         /// Encrypts `bytes` and writes them, with whatever else the session owes the server.
-        pub(crate) fn write(&mut self, sock: &TcpStream, bytes: &[u8]) -> io::Result<()> {
+        pub(crate) fn write(&mut self, sock: &Socket, bytes: &[u8]) -> io::Result<()> {
             self.0.writer().write_all(bytes)?;
             self.flush(sock)
         }
 
-        fn flush(&mut self, sock: &TcpStream) -> io::Result<()> {
+        fn flush(&mut self, sock: &Socket) -> io::Result<()> {
             let mut sock = sock;
             while self.0.wants_write() {
                 self.0.write_tls(&mut sock)?;
@@ -116,7 +117,7 @@ mod imp {
         /// One read of the socket (waiting as its read timeout allows): how many bytes of
         /// plaintext it completed, for [`take`](Self::take). The end of the connection is an
         /// `UnexpectedEof` error.
-        pub(crate) fn receive(&mut self, sock: &TcpStream) -> io::Result<usize> {
+        pub(crate) fn receive(&mut self, sock: &Socket) -> io::Result<usize> {
             if self.0.read_tls(&mut { sock })? == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
@@ -205,13 +206,13 @@ mod off {
     }
 
     impl Session {
-        pub(crate) fn start(config: &Config, _: &str, _: &TcpStream) -> RedisResult<Session> {
+        pub(crate) fn start(config: &Config, _: &str, _: &Socket) -> RedisResult<Session> {
             match *config {}
         }
-        pub(crate) fn write(&mut self, _: &TcpStream, _: &[u8]) -> io::Result<()> {
+        pub(crate) fn write(&mut self, _: &Socket, _: &[u8]) -> io::Result<()> {
             match *self {}
         }
-        pub(crate) fn receive(&mut self, _: &TcpStream) -> io::Result<usize> {
+        pub(crate) fn receive(&mut self, _: &Socket) -> io::Result<usize> {
             match *self {}
         }
         pub(crate) fn take(&mut self, _: &mut [u8]) -> usize {

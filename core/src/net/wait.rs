@@ -1,7 +1,8 @@
-//! A round's replies read as they come: the sockets of its own connections (plain or TLS)
+//! A round's replies read as they come: the sockets of its own connections (TCP, TLS or Unix)
 //! waited on all at once (`poll(2)`), so that a round that ends at its quorum ends with the
-//! first replies, not with the first nodes in a list. redis-rs's connections (Unix sockets)
-//! cannot be waited on this way; the fan-out reads them one after another.
+//! first replies, not with the first nodes in a list. redis-rs's connections (TLS without a
+//! configuration of our own) cannot be waited on this way; the fan-out reads them one after
+//! another.
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,75 @@
+//! The socket under a connection of our own: TCP (`redis://`, `rediss://`) or a Unix socket
+//! (`unix://`). Both are read and written the same way, and both can be waited on with
+//! `poll(2)`.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+#[cfg(unix)]
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+pub(crate) enum Socket {
+    Tcp(TcpStream),
+    #[cfg(unix)]
+    Unix(UnixStream),
+}
+
+impl Socket {
+    pub(crate) fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_read_timeout(dur),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.set_read_timeout(dur),
+        }
+    }
+
+    pub(crate) fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.set_write_timeout(dur),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.set_write_timeout(dur),
+        }
+    }
+
+    pub(crate) fn shutdown(&self) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.shutdown(Shutdown::Both),
+        }
+    }
+}
+
+impl Read for &Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => (&*s).read(buf),
+            #[cfg(unix)]
+            Socket::Unix(s) => (&*s).read(buf),
+        }
+    }
+}
+
+impl Write for &Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => (&*s).write(buf),
+            #[cfg(unix)]
+            Socket::Unix(s) => (&*s).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+impl std::os::fd::AsFd for Socket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Socket::Tcp(s) => s.as_fd(),
+            Socket::Unix(s) => s.as_fd(),
+        }
+    }
+}
