@@ -726,3 +726,39 @@ fn a_fence_write_back_ends_at_its_quorum() {
     assert_eq!(later.fence(), 502, "a quorum of nodes that were behind");
     later.unlock().unwrap();
 }
+
+/// A node whose connections hang stays off the path: one of five nodes loses its pooled
+/// connection and every new one hangs (the proxy accepts, then forwards nothing: a host gone
+/// without a reset, a server frozen after its connection broke). Each round opens a connection
+/// to it, but no `try_lock` or `unlock` waits for that (2 s each, the node timeout, when a
+/// round waited for the connections it opened); once the node answers again, a background
+/// connection brings it back into the rounds.
+#[test]
+fn a_node_whose_connections_hang_stays_off_the_path() {
+    use redmutex_tests::{Mode, wait_until};
+    const NODE_TIMEOUT: Duration = Duration::from_secs(2);
+    let (servers, proxies, client) = five_behind_proxies();
+    let mutex = client.mutex("quorum:hanging").ttl(Duration::from_secs(10));
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    proxies[4].set_mode(Mode::Blackhole);
+    // The server drops the connections; the proxy closes the client's side.
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut servers[4].conn())
+        .unwrap();
+    redmutex_tests::three_cycles_each_under(&mutex, NODE_TIMEOUT / 4);
+    proxies[4].set_mode(Mode::Pass);
+    let back = wait_until(Duration::from_secs(5), || {
+        let guard = mutex.try_lock().unwrap();
+        let token = guard.token().to_vec();
+        let there = wait_until(Duration::from_millis(200), || {
+            let v: Option<Vec<u8>> = servers[4].conn().get("quorum:hanging").unwrap();
+            v == Some(token.clone())
+        });
+        guard.unlock().unwrap();
+        there
+    });
+    assert!(back, "the node never came back into the rounds");
+}
