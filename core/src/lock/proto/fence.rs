@@ -10,7 +10,8 @@
 //! less, and also those that refused or have not answered yet (behind their request, on the
 //! same connection). A counter at or above the fence is what counts, granted or not, so the
 //! write-back ends with its first confirmations, at its quorum, rather than with particular
-//! nodes; the slower nodes still run it, off the caller's path.
+//! nodes; the slower nodes still run it, off the caller's path. Nodes whose answer to the
+//! round was a transport error are left out: a new connection's time would be the caller's.
 
 use super::Spec;
 use crate::lock::scripts::{self, Call};
@@ -28,12 +29,13 @@ pub(crate) struct Raise {
 
 impl Raise {
     /// The write-back a round of `nodes` nodes needs, whose `granted` nodes (at least a
-    /// quorum) returned these counters, and the nodes to send it to. `None` when a quorum
-    /// returned the largest counter (every counter agrees, in the common case): nothing is
-    /// to be written.
+    /// quorum) returned these counters, and the nodes to send it to: all others but the
+    /// `unreachable`. `None` when a quorum returned the largest counter (every counter
+    /// agrees, in the common case): nothing is to be written.
     pub(crate) fn new(
         granted: &[(usize, u64)],
         nodes: usize,
+        unreachable: &[usize],
         quorum: usize,
     ) -> Option<(Raise, Vec<usize>)> {
         let fence = granted.iter().map(|(_, f)| *f).max()?;
@@ -42,7 +44,9 @@ impl Raise {
         if held >= quorum {
             return None;
         }
-        let to: Vec<usize> = (0..nodes).filter(|&i| !holds(i)).collect();
+        let to: Vec<usize> = (0..nodes)
+            .filter(|&i| !holds(i) && !unreachable.contains(&i))
+            .collect();
         let raise = Raise {
             fence,
             quorum,
@@ -89,17 +93,19 @@ mod tests {
     /// Nothing is written when a quorum returned the largest counter.
     #[test]
     fn a_quorum_at_the_largest_counter_writes_nothing() {
-        assert!(Raise::new(&[(0, 7), (1, 7), (2, 7)], 5, 3).is_none());
-        assert!(Raise::new(&[(0, 7), (1, 7), (2, 7), (3, 4)], 5, 3).is_none());
-        assert!(Raise::new(&[(0, 7)], 1, 1).is_none());
+        assert!(Raise::new(&[(0, 7), (1, 7), (2, 7)], 5, &[], 3).is_none());
+        assert!(Raise::new(&[(0, 7), (1, 7), (2, 7), (3, 4)], 5, &[], 3).is_none());
+        assert!(Raise::new(&[(0, 7)], 1, &[], 1).is_none());
     }
 
-    /// The write-back goes to every node that did not return the fence, granting or not, and
-    /// ends with the first confirmations that make a quorum.
+    /// The write-back goes to every node that did not return the fence, granting or not, but
+    /// for those the round could not reach, and ends with the first confirmations that make
+    /// a quorum.
     #[test]
     fn it_goes_to_every_other_node_and_ends_at_its_quorum() {
-        // Nodes 0, 1 and 3 granted (0 with the largest counter); 2 refused, 4 is silent.
-        let (mut raise, to) = Raise::new(&[(0, 9), (1, 3), (3, 3)], 5, 3).unwrap();
+        // Of seven nodes, 0, 1 and 3 granted (0 with the largest counter), 2 refused, 4 has
+        // not answered, 5 and 6 could not be reached.
+        let (mut raise, to) = Raise::new(&[(0, 9), (1, 3), (3, 3)], 7, &[5, 6], 4).unwrap();
         assert_eq!(to, [1, 2, 3, 4]);
         assert!(!raise.decided());
         raise.answer(4, true);
@@ -108,6 +114,8 @@ mod tests {
         assert!(!raise.decided());
         assert_eq!(raise.fence(), None);
         raise.answer(2, true);
+        assert!(!raise.decided());
+        raise.answer(1, true);
         assert!(raise.decided());
         assert_eq!(raise.fence(), Some(9));
     }
@@ -115,7 +123,7 @@ mod tests {
     /// With too few answers left to make a quorum, it is decided, and holds no fence.
     #[test]
     fn too_few_confirmations_left_decide_it_without_a_fence() {
-        let (mut raise, to) = Raise::new(&[(0, 9), (1, 3), (2, 3)], 3, 2).unwrap();
+        let (mut raise, to) = Raise::new(&[(0, 9), (1, 3), (2, 3)], 3, &[], 2).unwrap();
         assert_eq!(to, [1, 2]);
         raise.answer(1, false);
         assert!(!raise.decided());

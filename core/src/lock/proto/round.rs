@@ -50,6 +50,9 @@ pub(crate) struct AcquireRound {
     /// Nodes whose connection broke after the request may have reached them, so that the
     /// undo queued behind it could not follow.
     unanswered: Vec<usize>,
+    /// Nodes whose answer was a transport error (no connection, a broken one, no reply in
+    /// time): the fence write-back does not wait on them.
+    unreachable: Vec<usize>,
     /// The fence write-back, once sent.
     raising: Option<Raise>,
 }
@@ -199,6 +202,7 @@ impl AcquireRound {
             wake_from: Vec::new(),
             failed_midway: Vec::new(),
             unanswered: Vec::new(),
+            unreachable: Vec::new(),
             raising: None,
         };
         (round, Requests { calls, undo })
@@ -223,6 +227,7 @@ impl AcquireRound {
                 if e.followup_lost() || e.failure() == Failure::Dropped {
                     self.unanswered.push(i);
                 }
+                self.unreachable.push(i);
                 self.tally.fail(seat, e.clone());
                 return;
             }
@@ -306,7 +311,12 @@ impl AcquireRound {
         if !self.fencing || self.granted.len() < self.quorum {
             return None;
         }
-        let (raise, to) = Raise::new(&self.granted, self.answered.len(), self.quorum)?;
+        let (raise, to) = Raise::new(
+            &self.granted,
+            self.answered.len(),
+            &self.unreachable,
+            self.quorum,
+        )?;
         let call = raise.call(spec);
         self.raising = Some(raise);
         Some((call, to))
