@@ -20,6 +20,10 @@ use crate::sync::LocalMutex;
 
 /// Idle connections older than this are closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// An attempt to open a connection that timed out with at least this much time says the
+/// server hangs (a healthy one answers in a few milliseconds; one given less may just have
+/// been cut short); while it hangs, a caller's own attempt gets no more than this.
+const HANG_BUDGET: Duration = Duration::from_millis(20);
 /// At most this many idle connections are kept per endpoint.
 const MAX_IDLE: usize = 64;
 /// A connection of an endpoint not found slow that owes the replies of this many rounds is
@@ -74,6 +78,9 @@ pub(crate) struct Endpoint {
     pool: PerProcess<LocalMutex<Vec<(Connection, Instant)>>>,
     /// A connection is being opened in the background (see [`Endpoint::connect`]).
     warming: AtomicBool,
+    /// The last attempt to open a connection timed out, and none has opened since: callers
+    /// do not wait for attempts of their own meanwhile (see [`Endpoint::connect`]).
+    hanging: AtomicBool,
     /// Why the last connection opened in the background failed, and when.
     background_error: LocalMutex<Option<(Instant, NetError)>>,
     /// The setup's probe passed on a connection: later ones skip it.
@@ -101,6 +108,7 @@ impl Endpoint {
             setup: setup.share(),
             pool: PerProcess::new(LocalMutex::new(Vec::new())),
             warming: AtomicBool::new(false),
+            hanging: AtomicBool::new(false),
             background_error: LocalMutex::new(None),
             probed: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -268,49 +276,80 @@ impl Endpoint {
     /// Opens a new connection within `deadline`: connect, name it, run the preload.
     ///
     /// A request's deadline (the per-node timeout, 50–250 ms by default) can be shorter than
-    /// opening a connection takes (TLS, a distant server): when it cuts one short, a
-    /// connection is opened in the background within the connect timeout and pooled, so that
-    /// a later attempt finds it instead of timing out the same way forever. When the
-    /// background connection fails instead (a certificate that does not verify, a wrong
-    /// password), later attempts cut short report that error rather than a bare timeout.
+    /// opening a connection takes (TLS, a distant server), and a host gone without a reset or
+    /// a frozen server never lets one open. When an attempt times out, a connection is opened
+    /// in the background within the connect timeout and pooled, so that a later attempt
+    /// finds it instead of timing out the same way forever. Until one opens, an attempt of a
+    /// caller's own gets [`HANG_BUDGET`] at most: enough for a server that answers again, and
+    /// no round waits its whole node timeout for a node that still hangs while the other
+    /// nodes decided it at once. When the background connection fails otherwise (a refused
+    /// connection, a certificate that does not verify, a wrong password), attempts cut short
+    /// report that error rather than a bare timeout.
     pub(crate) fn connect(self: &Arc<Self>, deadline: Instant) -> Result<Connection, NetError> {
         let connect_timeout = self.setup.connect_timeout;
-        let cut_short = deadline < Instant::now() + connect_timeout;
+        let deadline = match self.hanging.load(Ordering::Acquire) {
+            true => {
+                self.open_in_background();
+                deadline.min(Instant::now() + HANG_BUDGET)
+            }
+            false => deadline,
+        };
+        let budget = deadline.saturating_duration_since(Instant::now());
+        let cut_short = budget < connect_timeout;
         let result = self.try_connect(deadline);
         let Err(e) = &result else {
+            self.hanging.store(false, Ordering::Release);
             return result;
         };
-        if e.failure() != Failure::Timeout || !cut_short {
+        if e.failure() != Failure::Timeout {
             return result;
         }
         // A recent failure in the background says why; do not start another one meanwhile.
-        if let Some((at, why)) = &*self.background_error.lock()
+        if cut_short
+            && let Some((at, why)) = &*self.background_error.lock()
             && at.elapsed() < connect_timeout
         {
             return Err(why.clone());
         }
-        if !self.warming.swap(true, Ordering::AcqRel) {
-            let endpoint = Arc::clone(self);
-            let spawned = std::thread::Builder::new()
-                .name("redmutex-connect".into())
-                .spawn(move || {
-                    let deadline = Instant::now() + endpoint.setup.connect_timeout;
-                    *endpoint.background_error.lock() = match endpoint.try_connect(deadline) {
-                        Ok(conn) => {
-                            endpoint.put(conn);
-                            None
-                        }
-                        // A timeout says nothing new; the next cut-short attempt tries again.
-                        Err(e) if e.failure() == Failure::Timeout => None,
-                        Err(e) => Some((Instant::now(), e)),
-                    };
-                    endpoint.warming.store(false, Ordering::Release);
-                });
-            if spawned.is_err() {
-                self.warming.store(false, Ordering::Release);
-            }
+        // An attempt given too little time to tell says nothing about the server.
+        if budget >= HANG_BUDGET {
+            self.hanging.store(true, Ordering::Release);
         }
+        self.open_in_background();
         result
+    }
+
+    /// Opens a connection in the background, within the connect timeout, and pools it,
+    /// unless one is being opened already. A timeout leaves the endpoint [`hanging`]; any
+    /// other outcome ends that.
+    ///
+    /// [`hanging`]: Self::hanging
+    fn open_in_background(self: &Arc<Self>) {
+        if self.warming.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let endpoint = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("redmutex-connect".into())
+            .spawn(move || {
+                let deadline = Instant::now() + endpoint.setup.connect_timeout;
+                let opened = endpoint.try_connect(deadline);
+                let timed_out = matches!(&opened, Err(e) if e.failure() == Failure::Timeout);
+                *endpoint.background_error.lock() = match opened {
+                    Ok(conn) => {
+                        endpoint.put(conn);
+                        None
+                    }
+                    // A timeout says nothing new; the next caller starts another attempt.
+                    Err(_) if timed_out => None,
+                    Err(e) => Some((Instant::now(), e)),
+                };
+                endpoint.hanging.store(timed_out, Ordering::Release);
+                endpoint.warming.store(false, Ordering::Release);
+            });
+        if spawned.is_err() {
+            self.warming.store(false, Ordering::Release);
+        }
     }
 
     fn try_connect(&self, deadline: Instant) -> Result<Connection, NetError> {
