@@ -769,3 +769,35 @@ fn a_node_whose_connections_hang_stays_off_the_path() {
     });
     assert!(back, "the node never came back into the rounds");
 }
+
+/// An error reports every node, also those whose answer the round did not wait for: three of
+/// five nodes fail the acquire at once (its fence counter holds a list there: `WRONGTYPE`), so
+/// no quorum can grant and the round ends without the two nodes that answer 600 ms late.
+/// The error still has one report per node, in node order, the late ones "no answer in
+/// time".
+#[test]
+fn an_error_reports_every_node_also_those_not_waited_for() {
+    use redmutex_tests::Mode;
+    const NAME: &str = "quorum:reports";
+    let (servers, proxies, client) = five_behind_proxies();
+    let mutex = client.mutex(NAME).ttl(Duration::from_secs(10));
+    mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    let fence = format!("{{{NAME}}}:fence");
+    for s in &servers[..3] {
+        let _: () = s.conn().del(&fence).unwrap();
+        let _: () = s.conn().rpush(&fence, "not a counter").unwrap();
+    }
+    proxies[3..]
+        .iter()
+        .for_each(|p| p.set_mode(Mode::Delay(Duration::from_millis(600))));
+    let err = match mutex.try_lock() {
+        Err(TryLockError::Error(e)) => e,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(err.nodes().len(), servers.len(), "{err}");
+    for (i, report) in err.nodes().iter().enumerate() {
+        assert_eq!(report.node, proxies[i].url(), "report {i}: {err}");
+        let late = matches!(&report.outcome, NodeOutcome::Unreachable(why) if why.contains("no answer in time"));
+        assert_eq!(late, i >= 3, "report {i}: {err}");
+    }
+}
