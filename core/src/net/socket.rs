@@ -59,6 +59,16 @@ impl Write for &Socket {
         }
     }
 
+    /// One `writev` for several buffers (rustls writes its records this way), as the streams
+    /// themselves do.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => (&*s).write_vectored(bufs),
+            #[cfg(unix)]
+            Socket::Unix(s) => (&*s).write_vectored(bufs),
+        }
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
