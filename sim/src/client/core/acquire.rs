@@ -220,8 +220,13 @@ impl CoreClient {
         };
         self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
         let silent: Vec<usize> = (0..answered.len()).filter(|&n| !answered[n]).collect();
-        for &node in &silent {
-            round.timed_out(&self.lock, node);
+        // As the library's driver does: a round a quorum granted leaves the nodes it did not
+        // wait for unanswered (its fence write-back goes to them too, behind their request);
+        // any other round counts them as no answer in time.
+        if !round.granted() {
+            for &node in &silent {
+                round.timed_out(&self.lock, node);
+            }
         }
         if let Some((argv, behind)) = round.fence_raise(&self.lock) {
             for &node in &behind {
