@@ -797,7 +797,8 @@ fn an_error_reports_every_node_also_those_not_waited_for() {
     assert_eq!(err.nodes().len(), servers.len(), "{err}");
     for (i, report) in err.nodes().iter().enumerate() {
         assert_eq!(report.node, proxies[i].url(), "report {i}: {err}");
-        let late = matches!(&report.outcome, NodeOutcome::Unreachable(why) if why.contains("no answer in time"));
+        let late = matches!(&report.outcome,
+            NodeOutcome::Unreachable(why) if why.contains("no answer in time"));
         assert_eq!(late, i >= 3, "report {i}: {err}");
     }
 }

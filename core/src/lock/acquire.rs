@@ -186,8 +186,8 @@ impl Plan {
         ))
     }
 
-    /// Ends a round whose answers are in: writes the fence back where a quorum granted (until a quorum holds it), and
-    /// either makes the lease or undoes what the round stored.
+    /// Ends a round whose answers are in: writes the fence back where a quorum granted (until
+    /// a quorum holds it), and either makes the lease or undoes what the round stored.
     /// `unread` are nodes whose answer was left to come (the round ended at its quorum).
     pub(super) fn settle(
         &self,
