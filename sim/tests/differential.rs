@@ -113,11 +113,13 @@ fn argv(words: &[&str]) -> Vec<Vec<u8>> {
     words.iter().map(|w| w.as_bytes().to_vec()).collect()
 }
 
-/// One step: a command on the main connection, a BLPOP on the second one, or a pause.
+/// One step: a command on the main connection, a BLPOP on the second one, `CLIENT UNBLOCK`
+/// of the second one from the main one, or a pause.
 #[derive(Clone, Debug)]
 enum Step {
     Cmd(Vec<Vec<u8>>),
     Blpop(Vec<Vec<u8>>),
+    Unblock,
     Sleep(u64),
 }
 
@@ -309,6 +311,7 @@ impl Gen {
                     vec!["SCRIPT", "FLUSH"]
                 }
             }
+            _ if self.rng.chance(0.25) => return Step::Unblock,
             _ => {
                 let mut w = vec!["BLPOP", k];
                 if self.rng.chance(0.3) {
@@ -383,6 +386,8 @@ fn show(words: &[Vec<u8>], scripts: &[(&str, &str, String)]) -> String {
 struct Pair {
     real: Resp,
     blocker: Resp,
+    /// The real server's id of the second connection (`CLIENT ID`).
+    blocker_id: String,
     sim: Server,
     log: Vec<String>,
     ok: bool,
@@ -422,9 +427,30 @@ impl Pair {
 
     /// Runs one command on both; reads the blocker's reply if the command served it.
     fn cmd(&mut self, words: &[Vec<u8>], label: String, blocked: &mut Option<Vec<u8>>) {
+        self.both(words, words, label, blocked);
+    }
+
+    /// Ends the second connection's BLPOP, if it waits, as if it had timed out: `CLIENT
+    /// UNBLOCK` by each side's own id for it.
+    fn unblock(&mut self, blocked: &mut Option<Vec<u8>>) {
+        let real = argv(&["CLIENT", "UNBLOCK", &self.blocker_id]);
+        let sim = argv(&["CLIENT", "UNBLOCK", &BLOCKER.to_string()]);
+        let label = "CLIENT UNBLOCK [second connection]".into();
+        self.both(&real, &sim, label, blocked);
+    }
+
+    /// Runs `real` on the server and `sim` on the simulator (the same command, but for the
+    /// ids each gives a connection); reads the blocker's reply if the command served it.
+    fn both(
+        &mut self,
+        real: &[Vec<u8>],
+        sim: &[Vec<u8>],
+        label: String,
+        blocked: &mut Option<Vec<u8>>,
+    ) {
         self.sim.set_now(wall_ms());
-        let real = self.real.call(words);
-        let sim = self.sim.exec(MAIN, words).expect("only BLPOP blocks");
+        let real = self.real.call(real);
+        let sim = self.sim.exec(MAIN, sim).expect("only BLPOP blocks");
         self.compare(label, &sim, &real);
         for (client, reply) in self.sim.take_served() {
             assert_eq!(client, BLOCKER);
@@ -473,6 +499,7 @@ fn run_sequence(pair: &mut Pair, seed: u64, scripts: &[(&'static str, &'static s
                 }
             }
             Step::Blpop(_) => {}
+            Step::Unblock => pair.unblock(&mut blocked),
         }
     }
     if let Some(key) = blocked.clone() {
@@ -538,9 +565,15 @@ fn simulated_redis_matches_redis_server() {
             let scripts = &scripts;
             scope.spawn(move || {
                 let server = RedisServer::start();
+                let mut blocker = Resp::connect(server.port());
+                let blocker_id = match blocker.call(&argv(&["CLIENT", "ID"])) {
+                    Reply::Int(id) => id.to_string(),
+                    other => panic!("CLIENT ID answered {other:?}"),
+                };
                 let mut pair = Pair {
                     real: Resp::connect(server.port()),
-                    blocker: Resp::connect(server.port()),
+                    blocker,
+                    blocker_id,
                     sim: Server::new(),
                     log: Vec::new(),
                     ok: true,

@@ -92,6 +92,22 @@ fn a_push_serves_blocked_clients_oldest_first() {
     );
 }
 
+/// `CLIENT UNBLOCK id` ends that client's BLPOP as if it had timed out (the nil array), and
+/// answers whether it was blocked.
+#[test]
+fn client_unblock_ends_a_blpop_as_a_timeout() {
+    let mut s = Server::new();
+    assert_eq!(s.exec(2, &argv(&["BLPOP", "q", "0"])), None);
+    assert_eq!(run(&mut s, &["CLIENT", "UNBLOCK", "2"]), Reply::Int(1));
+    assert_eq!(s.take_served(), vec![(2, Reply::NilArray)]);
+    assert_eq!(run(&mut s, &["CLIENT", "UNBLOCK", "2"]), Reply::Int(0));
+    assert_eq!(run(&mut s, &["RPUSH", "q", "x"]), Reply::Int(1));
+    assert!(
+        s.take_served().is_empty(),
+        "the unblocked client takes nothing"
+    );
+}
+
 #[test]
 fn a_blpop_times_out_on_the_first_cron_tick_after_its_deadline() {
     let mut s = Server::new();

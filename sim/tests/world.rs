@@ -187,8 +187,33 @@ fn the_worlds_run_both_forms_of_the_acquire() {
     );
 }
 
+/// The worlds end waits whose time is up from another connection (`CLIENT UNBLOCK`), as the
+/// library does, and some of those ends find the wait already over (a release or the
+/// server's own timeout came first). A world where none did would check nothing of it.
+#[test]
+fn the_worlds_end_waits_early_with_client_unblock() {
+    let mut ended = [0u32; 2];
+    for seed in seeds().into_iter().take(8) {
+        let mut cfg = Config::from_seed(seed, Controls::default());
+        cfg.keep_trace = true;
+        for line in run(cfg).trace {
+            if let Some((_, reply)) = line
+                .split_once(" CLIENT UNBLOCK ")
+                .and_then(|(_, r)| r.rsplit_once(" -> "))
+            {
+                ended[usize::from(reply != ":1")] += 1;
+            }
+        }
+    }
+    assert!(
+        ended.iter().all(|n| *n > 0),
+        "waits ended early, and unblocks that came too late: {ended:?}"
+    );
+}
+
 /// A scripted client: sends its commands at fixed times on its monotonic clock and records
-/// each reply with how long after its sending it arrived. `RECONNECT` closes its connection.
+/// each reply with how long after its sending it arrived. `RECONNECT` closes its connection;
+/// `UNBLOCK` ends its BLPOP from another connection.
 struct Scripted {
     plan: Vec<(u64, Vec<&'static str>)>,
     sent: BTreeMap<u64, u64>,
@@ -210,6 +235,10 @@ impl Client for Scripted {
                 let words = &self.plan[token as usize].1;
                 if words[..] == ["RECONNECT"] {
                     out.push(Output::Reconnect { node: 0 });
+                    return;
+                }
+                if words[..] == ["UNBLOCK"] {
+                    out.push(Output::Unblock { node: 0 });
                     return;
                 }
                 let argv = words.iter().map(|w| w.as_bytes().to_vec()).collect();
@@ -347,6 +376,52 @@ fn what_waits_behind_a_blpop_runs_after_it_or_never() {
         Reply::Array(vec![Reply::bulk("y")]),
         "the freed client's BLPOP took nothing"
     );
+}
+
+/// A wait ended from another connection (`CLIENT UNBLOCK`, as the library ends a wait whose
+/// time is up) answers as a timeout, and what waited behind it on its connection runs then,
+/// in order, on the same connection.
+#[test]
+fn client_unblock_ends_a_wait_and_runs_what_waits_behind_it() {
+    let mut cfg = Config::from_seed(7, Controls::default());
+    (cfg.nodes, cfg.clients, cfg.faults, cfg.fault_phase) = (1, 2, 0, 0);
+    cfg.endless = false;
+    let logs = [
+        Rc::new(RefCell::new(Vec::new())),
+        Rc::new(RefCell::new(Vec::new())),
+    ];
+    let world = World::with_clients(cfg, |i| -> Box<dyn Client> {
+        let plan = if i == 0 {
+            vec![
+                (0, vec!["BLPOP", "q", "5"]),
+                (1_000, vec!["SET", "behind", "ran"]),
+                (100_000, vec!["UNBLOCK"]),
+            ]
+        } else {
+            vec![(300_000, vec!["GET", "behind"])]
+        };
+        Box::new(Scripted {
+            plan,
+            sent: BTreeMap::new(),
+            replies: logs[i].clone(),
+        })
+    });
+    assert_eq!(world.run().violation, None);
+    let (waiter, other) = (logs[0].borrow(), logs[1].borrow());
+    assert_eq!(waiter.len(), 2, "{waiter:?}");
+    let (blpop, set) = (&waiter[0], &waiter[1]);
+    assert_eq!((blpop.0, &blpop.2), (0, &Reply::NilArray), "{waiter:?}");
+    assert!(
+        (100_000..150_000).contains(&blpop.1),
+        "ended by the unblock, not at its 5 s: {} µs",
+        blpop.1
+    );
+    assert_eq!(
+        (set.0, &set.2),
+        (1, &Reply::Status("OK".into())),
+        "the SET behind it ran, after it: {waiter:?}"
+    );
+    assert_eq!(other[0].2, Reply::bulk("ran"));
 }
 
 /// With one node, a waiter's next round goes right behind its wait, as the library sends it:

@@ -73,6 +73,14 @@ pub enum Output {
         /// The node.
         node: usize,
     },
+    /// End my `BLPOP` on `node` early, as if it had timed out (`CLIENT UNBLOCK`), from
+    /// another connection: the requests behind it on my connection then run, and their
+    /// replies come after the `BLPOP`'s. Its own reply goes nowhere; the message may be lost
+    /// or late like any other.
+    Unblock {
+        /// The node.
+        node: usize,
+    },
     /// Hand me [`Input::Wake`] with `token` once my monotonic clock reads `mono` (µs).
     WakeAt {
         /// The monotonic clock's reading (µs).

@@ -110,6 +110,9 @@ impl Server {
                 Some(e) => Some(e),
                 None => self.blpop(client, &argv[1..]),
             },
+            b"client" if argv.len() == 3 && argv[1].eq_ignore_ascii_case(b"unblock") => {
+                Some(self.unblock(&argv[2]))
+            }
             _ => Some(match cmd::lookup(name) {
                 None => {
                     let args: String = argv[1..]
@@ -198,6 +201,25 @@ impl Server {
             deadline,
         });
         None
+    }
+
+    /// `CLIENT UNBLOCK id`: ends the client's `BLPOP` as if it had timed out (its reply, the
+    /// nil array, comes from [`Server::take_served`]); 1 when it was blocked, 0 otherwise.
+    fn unblock(&mut self, id: &[u8]) -> Reply {
+        let Some(id) = std::str::from_utf8(id)
+            .ok()
+            .and_then(|s| s.parse::<ClientId>().ok())
+        else {
+            return Reply::err("ERR value is not an integer or out of range");
+        };
+        match self.blocked.iter().position(|b| b.client == id) {
+            Some(i) => {
+                self.blocked.remove(i);
+                self.served.push((id, Reply::NilArray));
+                Reply::Int(1)
+            }
+            None => Reply::Int(0),
+        }
     }
 
     /// Serves blocked clients from the lists that the last command filled, oldest first.

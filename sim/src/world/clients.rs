@@ -4,7 +4,7 @@
 use super::net::Fate;
 use super::view::WorldView;
 use super::{Delivery, Event, Request, World};
-use crate::client::{Input, Note, Now, Output};
+use crate::client::{Input, Note, Now, Output, RequestId};
 
 impl World {
     /// Hands an input to a client, unless it is stopped, its timer is early on its clock, or
@@ -81,6 +81,32 @@ impl World {
                 }
             }
             Output::Reconnect { node } => self.cut(client, node, false),
+            Output::Unblock { node } => {
+                let blocked = super::nodes::conn_id(client, self.clients[client].epoch[node]);
+                let faulty = self.faulty();
+                match self.cfg.network.fate(&mut self.net_rng, faulty) {
+                    Fate::Lost => self.log(|| format!("{now} c{client} unblock n{node} lost")),
+                    Fate::After(d) => {
+                        let side = (client, node, super::nodes::SIDE_EPOCH, true);
+                        let at = self.in_order(side, now + d);
+                        self.push(
+                            at,
+                            Event::ToNode(Request {
+                                node,
+                                client,
+                                epoch: super::nodes::SIDE_EPOCH,
+                                life: self.nodes[node].life,
+                                id: RequestId::MAX,
+                                argv: vec![
+                                    b"CLIENT".to_vec(),
+                                    b"UNBLOCK".to_vec(),
+                                    blocked.to_string().into_bytes(),
+                                ],
+                            }),
+                        );
+                    }
+                }
+            }
             Output::WakeAt { mono, token } => {
                 let at = self.clients[client].mono.when(mono, now);
                 let input = Input::Wake { token };

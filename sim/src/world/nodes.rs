@@ -12,6 +12,10 @@ pub(super) fn conn_id(client: usize, epoch: u64) -> u64 {
     ((client as u64) << 32) | epoch
 }
 
+/// The epoch of a client's side connection to a node, for `CLIENT UNBLOCK`: never one of
+/// its own connections' epochs, so no reply on it reaches the client.
+pub(super) const SIDE_EPOCH: u64 = u32::MAX as u64;
+
 impl World {
     /// Runs a request on its node (up, not frozen), then answers it and any BLPOP it served.
     /// A request behind a waiting BLPOP on its connection waits for it; one on a connection

@@ -126,10 +126,24 @@ impl CoreClient {
         }
     }
 
-    /// The wait's time is up: its connection is closed (the library ends it with `CLIENT
-    /// UNBLOCK` from another connection; a close is the case where that fails), and the call
-    /// goes on.
+    /// The wait's time is up: its end is asked for from another connection (`CLIENT
+    /// UNBLOCK`), as the library does, and its reply and the round's behind it are awaited
+    /// for the node timeout more. When that is up too, its connection is closed, and the
+    /// call goes on.
     pub(super) fn wait_over(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        if let State::Waiting {
+            no,
+            node,
+            unblocking: unblocking @ false,
+            ..
+        } = &mut self.state
+        {
+            *unblocking = true;
+            let (no, node) = (*no, *node);
+            out.push(Output::Unblock { node });
+            self.wake(now.mono + self.opts.node_timeout, Timer::WaitOver(no), out);
+            return;
+        }
         let State::Waiting { node, behind, .. } = std::mem::replace(&mut self.state, State::Idle)
         else {
             return;
@@ -343,7 +357,12 @@ impl CoreClient {
                         requests: requests.len(),
                     }
                 });
-                self.state = State::Waiting { no, node, behind };
+                self.state = State::Waiting {
+                    no,
+                    node,
+                    behind,
+                    unblocking: false,
+                };
                 self.wake(now.mono + block + 2_000, Timer::WaitOver(no), out);
             }
         }

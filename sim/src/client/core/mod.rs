@@ -16,9 +16,10 @@
 //! connection broke gets it on a new connection, again until it answers or the key would
 //! have expired; a script the server lost is sent again with its text; with one node, the
 //! next round goes right behind the wait on its connection, its clock read before the wait.
-//! What it leaves out: the early end of a wait by `CLIENT UNBLOCK` (the connection is closed
-//! instead, the case where that fails: the round behind may have run, and it is undone on a
-//! new connection).
+//! A wait whose time is up is ended early from another connection (`CLIENT UNBLOCK`), and
+//! its replies (and the round's behind it) are then read on its own connection; when they do
+//! not come within the node timeout, the connection is closed (the round behind may have run,
+//! and it is undone on a new connection).
 
 mod acquire;
 mod hold;
@@ -106,6 +107,8 @@ enum State {
         node: usize,
         /// With one node, the next round, sent right behind the wait on its connection.
         behind: Option<Behind>,
+        /// The wait's time is up, and its end was asked for (`CLIENT UNBLOCK`).
+        unblocking: bool,
     },
     Holding {
         no: u64,
