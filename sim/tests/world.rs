@@ -259,6 +259,30 @@ impl Client for Scripted {
     }
 }
 
+/// What a scripted client received: the request, how long after it was sent (µs), the reply.
+type Log = Vec<(u64, u64, Reply)>;
+
+/// Runs two scripted clients with these plans on one node, without faults: what each got.
+fn two_scripted(plans: [Vec<(u64, Vec<&'static str>)>; 2]) -> [Log; 2] {
+    let mut cfg = Config::from_seed(7, Controls::default());
+    (cfg.nodes, cfg.clients, cfg.faults, cfg.fault_phase) = (1, 2, 0, 0);
+    cfg.endless = false;
+    let logs = [
+        Rc::new(RefCell::new(Vec::new())),
+        Rc::new(RefCell::new(Vec::new())),
+    ];
+    let mut plans = plans.map(Some);
+    let world = World::with_clients(cfg, |i| -> Box<dyn Client> {
+        Box::new(Scripted {
+            plan: plans[i].take().expect("one plan per client"),
+            sent: BTreeMap::new(),
+            replies: logs[i].clone(),
+        })
+    });
+    assert_eq!(world.run().violation, None);
+    logs.map(|log| log.take())
+}
+
 #[test]
 fn a_blpop_in_the_world_waits_for_a_push_or_its_timeout_on_the_cron_tick() {
     let mut cfg = Config::from_seed(7, Controls::default());
@@ -314,39 +338,22 @@ fn a_blpop_in_the_world_waits_for_a_push_or_its_timeout_on_the_cron_tick() {
 /// commands); the closed client's BLPOP takes no element either.
 #[test]
 fn what_waits_behind_a_blpop_runs_after_it_or_never() {
-    let mut cfg = Config::from_seed(7, Controls::default());
-    (cfg.nodes, cfg.clients, cfg.faults, cfg.fault_phase) = (1, 2, 0, 0);
-    cfg.endless = false;
-    let logs = [
-        Rc::new(RefCell::new(Vec::new())),
-        Rc::new(RefCell::new(Vec::new())),
-    ];
-    let world = World::with_clients(cfg, |i| -> Box<dyn Client> {
-        let plan = if i == 0 {
-            vec![
-                (0, vec!["BLPOP", "q", "5"]),
-                (1_000, vec!["SET", "behind", "ran"]),
-                (500_000, vec!["BLPOP", "q", "5"]),
-                (501_000, vec!["SET", "closed", "ran"]),
-                (550_000, vec!["RECONNECT"]),
-            ]
-        } else {
-            vec![
-                (100_000, vec!["RPUSH", "q", "x"]),
-                (600_000, vec!["RPUSH", "q", "y"]),
-                (700_000, vec!["GET", "behind"]),
-                (700_001, vec!["GET", "closed"]),
-                (700_002, vec!["LRANGE", "q", "0", "-1"]),
-            ]
-        };
-        Box::new(Scripted {
-            plan,
-            sent: BTreeMap::new(),
-            replies: logs[i].clone(),
-        })
-    });
-    assert_eq!(world.run().violation, None);
-    let (waiter, other) = (logs[0].borrow(), logs[1].borrow());
+    let [waiter, other] = two_scripted([
+        vec![
+            (0, vec!["BLPOP", "q", "5"]),
+            (1_000, vec!["SET", "behind", "ran"]),
+            (500_000, vec!["BLPOP", "q", "5"]),
+            (501_000, vec!["SET", "closed", "ran"]),
+            (550_000, vec!["RECONNECT"]),
+        ],
+        vec![
+            (100_000, vec!["RPUSH", "q", "x"]),
+            (600_000, vec!["RPUSH", "q", "y"]),
+            (700_000, vec!["GET", "behind"]),
+            (700_001, vec!["GET", "closed"]),
+            (700_002, vec!["LRANGE", "q", "0", "-1"]),
+        ],
+    ]);
     let reply = |log: &[(u64, u64, Reply)], id: u64| {
         log.iter()
             .find(|r| r.0 == id)
@@ -383,31 +390,14 @@ fn what_waits_behind_a_blpop_runs_after_it_or_never() {
 /// in order, on the same connection.
 #[test]
 fn client_unblock_ends_a_wait_and_runs_what_waits_behind_it() {
-    let mut cfg = Config::from_seed(7, Controls::default());
-    (cfg.nodes, cfg.clients, cfg.faults, cfg.fault_phase) = (1, 2, 0, 0);
-    cfg.endless = false;
-    let logs = [
-        Rc::new(RefCell::new(Vec::new())),
-        Rc::new(RefCell::new(Vec::new())),
-    ];
-    let world = World::with_clients(cfg, |i| -> Box<dyn Client> {
-        let plan = if i == 0 {
-            vec![
-                (0, vec!["BLPOP", "q", "5"]),
-                (1_000, vec!["SET", "behind", "ran"]),
-                (100_000, vec!["UNBLOCK"]),
-            ]
-        } else {
-            vec![(300_000, vec!["GET", "behind"])]
-        };
-        Box::new(Scripted {
-            plan,
-            sent: BTreeMap::new(),
-            replies: logs[i].clone(),
-        })
-    });
-    assert_eq!(world.run().violation, None);
-    let (waiter, other) = (logs[0].borrow(), logs[1].borrow());
+    let [waiter, other] = two_scripted([
+        vec![
+            (0, vec!["BLPOP", "q", "5"]),
+            (1_000, vec!["SET", "behind", "ran"]),
+            (100_000, vec!["UNBLOCK"]),
+        ],
+        vec![(300_000, vec!["GET", "behind"])],
+    ]);
     assert_eq!(waiter.len(), 2, "{waiter:?}");
     let (blpop, set) = (&waiter[0], &waiter[1]);
     assert_eq!((blpop.0, &blpop.2), (0, &Reply::NilArray), "{waiter:?}");
