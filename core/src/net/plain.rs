@@ -10,12 +10,12 @@
 //! socket one read at a time and hands over all the plaintext that read completed, so that
 //! nothing waits inside the TLS layer unseen).
 //!
-//! Over TCP it sets `TCP_NODELAY` (redis-rs leaves Nagle's algorithm on), and behaves as redis-rs's
-//! does where the rest of the transport relies on it: the same handshake (`AUTH`, retried
-//! without the user name for a server that takes none, then `SELECT`), the same errors, and a
-//! reply whose read failed (a timeout, an interrupted read) is dropped when it comes, so that
-//! it is never taken for a later request's. Replies are framed here and parsed by redis-rs's
-//! own parser, one whole reply at a time.
+//! Over TCP it sets `TCP_NODELAY` (redis-rs leaves Nagle's algorithm on). It behaves as
+//! redis-rs's does where the rest of the transport relies on it: the same handshake (`AUTH`,
+//! retried without the user name for a server that takes none, then `SELECT`), the same
+//! errors, and a reply whose read failed (a timeout, an interrupted read) is dropped when it
+//! comes, so that it is never taken for a later request's. Replies are framed here and parsed
+//! by redis-rs's own parser, one whole reply at a time.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};

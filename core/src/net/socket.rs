@@ -8,6 +8,7 @@ use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
+/// A connection's socket, TCP or Unix.
 pub(crate) enum Socket {
     Tcp(TcpStream),
     #[cfg(unix)]
