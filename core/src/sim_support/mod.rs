@@ -336,7 +336,7 @@ impl Round {
         self.0.granted()
     }
 
-    /// The fence write-back, if one is needed: the request and the nodes behind.
+    /// The fence write-back, if one is needed: the request and the nodes to send it to.
     pub fn fence_raise(&mut self, lock: &Lock) -> Option<(Argv, Vec<usize>)> {
         self.0
             .fence_raise(&lock.spec)

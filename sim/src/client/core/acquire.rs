@@ -242,15 +242,14 @@ impl CoreClient {
                 round.timed_out(&self.lock, node);
             }
         }
-        if let Some((argv, behind)) = round.fence_raise(&self.lock) {
-            for &node in &behind {
+        if let Some((argv, to)) = round.fence_raise(&self.lock) {
+            for &node in &to {
                 self.send(node, argv.clone(), Purpose::Fence, out);
             }
             self.state = State::Fencing {
                 no,
                 round,
                 started,
-                behind,
                 silent,
             };
             self.wake(
@@ -264,7 +263,6 @@ impl CoreClient {
             no,
             round,
             started,
-            behind: Vec::new(),
             silent,
         };
         self.finish_round(now, rng, out);
@@ -278,13 +276,13 @@ impl CoreClient {
         rng: &mut Rng,
         out: &mut Vec<Output>,
     ) {
-        let State::Fencing { round, behind, .. } = &mut self.state else {
+        let State::Fencing { round, .. } = &mut self.state else {
             return;
         };
         round.raised(node, matches!(reply, Some(Ok(_))));
-        behind.retain(|n| *n != node);
-        // It ends at its quorum: the later answers are not waited for.
-        if behind.is_empty() || round.raise_decided() {
+        // It ends at its quorum (or once every node asked answered): the later answers are
+        // not waited for.
+        if round.raise_decided() {
             self.finish_round(now, rng, out);
         }
     }

@@ -93,12 +93,11 @@ enum State {
         /// How many requests the round sends each node.
         requests: usize,
     },
-    /// Writing the fence back (or straight to the verdict, with nobody behind).
+    /// Writing the fence back (or straight to the verdict, with nothing to write).
     Fencing {
         no: u64,
         round: Round,
         started: u64,
-        behind: Vec<usize>,
         /// Nodes that had not answered when the round was decided.
         silent: Vec<usize>,
     },
