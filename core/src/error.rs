@@ -73,6 +73,11 @@ pub enum NodeOutcome {
     Missing,
     /// The node could not be reached or did not answer in time.
     Unreachable(String),
+    /// The other nodes' answers decided the operation before this node's answer came, and it
+    /// was not waited for (a round ends at its quorum). Its request still runs there: a late
+    /// grant is kept as part of the lock, or undone when the attempt failed; a late release
+    /// still releases.
+    NotWaitedFor,
     /// The node refused our credentials.
     Auth(String),
     /// The node took the write, but fewer replicas than
@@ -128,6 +133,9 @@ impl fmt::Display for NodeReport {
             ),
             NodeOutcome::Missing => f.write_str("not there"),
             NodeOutcome::Unreachable(e) => write!(f, "unreachable ({e})"),
+            NodeOutcome::NotWaitedFor => {
+                f.write_str("not waited for (the other nodes' answers decided)")
+            }
             NodeOutcome::Auth(e) => write!(f, "authentication failed ({e})"),
             NodeOutcome::ReplicasShort { acked, wanted } => write!(
                 f,
