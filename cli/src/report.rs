@@ -64,13 +64,22 @@ pub fn describe(e: &Error) -> String {
     match e.kind() {
         ErrorKind::InvalidArgument => one_line(e.message()),
         _ if nodes.len() > 1 && !failed.is_empty() => {
-            let answered = nodes.len() - failed.len();
-            format!(
+            // Nodes the round was decided without: they may well have answered a moment later.
+            let not_waited_for = nodes
+                .iter()
+                .filter(|n| n.outcome == NodeOutcome::NotWaitedFor)
+                .count();
+            let answered = nodes.len() - failed.len() - not_waited_for;
+            let mut line = format!(
                 "no quorum: {answered} of {} Redis nodes answered, {} needed; {}",
                 nodes.len(),
                 nodes.len() / 2 + 1,
                 failed.join("; ")
-            )
+            );
+            if not_waited_for > 0 {
+                line.push_str(&format!("; {not_waited_for} not waited for"));
+            }
+            line
         }
         _ if failed.len() == 1 => failed[0].clone(),
         _ => one_line(&e.to_string()),

@@ -16,7 +16,7 @@ use super::scripts::{Call, only_to};
 use super::token;
 use super::voters::Voters;
 use crate::error::{Error, ErrorKind, TryLockError};
-use crate::net::{self, Enough, NetError, key_slot};
+use crate::net::{self, Enough, key_slot};
 use crate::options::{MutexOptions, default_node_timeout};
 use crate::process;
 
@@ -197,11 +197,10 @@ impl Plan {
     ) -> Attempt {
         let inner = &*self.voters;
         let nodes = &inner.nodes;
-        // A round that no quorum granted reports every node: those it did not wait for
-        // answered nothing in time.
+        // A round that no quorum granted reports every node, also those it did not wait for.
         if !round.granted() {
             for &i in unread {
-                round.answer(i, &*nodes[i], &Err(NetError::timeout()));
+                round.not_waited_for(i, &*nodes[i]);
             }
         }
         if let Some((raise, to)) = round.fence_raise(&self.spec) {

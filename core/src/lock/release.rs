@@ -43,7 +43,7 @@ impl Lease {
         if waiting > 0 {
             self.lost_cv.notify_all();
         }
-        let (tally, pending) = self.release_everywhere(&now, valid_until);
+        let tally = self.release_everywhere(&now, valid_until);
         // Bookkeeping after the release is sent: a waiter's wake-up does not wait for it (no
         // callback runs once `released` is set, and the renew thread skips the guard).
         self.callbacks.lock().clear();
@@ -51,7 +51,7 @@ impl Lease {
         let n = self.spec.n;
         if lost.is_none() && tally.refused <= n - self.spec.quorum && tally.yes >= self.spec.quorum
         {
-            return Ok(Released::from_tally(tally, pending));
+            return Ok(Released::from_tally(tally));
         }
         Err(unreleased(lost, tally, n - self.spec.quorum))
     }
@@ -83,9 +83,10 @@ impl Lease {
     /// said "not yours", asks the nodes that failed again, like a lock call riding over an
     /// outage (a restart, a failover): for up to the connect timeout, and never past the
     /// lock's validity, after which it expires by itself.
-    /// Returns the tally and how many nodes' answers were left to come (the release ended at
-    /// its quorum). `began` is the lease clock's reading when the release began.
-    fn release_everywhere(&self, began: &Reading, valid_until: Stamp) -> (Tally, usize) {
+    /// Returns the tally, where the nodes whose answers were left to come (the release ended
+    /// at its quorum) are not waited for. `began` is the lease clock's reading when the
+    /// release began.
+    fn release_everywhere(&self, began: &Reading, valid_until: Stamp) -> Tally {
         let nodes = &self.voters.nodes;
         let call = release_call(&self.spec, &self.token, true);
         let give_up =
@@ -97,7 +98,7 @@ impl Lease {
             // A release ends at its quorum too: the slower nodes' releases still run, and
             // their replies are read before their connections' next use.
             let mut left = round.asked().len();
-            let answers = net::exchange_until(nodes, &calls, deadline, None, &mut |i, answer| {
+            net::exchange_until(nodes, &calls, deadline, None, &mut |i, answer| {
                 round.answer(i, answer.clone(), self.now());
                 left -= 1;
                 match round.settled() && left > 0 {
@@ -106,15 +107,9 @@ impl Lease {
                 }
             });
             let (tally, done) = round.settle(nodes);
-            if done {
-                let unread = (0..nodes.len())
-                    .filter(|&i| !calls[i].is_empty() && answers[i].is_none())
-                    .count();
-                return (tally, unread);
-            }
             let pause = token::jitter(self.spec.opts.retry_delay);
-            if Instant::now() + pause > give_up {
-                return (tally, 0);
+            if done || Instant::now() + pause > give_up {
+                return tally;
             }
             std::thread::sleep(pause);
         }
@@ -134,20 +129,22 @@ pub struct Released {
     /// Nodes that could not be asked.
     pub failed: usize,
     /// Nodes whose answer was not waited for: the release ended once a quorum confirmed it,
-    /// and still runs there (their reports say no answer came in time).
+    /// and still runs there (their reports say [`NodeOutcome::NotWaitedFor`]).
+    ///
+    /// [`NodeOutcome::NotWaitedFor`]: crate::NodeOutcome::NotWaitedFor
     pub pending: usize,
     /// Each node's answer.
     pub nodes: Vec<NodeReport>,
 }
 
 impl Released {
-    fn from_tally(t: Tally, pending: usize) -> Released {
+    fn from_tally(t: Tally) -> Released {
         Released {
             released: t.yes,
             expired: t.missing,
             taken: t.refused - t.missing,
-            failed: t.failed - pending.min(t.failed),
-            pending,
+            failed: t.failed,
+            pending: t.pending,
             nodes: t.reports,
         }
     }

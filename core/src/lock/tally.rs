@@ -20,6 +20,9 @@ pub(crate) struct Tally {
     pub(crate) failed: usize,
     /// Of `failed`: nodes that refused the connection (down), not merely slow or flaky.
     pub(crate) down: usize,
+    /// Nodes whose answer was not waited for: the others' answers decided (counted in none
+    /// of the above).
+    pub(crate) pending: usize,
     /// Each node's answer, for error reports.
     pub(crate) reports: Vec<NodeReport>,
     /// One underlying failure, for `Error::source`.
@@ -95,8 +98,15 @@ impl Tally {
         self.source.get_or_insert(e);
     }
 
+    /// Records a node whose answer the round did not wait for (see
+    /// [`NodeOutcome::NotWaitedFor`]).
+    pub(crate) fn not_waited_for(&mut self, node: &dyn Seat) {
+        self.push(node, NodeOutcome::NotWaitedFor);
+    }
+
     pub(crate) fn push(&mut self, node: &dyn Seat, outcome: NodeOutcome) {
         match outcome {
+            NodeOutcome::NotWaitedFor => self.pending += 1,
             NodeOutcome::Ok => self.yes += 1,
             NodeOutcome::Missing => {
                 self.refused += 1;
@@ -145,7 +155,9 @@ impl Tally {
                 ),
                 Ok(Some(Ok(other))) => t.push(node, unexpected("reply", other)),
                 Ok(Some(Err(e))) | Err(e) => t.fail(node, e.clone()),
-                Ok(None) => t.fail(node, NetError::timeout()),
+                // No reply: a round that ended at its quorum leaves the slower nodes'
+                // answers empty.
+                Ok(None) => t.not_waited_for(node),
             }
         }
         t

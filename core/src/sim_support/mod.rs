@@ -326,6 +326,11 @@ impl Round {
         self.0.answer(i, &lock.seats[i], &Err(NetError::timeout()));
     }
 
+    /// Notes that node `i`'s answer was not waited for: the round was decided without it.
+    pub fn not_waited_for(&mut self, lock: &Lock, i: usize) {
+        self.0.not_waited_for(i, &lock.seats[i]);
+    }
+
     /// Whether the answers so far decide the round.
     pub fn decided(&self) -> bool {
         self.0.decided()

@@ -217,6 +217,21 @@ impl CoreClient {
         }
     }
 
+    /// The round's time is up: the nodes that have not answered did not answer in time (as
+    /// the library's fan-out answers them at its deadline). They stay silent here: the undo
+    /// goes behind their requests.
+    pub(super) fn round_deadline(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        if let State::Acquiring {
+            round, answered, ..
+        } = &mut self.state
+        {
+            for node in (0..answered.len()).filter(|&n| !answered[n]) {
+                round.timed_out(&self.lock, node);
+            }
+        }
+        self.settle_round(now, rng, out);
+    }
+
     /// The round's answers are in (or its time is up): write the fence back, or finish.
     pub(super) fn settle_round(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
         if !matches!(self.state, State::Acquiring { .. }) {
@@ -236,10 +251,10 @@ impl CoreClient {
         let silent: Vec<usize> = (0..answered.len()).filter(|&n| !answered[n]).collect();
         // As the library's driver does: a round a quorum granted leaves the nodes it did not
         // wait for unanswered (its fence write-back goes to them too, behind their request);
-        // any other round counts them as no answer in time.
+        // any other round reports them as not waited for.
         if !round.granted() {
             for &node in &silent {
-                round.timed_out(&self.lock, node);
+                round.not_waited_for(&self.lock, node);
             }
         }
         if let Some((argv, to)) = round.fence_raise(&self.lock) {

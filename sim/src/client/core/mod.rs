@@ -270,7 +270,7 @@ impl CoreClient {
         match t {
             Timer::Think if idle => self.start_call(now, rng, out),
             Timer::Retry if idle && self.call.is_some() => self.start_round(now, rng, out),
-            Timer::RoundDeadline(no) if no == phase => self.settle_round(now, rng, out),
+            Timer::RoundDeadline(no) if no == phase => self.round_deadline(now, rng, out),
             Timer::FenceDeadline(no) if no == phase => self.finish_round(now, rng, out),
             Timer::WaitOver(no) if no == phase => self.wait_over(now, rng, out),
             Timer::Renew(no) if no == phase => self.renew(now, rng, out),
