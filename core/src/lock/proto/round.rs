@@ -214,9 +214,8 @@ impl AcquireRound {
     }
 
     /// Counts node `i`'s answer (`seat` names it). A second answer from one node is ignored.
-    /// Notes that node `i`'s answer was not waited for: the round was decided without it
-    /// and did not grant (a granted round leaves such nodes unanswered, for the fence
-    /// write-back and the late grant to go to).
+    /// Notes that node `i`'s answer was not waited for by a round decided without a grant
+    /// (a granted round leaves such nodes unanswered: the write-back and late grant go there).
     pub(crate) fn not_waited_for(&mut self, i: usize, seat: &dyn Seat) {
         if std::mem::replace(&mut self.answered[i], true) {
             return;
