@@ -107,8 +107,12 @@ impl Lease {
                 }
             });
             let (tally, done) = round.settle(nodes);
+            if done {
+                return tally;
+            }
+            // Only now: the jitter reads the OS's random source, a system call per release.
             let pause = token::jitter(self.spec.opts.retry_delay);
-            if done || Instant::now() + pause > give_up {
+            if Instant::now() + pause > give_up {
                 return tally;
             }
             std::thread::sleep(pause);
