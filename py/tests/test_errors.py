@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import signal
 import time
 
 import pytest
@@ -58,6 +59,40 @@ def test_no_quorum(redis_server, dead_url):
     with pytest.raises(redmutex.NoQuorumError) as info:
         lock.acquire(timeout=2)
     assert dead_url in str(info.value)
+
+
+def test_no_quorum_tells_a_node_not_waited_for_from_an_unreachable_one(tmp_path):
+    """A round ends as soon as no majority can grant: two of three nodes fail at once (their
+    fence counter holds no number) and the third, frozen (SIGSTOP), is not waited for. Its
+    report says so instead of calling a node unreachable that nothing showed to be."""
+    from conftest import start_redis, stop
+
+    servers = [start_redis(str(tmp_path)) for _ in range(3)]
+    try:
+        name = "test:not-waited-for"
+        lock = redmutex.Client([s.url for s in servers]).lock(name, ttl=10)
+        assert lock.acquire(blocking=False)  # pooled connections to every node
+        lock.release()
+        for s in servers[:2]:
+            r = s.resp()
+            r("SET", "{" + name + "}:fence", "not a number")
+            r.close()
+        frozen = servers[2]
+        frozen.process.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(redmutex.NoQuorumError) as info:
+                lock.acquire(blocking=False)
+        finally:
+            frozen.process.send_signal(signal.SIGCONT)
+        message = str(info.value)
+        assert f"{frozen.url}: not waited for" in message, message
+        assert "unreachable" not in message, message
+        for s in servers[:2]:
+            assert f"{s.url}: error" in message, message
+        assert not lock.owned()
+    finally:
+        for s in servers:
+            stop(s.process)
 
 
 def test_authentication_error(redis_server):
