@@ -213,7 +213,6 @@ impl AcquireRound {
         &self.token
     }
 
-    /// Counts node `i`'s answer (`seat` names it). A second answer from one node is ignored.
     /// Notes that node `i`'s answer was not waited for by a round decided without a grant
     /// (a granted round leaves such nodes unanswered: the write-back and late grant go there).
     pub(crate) fn not_waited_for(&mut self, i: usize, seat: &dyn Seat) {
@@ -224,6 +223,7 @@ impl AcquireRound {
         self.tally.not_waited_for(seat);
     }
 
+    /// Counts node `i`'s answer (`seat` names it). A second answer from one node is ignored.
     pub(crate) fn answer(&mut self, i: usize, seat: &dyn Seat, answer: &Answer) {
         if std::mem::replace(&mut self.answered[i], true) {
             return;
