@@ -12,8 +12,10 @@
 # REDMUTEX_TEST_CLUSTER_URL (a redis+cluster:// URL of a three-master Redis Cluster with the
 # usual slot ranges) and REDMUTEX_TEST_TLS_URL with REDMUTEX_TEST_TLS_CA and
 # REDMUTEX_TEST_TLS_OTHER_CA (a TLS-only server, the CA that signed its certificate, and one
-# that signed nothing; empty when openssl or redis-server's TLS is missing). When unset, this
-# script starts throwaway redis-servers on free loopback ports for them.
+# that signed nothing; empty when openssl or redis-server's TLS is missing), and
+# REDMUTEX_TEST_FREEZABLE_URL with REDMUTEX_TEST_FREEZABLE_PID (a server of its own, which a
+# test freezes with SIGSTOP and thaws by its pid). When unset, this script starts throwaway
+# redis-servers on free loopback ports for them.
 # Needs cc, c++, redis-server and valgrind (`make deps` installs what is missing).
 # valgrind reads tests/c/valgrind.supp: glibc's and Rust std's per-thread bookkeeping, and ring's
 # assembly AES-GCM, which memcheck cannot follow.
@@ -66,6 +68,10 @@ if [[ -z "${REDMUTEX_TEST_EVICTING_URL:-}" ]]; then
   REDMUTEX_TEST_EVICTING_URL=${REDIS_URLS[-1]}
   redis-cli -u "$REDMUTEX_TEST_EVICTING_URL" config set maxmemory-policy allkeys-lru >/dev/null
   export REDMUTEX_TEST_EVICTING_URL
+fi
+if [[ -z "${REDMUTEX_TEST_FREEZABLE_URL:-}" ]]; then
+  redis_start_servers 1
+  export REDMUTEX_TEST_FREEZABLE_URL=${REDIS_URLS[-1]} REDMUTEX_TEST_FREEZABLE_PID=${REDIS_PIDS[-1]}
 fi
 if [[ -z "${REDMUTEX_TEST_CLUSTER_URL:-}" ]]; then
   redis_start_cluster 3
