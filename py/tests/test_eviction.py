@@ -3,7 +3,6 @@ refused at once with require_noeviction=True."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -15,10 +14,10 @@ from conftest import RedisServer, start_redis, stop
 
 
 @pytest.fixture(scope="module")
-def evicting() -> Iterator[RedisServer]:
+def evicting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A server of its own whose maxmemory-policy is allkeys-lru."""
     server = start_redis(
-        tempfile.mkdtemp(prefix="redmutex-py-evict-"),
+        str(tmp_path_factory.mktemp("evict")),
         lambda port: ["--maxmemory-policy", "allkeys-lru"],
     )
     try:
