@@ -15,6 +15,7 @@
 #include "redmutex.hpp"
 #include "testing.h"
 #include "support.hpp"
+#include "frozen.h"
 
 using namespace std::chrono_literals;
 
@@ -173,6 +174,36 @@ static void test_status_names_the_holder() {
   CHECK(client.status(name).holder.empty());
 }
 
+// A round ends as soon as no majority can grant: two of three nodes fail at once (their fence
+// counter holds no number) and the third, frozen with SIGSTOP, is not waited for. The
+// exception's message names it so, and calls no node unreachable.
+static void test_a_node_not_waited_for_is_named_so() {
+  std::string five = testing_env("REDMUTEX_TEST_URLS5");
+  std::vector<std::string> urls;
+  for (std::size_t at = 0; urls.size() < 2;) {
+    std::size_t comma = five.find(',', at);
+    CHECK(comma != std::string::npos);
+    urls.push_back(five.substr(at, comma - at));
+    at = comma + 1;
+  }
+  urls.emplace_back(freezable_url());
+  pid_t frozen = freezable_pid();
+  CHECK(frozen > 1);
+  std::string name = unique_name("not-waited-for");
+  redmutex::Client client(urls, test_options());
+  // Pooled connections to every node.
+  CHECK(code_of([&] { client.lock(name, 10s).unlock(); }) == REDMUTEX_RESULT_OK);
+  CHECK(break_fence(urls[0].c_str(), name.c_str()));
+  CHECK(break_fence(urls[1].c_str(), name.c_str()));
+  CHECK(kill(frozen, SIGSTOP) == 0);
+  std::string message;
+  redmutex_result got = code_of([&] { (void)client.try_lock(name, 10s); }, &message);
+  kill(frozen, SIGCONT);
+  CHECK(got == REDMUTEX_RESULT_NO_QUORUM);
+  CHECK(message.find(urls[2] + ": not waited for") != std::string::npos);
+  CHECK(message.find("unreachable") == std::string::npos);
+}
+
 int main() {
   RUN(test_version_matches_c_api);
   RUN(test_guard_releases_at_the_end_of_its_scope);
@@ -182,5 +213,6 @@ int main() {
   RUN(test_unlock_reports_a_lost_lock_and_on_lost_runs);
   RUN(test_token_and_owner_label);
   RUN(test_status_names_the_holder);
+  RUN(test_a_node_not_waited_for_is_named_so);
   return TESTING_SUMMARY();
 }

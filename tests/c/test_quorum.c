@@ -11,6 +11,7 @@
 #include "redmutex.h"
 #include "support.h"
 #include "testing.h"
+#include "frozen.h"
 
 /* A loopback port that refuses connections: bound by us but never listening, so nobody else
  * can take it while the test runs. Returns the socket (close it after) or -1. */
@@ -125,39 +126,11 @@ static void test_three_of_five_down_is_no_quorum(void) {
   cluster_close(&c);
 }
 
-/* Sends `SET key value` to the server at `url` (redis://127.0.0.1:PORT) on a socket of its
- * own; whether it answered +OK. */
-static bool raw_set(const char *url, const char *key, const char *value) {
-  struct sockaddr_in addr;
-  char cmd[512];
-  char reply[8] = {0};
-  unsigned port = 0;
-  bool ok;
-  int fd;
-  int n;
-  if (sscanf(url, "redis://127.0.0.1:%u", &port) != 1) return false;
-  n = snprintf(cmd, sizeof cmd, "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
-               strlen(key), key, strlen(value), value);
-  if (n < 0 || (size_t)n >= sizeof cmd) return false;
-  fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  memset(&addr, 0, sizeof addr);
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons((uint16_t)port);
-  ok = connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
-       write(fd, cmd, (size_t)n) == (ssize_t)n && read(fd, reply, 5) == 5 &&
-       memcmp(reply, "+OK\r\n", 5) == 0;
-  close(fd);
-  return ok;
-}
-
 /* A round ends as soon as no majority can grant: two of three nodes fail at once (their fence
  * counter holds no number) and the third, frozen with SIGSTOP, is not waited for. The message
  * names it so, and calls no node unreachable. */
 static void test_a_node_not_waited_for_is_named_so(void) {
   char storage[1024];
-  char fence[160];
   char name[128];
   char frozen_report[160];
   const char *live[5];
@@ -166,17 +139,16 @@ static void test_a_node_not_waited_for_is_named_so(void) {
   redmutex_guard *guard = NULL;
   redmutex_result first;
   redmutex_result got = REDMUTEX_RESULT_OK;
-  bool set = false;
+  bool broken = false;
   bool named = false;
   bool unreachable = true;
-  pid_t frozen = (pid_t)atol(testing_env("REDMUTEX_TEST_FREEZABLE_PID"));
+  pid_t frozen = freezable_pid();
   CHECK(frozen > 1);
   CHECK(test_urls5(storage, sizeof storage, live) == 5);
   urls[0] = live[0];
   urls[1] = live[1];
-  urls[2] = testing_env("REDMUTEX_TEST_FREEZABLE_URL");
+  urls[2] = freezable_url();
   unique_name(name, sizeof name, "not-waited-for");
-  snprintf(fence, sizeof fence, "{%s}:fence", name);
   snprintf(frozen_report, sizeof frozen_report, "%s: not waited for", urls[2]);
   client = client_of(urls, 3);
   CHECK(client != NULL);
@@ -186,8 +158,8 @@ static void test_a_node_not_waited_for_is_named_so(void) {
   first = redmutex_lock(client, name, 10000, 0, &guard); /* pooled connections everywhere */
   if (first == REDMUTEX_RESULT_OK) first = redmutex_unlock(guard);
   guard = NULL;
-  set = raw_set(urls[0], fence, "x") && raw_set(urls[1], fence, "x");
-  if (first == REDMUTEX_RESULT_OK && set && kill(frozen, SIGSTOP) == 0) {
+  broken = break_fence(urls[0], name) && break_fence(urls[1], name);
+  if (first == REDMUTEX_RESULT_OK && broken && kill(frozen, SIGSTOP) == 0) {
     got = redmutex_lock(client, name, 10000, 0, &guard);
     kill(frozen, SIGCONT);
     named = last_error_contains(frozen_report);
@@ -197,7 +169,7 @@ static void test_a_node_not_waited_for_is_named_so(void) {
   if (guard != NULL) (void)redmutex_unlock(guard);
   redmutex_client_free(client);
   CHECK_OK(first);
-  CHECK(set);
+  CHECK(broken);
   CHECK(got == REDMUTEX_RESULT_NO_QUORUM);
   CHECK(named);
   CHECK(!unreachable);
