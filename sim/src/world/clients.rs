@@ -50,6 +50,20 @@ impl World {
         }
     }
 
+    /// Sends `request` over the network: lost (`lost` says what, in the trace), or delivered
+    /// after the network's delay, in order on its connection.
+    fn send_to_node(&mut self, request: Request, lost: impl FnOnce() -> String) {
+        let faulty = self.faulty();
+        match self.cfg.network.fate(&mut self.net_rng, faulty) {
+            Fate::Lost => self.log(lost),
+            Fate::After(d) => {
+                let conn = (request.client, request.node, request.epoch, true);
+                let at = self.in_order(conn, self.now + d);
+                self.push(at, Event::ToNode(request));
+            }
+        }
+    }
+
     pub(super) fn output(&mut self, client: usize, o: Output) {
         let now = self.now;
         match o {
@@ -57,24 +71,16 @@ impl World {
                 let epoch = self.clients[client].epoch[node];
                 let life = self.nodes[node].life;
                 self.inflight.insert((client, id), (node, epoch));
+                let request = Request {
+                    node,
+                    client,
+                    epoch,
+                    life,
+                    id,
+                    argv,
+                };
+                self.send_to_node(request, || format!("{now} c{client}#{id} lost"));
                 let faulty = self.faulty();
-                match self.cfg.network.fate(&mut self.net_rng, faulty) {
-                    Fate::Lost => self.log(|| format!("{now} c{client}#{id} lost")),
-                    Fate::After(d) => {
-                        let at = self.in_order((client, node, epoch, true), now + d);
-                        self.push(
-                            at,
-                            Event::ToNode(Request {
-                                node,
-                                client,
-                                epoch,
-                                life,
-                                id,
-                                argv,
-                            }),
-                        );
-                    }
-                }
                 if self.cfg.network.cut_after_write(&mut self.net_rng, faulty) {
                     self.log(|| format!("{now} c{client}->n{node} cut after #{id}"));
                     self.cut(client, node, true);
@@ -83,29 +89,19 @@ impl World {
             Output::Reconnect { node } => self.cut(client, node, false),
             Output::Unblock { node } => {
                 let blocked = super::nodes::conn_id(client, self.clients[client].epoch[node]);
-                let faulty = self.faulty();
-                match self.cfg.network.fate(&mut self.net_rng, faulty) {
-                    Fate::Lost => self.log(|| format!("{now} c{client} unblock n{node} lost")),
-                    Fate::After(d) => {
-                        let side = (client, node, super::nodes::SIDE_EPOCH, true);
-                        let at = self.in_order(side, now + d);
-                        self.push(
-                            at,
-                            Event::ToNode(Request {
-                                node,
-                                client,
-                                epoch: super::nodes::SIDE_EPOCH,
-                                life: self.nodes[node].life,
-                                id: RequestId::MAX,
-                                argv: vec![
-                                    b"CLIENT".to_vec(),
-                                    b"UNBLOCK".to_vec(),
-                                    blocked.to_string().into_bytes(),
-                                ],
-                            }),
-                        );
-                    }
-                }
+                let request = Request {
+                    node,
+                    client,
+                    epoch: super::nodes::SIDE_EPOCH,
+                    life: self.nodes[node].life,
+                    id: RequestId::MAX,
+                    argv: vec![
+                        b"CLIENT".to_vec(),
+                        b"UNBLOCK".to_vec(),
+                        blocked.to_string().into_bytes(),
+                    ],
+                };
+                self.send_to_node(request, || format!("{now} c{client} unblock n{node} lost"));
             }
             Output::WakeAt { mono, token } => {
                 let at = self.clients[client].mono.when(mono, now);
