@@ -1022,3 +1022,62 @@ fn version_names_the_version_and_the_tls_support() {
         )
     );
 }
+
+/// How many clients wait in a blocking command on `server`.
+fn blocked_clients(server: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query(&mut server.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A round ends as soon as no majority can grant. Two of three nodes fail at once (their fence
+/// counter holds no number) while the third, frozen (`SIGSTOP`) behind a connection the run
+/// already holds, is not waited for: the line names it so, and does not call it unreachable.
+#[test]
+fn no_quorum_names_a_node_not_waited_for_and_not_as_unreachable() {
+    let servers = RedisServers::start(3);
+    let dir = TempDir::new("redmutex-cli");
+    let urls = servers.urls();
+    // Held on two nodes for a moment: the run connects to all three, is refused, and waits.
+    for s in &servers[..2] {
+        set(s, "nw", "someone:1:x", Some(1500));
+    }
+    let run = Redmutex::new(dir.path(), &urls)
+        .args(["run", "--key", "nw", "--wait", "8s", "--", "touch", "ran"])
+        .spawn();
+    assert!(
+        wait_until(BOUND, || servers[..2]
+            .iter()
+            .any(|s| blocked_clients(s) > 0)),
+        "the run never waited"
+    );
+    for s in &servers[..2] {
+        set(s, "{nw}:fence", "not a number", None);
+    }
+    servers[2].pause();
+    let r = run.finish();
+    servers[2].resume();
+    assert_eq!(r.code, 69, "{r:?}");
+    let line = r.error_line();
+    assert!(
+        line.starts_with("redmutex: no quorum: 0 of 3 Redis nodes answered, 2 needed; ")
+            && line.ends_with("; 1 not waited for"),
+        "{line}"
+    );
+    for u in &urls[..2] {
+        assert!(
+            line.contains(&format!("{u} answered with an error")),
+            "{line}"
+        );
+    }
+    assert!(
+        !line.contains(&urls[2]) && !line.contains("cannot reach"),
+        "{line}"
+    );
+    assert!(!dir.path().join("ran").exists());
+}
