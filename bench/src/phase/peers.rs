@@ -109,13 +109,16 @@ fn rslock_rows(unc: &Uncontended) -> Vec<Row> {
     let label = format!("rslock {} (tokio)", rslock::VERSION);
     vec![
         Row::latency(format!("{label}: uncontended, 1 node"), one.clone()).result(format!(
-            "{} redmutex's 1-node row",
-            ratio(one.median(), unc.redmutex1.median())
+            "{} redmutex's 1-node row; a lock without fences: {} the unfenced floor, {} redmutex's row with fencing off",
+            ratio(one.median(), unc.redmutex1.median()),
+            ratio(one.median(), unc.floor1.median()),
+            ratio(one.median(), unc.unfenced1.median())
         )),
         Row::latency(format!("{label}: uncontended, 5 nodes"), five.clone()).result(format!(
-            "{} its 1-node row; {} the 3-of-5 PING",
+            "{} its 1-node row; {} the 3-of-5 PING; {} redmutex's 5-node row",
             ratio(five.median(), one.median()),
-            ratio(five.median(), unc.ping5q.median())
+            ratio(five.median(), unc.ping5q.median()),
+            ratio(five.median(), unc.redmutex5.median())
         )),
     ]
 }
