@@ -45,6 +45,9 @@ pub(crate) struct Plain {
     skip: usize,
     db: i64,
     open: bool,
+    /// redis-rs's reply parser, kept with the connection: one made per reply would allocate
+    /// and fill an 8 KiB read buffer each time.
+    parser: redis::Parser,
 }
 
 impl Plain {
@@ -133,6 +136,7 @@ impl Plain {
             skip: 0,
             db: settings.db(),
             open: true,
+            parser: redis::Parser::new(),
         };
         conn.handshake(settings, deadline)?;
         conn.set_read_timeout(None)?;
@@ -203,7 +207,11 @@ impl Plain {
             if let Some(len) = frame(&self.buf[self.start..self.end])? {
                 let at = self.start;
                 self.start += len;
-                let value = redis::parse_redis_value(&self.buf[at..at + len]);
+                let value = self.parser.parse_value(&self.buf[at..at + len]);
+                if value.is_err() {
+                    // What it buffered of a malformed reply must not precede the next one.
+                    self.parser = redis::Parser::new();
+                }
                 if self.start == self.end {
                     (self.start, self.end) = (0, 0);
                 }
