@@ -451,6 +451,23 @@ mod tests {
         assert!(conn.holds(0) && !conn.holds(1));
     }
 
+    /// A reply that frames but does not parse (a RESP3 double that is no number) is reported,
+    /// and the reply behind it comes out whole: nothing of the bad one stays in the parser.
+    #[cfg(unix)]
+    #[test]
+    fn a_reply_that_does_not_parse_leaves_the_next_one_whole() {
+        use std::io::Write;
+        let (ours, mut server) = std::os::unix::net::UnixStream::pair().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let socket = super::Socket::Unix(ours);
+        let mut conn =
+            Plain::over(socket, None, &RedisConnectionInfo::default(), deadline).unwrap();
+        server.write_all(b",not a number\r\n:7\r\n").unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        assert!(conn.recv_response().is_err());
+        assert_eq!(conn.recv_response().unwrap(), Value::Int(7));
+    }
+
     /// The handshake: the password, the database, and redis-rs's error for a wrong password.
     #[test]
     fn the_handshake_authenticates_and_selects_as_redis_rs_does() {
