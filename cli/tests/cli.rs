@@ -1023,18 +1023,6 @@ fn version_names_the_version_and_the_tls_support() {
     );
 }
 
-/// How many clients wait in a blocking command on `server`.
-fn blocked_clients(server: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("clients")
-        .query(&mut server.conn())
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("blocked_clients:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// A round ends as soon as no majority can grant. Two of three nodes fail at once (their fence
 /// counter holds no number) while the third, frozen (`SIGSTOP`) behind a connection the run
 /// already holds, is not waited for: the line names it so, and does not call it unreachable.
@@ -1051,9 +1039,9 @@ fn no_quorum_names_a_node_not_waited_for_and_not_as_unreachable() {
         .args(["run", "--key", "nw", "--wait", "8s", "--", "touch", "ran"])
         .spawn();
     assert!(
-        wait_until(BOUND, || servers[..2]
-            .iter()
-            .any(|s| blocked_clients(s) > 0)),
+        wait_until(BOUND, || servers[..2].iter().any(|s| s
+            .info("clients", "blocked_clients")
+            .is_some_and(|n| n != "0"))),
         "the run never waited"
     );
     for s in &servers[..2] {

@@ -202,6 +202,18 @@ impl RedisServer {
         conn
     }
 
+    /// One field of `INFO section` (`blocked_clients` of `clients`, say), as the server
+    /// wrote it; `None` when the server wrote no such field.
+    pub fn info(&self, section: &str, field: &str) -> Option<String> {
+        let info: String = redis::cmd("INFO")
+            .arg(section)
+            .query(&mut self.conn())
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .map(|v| v.trim().to_owned())
+    }
+
     /// `unix://` URL of the server's Unix socket; the server must have been started with
     /// `--unixsocket NAME` (a path relative to its directory, which keeps it short).
     pub fn unix_url(&self) -> String {

@@ -368,14 +368,13 @@ fn validity_excludes_the_time_delayed_replies_took() {
 
 /// How many EVALSHA calls the server ran (every acquire, extend and release is one).
 fn evalsha_calls(server: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.conn())
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
+    let stats = server.info("commandstats", "cmdstat_evalsha");
+    stats.map_or(0, |s| {
+        let calls = s
+            .strip_prefix("calls=")
+            .and_then(|rest| rest.split(',').next());
+        calls.unwrap().parse().unwrap()
+    })
 }
 
 /// After a guard is gone, nothing renews its token: a key planted with that token and a lease

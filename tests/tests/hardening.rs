@@ -266,14 +266,8 @@ fn announcement_and_signal_lifetimes_only_grow() {
 
 /// The server's count of connections it has accepted so far.
 fn connections_received(server: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query(&mut server.conn())
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_connections_received:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap()
+    let count = server.info("stats", "total_connections_received");
+    count.and_then(|v| v.parse().ok()).unwrap()
 }
 
 /// Redis ends a short `BLPOP` on its 100 ms tick, after the waiter's own deadline. A waiter

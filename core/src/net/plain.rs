@@ -458,10 +458,9 @@ mod tests {
     fn a_reply_that_does_not_parse_leaves_the_next_one_whole() {
         use std::io::Write;
         let (ours, mut server) = std::os::unix::net::UnixStream::pair().unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let by = super::Instant::now() + Duration::from_secs(2);
         let socket = super::Socket::Unix(ours);
-        let mut conn =
-            Plain::over(socket, None, &RedisConnectionInfo::default(), deadline).unwrap();
+        let mut conn = Plain::over(socket, None, &RedisConnectionInfo::default(), by).unwrap();
         server.write_all(b",not a number\r\n:7\r\n").unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         assert!(conn.recv_response().is_err());
