@@ -205,14 +205,13 @@ impl Connection {
         Ok(())
     }
 
-    /// Reads (and drops) the replies still to come that have come, without waiting: what a
-    /// connection left behind by rounds that ended at their quorum owes then stays what is in
-    /// flight, however slow its server. Only our own connections can tell what has come.
-    pub(crate) fn settle_arrived(&mut self) -> RedisResult<()> {
-        let Io::Plain(io) = &mut self.io else {
-            return Ok(());
-        };
-        io.take_in();
+    /// Reads (and drops) the replies still to come that the connection has taken in already
+    /// (a round that waited on its socket takes in whatever came on it), without a system
+    /// call: what a connection left behind by rounds that ended at their quorum owes then
+    /// stays what is in flight, however slow its server, and the round that leaves it behind
+    /// ends without reading its socket once more. Only our own connections can tell what has
+    /// come.
+    pub(crate) fn settle_taken_in(&mut self) -> RedisResult<()> {
         while self.owed() > 0 && matches!(&self.io, Io::Plain(io) if io.holds(1)) {
             self.read_owed()?;
         }

@@ -309,7 +309,7 @@ fn run<R: Request>(
                 // The replies owed by earlier rounds that have come, or must have by now, are
                 // read here, at no wait; a connection whose replies did not come is dropped.
                 if let Ok(endpoint) = &leg.endpoint
-                    && conn.settle_arrived().is_ok()
+                    && conn.settle_taken_in().is_ok()
                     && endpoint.drain(&mut conn, deadline).is_ok()
                 {
                     conn.owe(owed);

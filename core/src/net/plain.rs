@@ -26,7 +26,6 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionLike, ErrorKind, RedisConnectionInfo, RedisError, RedisResult, Value};
 
 use super::frame::frame;
-use super::poll::readable;
 use super::socket::Socket;
 use super::tls_session::{Config, Session};
 
@@ -280,17 +279,6 @@ impl Plain {
     /// report, which reads again.
     pub(crate) fn fill(&mut self) -> bool {
         self.read_some().is_ok()
-    }
-
-    /// Takes in what has come, without waiting.
-    pub(crate) fn take_in(&mut self) {
-        let mut ready = Vec::with_capacity(1);
-        while readable(&[&self.sock], Duration::ZERO, &mut ready) && !ready.is_empty() {
-            ready.clear();
-            if !self.fill() {
-                return;
-            }
-        }
     }
 
     /// Whether the next `n` replies (past those to be dropped) have all come.
