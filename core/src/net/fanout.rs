@@ -180,7 +180,7 @@ fn run<R: Request>(
     tell: &mut dyn FnMut(usize, &Raw) -> Enough,
 ) -> (Vec<Raw>, Vec<usize>) {
     let mut answers: Vec<Option<Raw>> = (0..legs.len()).map(|_| None).collect();
-    let mut pooled = Vec::new();
+    let mut pooled = Vec::with_capacity(legs.len());
     let mut fresh = Vec::new();
     for (l, leg) in legs.iter().enumerate() {
         match &leg.endpoint {
@@ -193,19 +193,18 @@ fn run<R: Request>(
             },
         }
     }
-    let leg_requests =
-        |leg: &Leg| -> Vec<&R> { leg.picks.iter().map(|&k| &requests[leg.node][k]).collect() };
+    // Each leg's requests, in the order its connection answers them.
+    let by_leg: Vec<Vec<&R>> = legs
+        .iter()
+        .map(|leg| leg.picks.iter().map(|&k| &requests[leg.node][k]).collect())
+        .collect();
+    let leg_requests = |l: usize| by_leg[l].as_slice();
     // A leg alone needs no thread to connect on.
     if legs.len() == 1 && fresh.len() == 1 {
         let leg = &legs[0];
         if let Ok(endpoint) = &leg.endpoint {
-            let answer = connect_and_run(
-                endpoint,
-                &leg_requests(leg),
-                leg.asking,
-                deadline,
-                on_timeout,
-            );
+            let answer =
+                connect_and_run(endpoint, leg_requests(0), leg.asking, deadline, on_timeout);
             return (vec![answer], Vec::new());
         }
     }
@@ -214,10 +213,10 @@ fn run<R: Request>(
     std::thread::scope(|scope| {
         let spawn = |l: usize| {
             let leg = &legs[l];
-            let requests = leg_requests(leg);
+            let requests = leg_requests(l);
             scope.spawn(move || match &leg.endpoint {
                 Ok(endpoint) => {
-                    connect_and_run(endpoint, &requests, leg.asking, deadline, on_timeout)
+                    connect_and_run(endpoint, requests, leg.asking, deadline, on_timeout)
                 }
                 Err(e) => Err(e.clone()),
             })
@@ -227,7 +226,7 @@ fn run<R: Request>(
         // Write every request before reading any reply.
         let mut sent = Vec::with_capacity(pooled.len());
         for (l, mut conn) in pooled {
-            match send(&mut conn, &leg_requests(&legs[l]), legs[l].asking, deadline) {
+            match send(&mut conn, leg_requests(l), legs[l].asking, deadline) {
                 Ok(()) => sent.push((l, conn)),
                 Err(e) if stale(&e) => threads.push((l, spawn(l))),
                 Err(e) => answers[l] = Some(Err(e.into())),
@@ -240,7 +239,7 @@ fn run<R: Request>(
             let leg = &legs[l];
             let answer = conn
                 .settle_owed(deadline)
-                .and_then(|()| receive(&mut conn, &leg_requests(leg), leg.asking, deadline));
+                .and_then(|()| receive(&mut conn, leg_requests(l), leg.asking, deadline));
             if let Ok(endpoint) = &leg.endpoint {
                 endpoint.note_read_wait(began.elapsed());
             }
@@ -295,7 +294,7 @@ fn run<R: Request>(
         if let Some(undo) = decided {
             for (l, mut conn) in sent {
                 let leg = &legs[l];
-                let mut owed = leg_requests(leg).len() as u32;
+                let mut owed = leg_requests(l).len() as u32;
                 if undo && let Some(request) = on_timeout {
                     let mut buf = Vec::new();
                     request.write(&mut buf);
