@@ -305,8 +305,9 @@ fn run<R: Request>(
                 }
                 unread.push(l);
                 answers[l] = Some(Err(NetError::timeout()));
-                // The replies owed by earlier rounds that have come, or must have by now, are
-                // read here, at no wait; a connection whose replies did not come is dropped.
+                // The replies owed by earlier rounds that this round's wait took in, or that
+                // must have come by now, are read here, at no wait; a connection whose replies
+                // did not come is dropped.
                 if let Ok(endpoint) = &leg.endpoint
                     && conn.settle_taken_in().is_ok()
                     && endpoint.drain(&mut conn, deadline).is_ok()
