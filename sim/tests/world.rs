@@ -93,6 +93,18 @@ fn the_core_protocol_keeps_every_property_under_faults() {
     );
 }
 
+/// Found by a campaign of 130,000 seeds: on five nodes, a waiting writer's rounds were split
+/// (granted where no reader held the lock, refused where readers did). Each grant removed the
+/// writer's announcement on its node and the undo did not put it back, so readers kept
+/// taking read holds on those nodes, a quorum of them, for three seconds.
+#[test]
+fn a_writer_whose_split_grants_are_undone_stays_announced() {
+    let out = run_seed(7_033_889, Controls::default());
+    if let Some(v) = out.violation {
+        panic!("at {} µs: {}", v.at, v.what);
+    }
+}
+
 #[test]
 fn one_seed_replays_the_identical_trace() {
     let seed = seeds()[0];

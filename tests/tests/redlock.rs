@@ -806,3 +806,61 @@ fn an_error_reports_every_node_also_those_not_waited_for() {
     }
     assert!(err.to_string().contains("not waited for"), "{err}");
 }
+
+/// A waiting writer whose round is granted by some nodes and refused by a quorum undoes its
+/// grants, and stays announced as a waiter on those nodes too. The grant removes its
+/// announcement there, so the undo must put it back. Otherwise readers are no longer told
+/// to queue behind the writer on those nodes, and can keep taking a quorum of read holds
+/// while it waits. Here three of five nodes are held by a foreign value, and the other two
+/// grant every round of the waiting `lock()`, then take the grant back.
+#[test]
+fn a_waiter_stays_announced_where_its_split_grants_were_undone() {
+    use redmutex_tests::wait_until;
+    let servers = RedisServers::start(5);
+    let client = Client::builder().nodes(servers.urls()).build().unwrap();
+    let name = "split:announced";
+    let mut conns: Vec<_> = servers.iter().map(RedisServer::conn).collect();
+    for conn in &mut conns[..3] {
+        let _: () = redis::cmd("SET")
+            .arg(name)
+            .arg("foreign")
+            .arg("PX")
+            .arg(20_000)
+            .query(conn)
+            .unwrap();
+    }
+    let waiting = std::thread::spawn({
+        let mutex = client.mutex(name).ttl(Duration::from_secs(10));
+        move || mutex.try_lock_for(Duration::from_secs(3)).map(drop)
+    });
+    let waitq = format!("{{{name}}}:waitq");
+    let announced = |conn: &mut redis::Connection| -> Vec<String> {
+        redis::cmd("ZRANGE")
+            .arg(&waitq)
+            .arg(0)
+            .arg(-1)
+            .query(conn)
+            .unwrap()
+    };
+    // The refusing nodes hold the announcement from the first round on.
+    assert!(
+        wait_until(Duration::from_secs(2), || !announced(&mut conns[0])
+            .is_empty()),
+        "the waiter never announced itself where it was refused"
+    );
+    let waiter = announced(&mut conns[0]);
+    // Rounds after the first one have waited: the free nodes grant them (and the undo
+    // follows). The announcement must be there too.
+    let everywhere = wait_until(Duration::from_secs(2), || {
+        conns[3..].iter_mut().all(|c| announced(c) == waiter)
+    });
+    let free: Vec<Vec<String>> = conns[3..].iter_mut().map(|c| announced(c)).collect();
+    assert!(
+        everywhere,
+        "the waiter {waiter:?} is not announced where its grants were undone: {free:?}"
+    );
+    assert!(matches!(
+        waiting.join().unwrap(),
+        Err(TryLockError::WouldBlock)
+    ));
+}
