@@ -831,7 +831,7 @@ fn a_waiter_stays_announced_where_its_split_grants_were_undone() {
     }
     let waiting = std::thread::spawn({
         let mutex = client.mutex(name).ttl(Duration::from_secs(10));
-        move || mutex.try_lock_for(Duration::from_secs(3)).map(drop)
+        move || mutex.try_lock_for(Duration::from_secs(2)).map(drop)
     });
     let waitq = format!("{{{name}}}:waitq");
     let announced = |conn: &mut redis::Connection| -> Vec<String> {
@@ -844,14 +844,14 @@ fn a_waiter_stays_announced_where_its_split_grants_were_undone() {
     };
     // The refusing nodes hold the announcement from the first round on.
     assert!(
-        wait_until(Duration::from_secs(2), || !announced(&mut conns[0])
+        wait_until(Duration::from_millis(1500), || !announced(&mut conns[0])
             .is_empty()),
         "the waiter never announced itself where it was refused"
     );
     let waiter = announced(&mut conns[0]);
     // Rounds after the first one have waited: the free nodes grant them (and the undo
     // follows). The announcement must be there too.
-    let everywhere = wait_until(Duration::from_secs(2), || {
+    let everywhere = wait_until(Duration::from_millis(1500), || {
         conns[3..].iter_mut().all(|c| announced(c) == waiter)
     });
     let free: Vec<Vec<String>> = conns[3..].iter_mut().map(|c| announced(c)).collect();

@@ -162,7 +162,14 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// pushed onto the list, which is empty unless a signal was left unconsumed (then trimmed to
 /// one), or replaced when the key holds something else.
 ///
-/// KEYS: lock, wake, waiters. ARGV: token, hand-off window ms.
+/// The undo of a Redlock round that a waiter's caller made after it waited, granted here but
+/// not by a quorum, also announces the waiter again (ARGV 3 and 4): the grant took its
+/// announcement back, and the caller still waits. Without it, readers would no longer queue
+/// behind a writer on the nodes that granted its split rounds, and could keep taking a quorum
+/// of read holds there while it waits.
+///
+/// KEYS: lock, wake, waiters. ARGV: token, hand-off window ms, and for an undo that announces
+/// again: announcement ms, waiter id.
 /// Returns 1 released, 0 missing (expired, or a hand-off our own release left: the same
 /// release run twice), -1 held by another value.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
@@ -190,6 +197,13 @@ if v == ARGV[1] then
     end
   end
   redis.call('DEL', KEYS[1])
+  if ARGV[4] then
+    local t = redis.call('TIME')
+    local ends = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[3])
+    redis.call('ZADD', KEYS[3], 'GT', ends, ARGV[4])
+    local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', KEYS[3], last[2])
+  end
   return 1
 end
 if v == false or v == '' then return 0 end
@@ -292,6 +306,17 @@ pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, hando
         Duration::ZERO
     };
     Call::with_keys(&RELEASE, keys.release_keys(), &[token, &millis(window)])
+}
+
+/// The undo of a waited round that announces its waiter again where it undoes a grant (see
+/// [`RELEASE`]): `rejoin` is the announcement's length and the waiter id.
+pub(crate) fn undo_call(keys: &Keys, token: &[u8], rejoin: (Duration, &[u8])) -> Call {
+    let (announce, waiter) = rejoin;
+    Call::with_keys(
+        &RELEASE,
+        keys.release_keys(),
+        &[token, b"0", &millis(announce), waiter],
+    )
 }
 
 /// A round's requests that send `call` to the nodes `to` and nothing to the other nodes of

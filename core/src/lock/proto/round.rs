@@ -72,22 +72,30 @@ pub(crate) struct Requests {
 pub(crate) struct Undo {
     spec: Spec,
     token: Vec<u8>,
+    /// A waited mutex round's announcement (its length and the waiter id), which its grant
+    /// removed and the undo puts back: the caller still waits.
+    rejoin: Option<(Duration, Vec<u8>)>,
     call: OnceLock<Call>,
 }
 
 impl Undo {
-    fn new(spec: &Spec, token: &[u8]) -> Undo {
+    fn new(spec: &Spec, token: &[u8], rejoin: Option<(Duration, Vec<u8>)>) -> Undo {
         Undo {
             spec: spec.clone(),
             token: token.to_vec(),
+            rejoin,
             call: OnceLock::new(),
         }
     }
 
     /// The release request.
     pub(crate) fn call(&self) -> &Call {
-        self.call
-            .get_or_init(|| shared::release_call(&self.spec, &self.token, false))
+        self.call.get_or_init(|| match &self.rejoin {
+            Some((announce, waiter)) => {
+                scripts::undo_call(&self.spec.keys, &self.token, (*announce, waiter))
+            }
+            None => shared::release_call(&self.spec, &self.token, false),
+        })
     }
 }
 
@@ -162,6 +170,10 @@ impl AcquireRound {
         let other_kind = shared::acquire_call(spec, &token, waited, announce, waiter);
         // A fenced lock keeps the script: its counter moves only on a grant.
         let plain = other_kind.is_none() && !waits && !opts.fencing;
+        // A waited round's grant takes its announcement back (the acquire script); a round
+        // that a quorum did not grant puts it back with the undo, where the caller waits on.
+        let rejoin = (other_kind.is_none() && waited && !announce.is_zero())
+            .then(|| (announce, waiter.to_vec()));
         let mut calls = match other_kind {
             Some(call) => vec![call],
             // An unfenced lock's caller that has not waited and will not wait: plain commands.
@@ -182,7 +194,7 @@ impl AcquireRound {
                 vec![call]
             }
         };
-        let undo = Undo::new(spec, &token);
+        let undo = Undo::new(spec, &token, rejoin);
         if let Some((replicas, timeout)) = opts.min_replicas {
             calls.push(Call::wait(replicas, timeout));
         }
