@@ -854,7 +854,7 @@ fn a_waiter_stays_announced_where_its_split_grants_were_undone() {
     let everywhere = wait_until(Duration::from_millis(1500), || {
         conns[3..].iter_mut().all(|c| announced(c) == waiter)
     });
-    let free: Vec<Vec<String>> = conns[3..].iter_mut().map(|c| announced(c)).collect();
+    let free: Vec<Vec<String>> = conns[3..].iter_mut().map(announced).collect();
     assert!(
         everywhere,
         "the waiter {waiter:?} is not announced where its grants were undone: {free:?}"

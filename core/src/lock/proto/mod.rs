@@ -22,6 +22,7 @@ pub(crate) mod hold;
 pub(crate) mod plain;
 pub(crate) mod release;
 pub(crate) mod round;
+pub(crate) mod undo;
 pub(crate) mod vote;
 
 use std::sync::Arc;

@@ -3,21 +3,19 @@
 //! reading that the driver hands in. It reads no clock, draws no random number and touches
 //! no socket.
 
-use std::sync::OnceLock;
 use std::time::Duration;
-
-use redis::Value;
 
 use super::Spec;
 use super::fence::Raise;
 use super::plain;
+use super::undo::Undo;
 use super::vote::Vote;
 use crate::error::{Error, ErrorKind, NodeOutcome};
 use crate::lock::clock::Stamp;
 use crate::lock::scripts::{self, Call, millis};
 use crate::lock::shared;
 use crate::lock::tally::{Seat, Tally, replicas_outcome, unexpected};
-use crate::net::{Answer, Failure, Request};
+use crate::net::{Answer, Failure};
 use crate::options::drift;
 
 /// One round: the acquire script on every node (or an unfenced `try_lock`'s plain commands, see
@@ -66,51 +64,6 @@ pub(crate) struct Requests {
     /// requests of a node that does not answer in time so that a late grant is undone in
     /// order.
     pub(crate) undo: Undo,
-}
-
-/// The release of a round's token, packed when it is first sent: most rounds never send it.
-pub(crate) struct Undo {
-    spec: Spec,
-    token: Vec<u8>,
-    /// A waited mutex round's announcement (its length and the waiter id), which its grant
-    /// removed and the undo puts back: the caller still waits.
-    rejoin: Option<(Duration, Vec<u8>)>,
-    call: OnceLock<Call>,
-}
-
-impl Undo {
-    fn new(spec: &Spec, token: &[u8], rejoin: Option<(Duration, Vec<u8>)>) -> Undo {
-        Undo {
-            spec: spec.clone(),
-            token: token.to_vec(),
-            rejoin,
-            call: OnceLock::new(),
-        }
-    }
-
-    /// The release request.
-    pub(crate) fn call(&self) -> &Call {
-        self.call.get_or_init(|| match &self.rejoin {
-            Some((announce, waiter)) => {
-                scripts::undo_call(&self.spec.keys, &self.token, (*announce, waiter))
-            }
-            None => shared::release_call(&self.spec, &self.token, false),
-        })
-    }
-}
-
-impl Request for Undo {
-    fn write(&self, buf: &mut Vec<u8>) {
-        self.call().write(buf);
-    }
-
-    fn slot(&self) -> Option<u16> {
-        self.call().slot()
-    }
-
-    fn resend(&self, reply: &Value) -> Option<Vec<u8>> {
-        self.call().resend(reply)
-    }
 }
 
 /// A round that a quorum granted within the validity: the lease.
@@ -440,8 +393,11 @@ impl AcquireRound {
 mod tests {
     use std::sync::Arc;
 
+    use redis::Value;
+
     use super::*;
     use crate::lock::Keys;
+    use crate::net::Request;
     use crate::options::MutexOptions;
 
     /// An unfenced lock's caller that has not waited and will not wait (a `try_lock`) asks
