@@ -162,11 +162,11 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// pushed onto the list, which is empty unless a signal was left unconsumed (then trimmed to
 /// one), or replaced when the key holds something else.
 ///
-/// The undo of a Redlock round that a waiter's caller made after it waited, granted here but
-/// not by a quorum, also announces the waiter again (ARGV 3 and 4): the grant took its
-/// announcement back, and the caller still waits. Without it, readers would no longer queue
-/// behind a writer on the nodes that granted its split rounds, and could keep taking a quorum
-/// of read holds there while it waits.
+/// The undo of a round made by a caller that has waited, granted here but not by a quorum,
+/// also announces the caller again (ARGV 3 and 4): the grant took its announcement back, and
+/// the caller still waits. Without it, readers would no longer queue behind a writer on the
+/// nodes that granted its split rounds, and could keep taking a quorum of read holds there
+/// while it waits.
 ///
 /// KEYS: lock, wake, waiters. ARGV: token, hand-off window ms, and for an undo that announces
 /// again: announcement ms, waiter id.
