@@ -182,3 +182,15 @@ def test_nightly_invoice_example_runs(redis_server):
     # three processes share one pipe, and a line from a worker may not reach it.
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 of 3 workers sent the invoices" in proc.stdout, proc.stdout
+
+
+def test_a_key_that_vanished_while_held_is_a_loss_at_release(client, name, r):
+    """A key deleted behind the holder's back (an operator's DEL, an eviction, FLUSHALL):
+    release() raises LockLostError naming the node, never returns as if it released."""
+    lock = client.lock(name, ttl=30.0)
+    assert lock.acquire()
+    r("DEL", name)
+    with pytest.raises(redmutex.LockLostError) as why:
+        lock.release()
+    assert "missing" in str(why.value)
+

@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "redmutex.h"
@@ -135,11 +137,31 @@ static void test_wait_lost_times_out_while_held(void) {
   redmutex_client_free(client);
 }
 
+/* A key that vanished while held (an operator's DEL, an eviction, FLUSHALL) is a loss, never a
+ * clean release: redmutex_unlock answers REDMUTEX_RESULT_LOST and says which node had it
+ * missing. The key is deleted behind the library's back with redis-cli. */
+static void test_unlock_of_a_key_that_vanished_is_lost(void) {
+  char name[128];
+  char command[512];
+  redmutex_client *client = test_client();
+  redmutex_guard *guard = NULL;
+  CHECK(client != NULL);
+  unique_name(name, sizeof name, "vanished");
+  CHECK_OK(redmutex_lock(client, name, 30000, 0, &guard));
+  snprintf(command, sizeof command, "redis-cli -u '%s' DEL '%s' >/dev/null",
+           testing_env("REDMUTEX_TEST_URL"), name);
+  CHECK(system(command) == 0);
+  CHECK_RESULT(redmutex_unlock(guard), REDMUTEX_RESULT_LOST);
+  CHECK(last_error_contains("missing"));
+  redmutex_client_free(client);
+}
+
 int main(void) {
   RUN(test_lost_lock_is_reported_by_callback_and_is_held);
   RUN(test_callback_registered_after_the_loss_runs_at_once);
   RUN(test_no_callback_after_unlock);
   RUN(test_no_callback_after_guard_free);
   RUN(test_wait_lost_times_out_while_held);
+  RUN(test_unlock_of_a_key_that_vanished_is_lost);
   return TESTING_SUMMARY();
 }
