@@ -218,14 +218,15 @@ fn finish(plan: &Plan, guard: Held, code: i32, lost_while_running: bool) -> i32 
         Ok(_) => code,
         // Lost without the renew thread noticing yet: the command ran partly unprotected.
         Err(e) if e.kind() == ErrorKind::Lost => {
+            let why = report::describe(&e);
             if kill {
                 fail(format_args!(
-                    "lost the lock {key} before the command finished"
+                    "lost the lock {key} before the command finished: {why}"
                 ));
                 plan.lost_exit_code
             } else {
                 fail(format_args!(
-                    "lost the lock {key} before the command finished (--on-lost=ignore)"
+                    "lost the lock {key} before the command finished (--on-lost=ignore): {why}"
                 ));
                 code
             }

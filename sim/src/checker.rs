@@ -115,8 +115,13 @@ pub struct Checker {
     /// Every fence a semaphore's permit was granted with.
     permit_fences: std::collections::BTreeSet<u64>,
     last_use_fence: u64,
-    /// Whether fences are judged (the lock fences, and no node lost its counter).
+    /// Whether fences are judged (the lock fences).
     pub fences_kept: bool,
+    /// Whether a node lost its fence counter (a restart without persistence): a grant's fence
+    /// must still be larger than every earlier one, but a read hold's, the last write's as
+    /// its nodes have it, may then be an older write's (a resource refuses it: the safe
+    /// direction) until the next write.
+    pub counter_lost: bool,
     /// Since when each client waits, and whether for a shared hold.
     waiting: BTreeMap<usize, (u64, bool)>,
     free_since: u64,
@@ -143,6 +148,7 @@ impl Checker {
             permit_fences: Default::default(),
             last_use_fence: 0,
             fences_kept: true,
+            counter_lost: false,
             waiting: BTreeMap::new(),
             free_since: 0,
             violation: None,
@@ -235,7 +241,10 @@ impl Checker {
                     Some(claim) => claim.shared,
                 };
                 // A semaphore's holders use their fences side by side, in any order.
-                if !self.fences_kept || matches!(self.shape, Shape::Semaphore(_)) {
+                if !self.fences_kept
+                    || matches!(self.shape, Shape::Semaphore(_))
+                    || (shared && self.counter_lost)
+                {
                     return;
                 }
                 if *fence < self.last_use_fence {
@@ -306,6 +315,9 @@ impl Checker {
             return;
         }
         let observes = shared && self.shape == Shape::RwLock;
+        if observes && self.counter_lost {
+            return;
+        }
         let last = self.last_fence;
         if fence < last || (fence == last && !observes) {
             self.fail(

@@ -154,6 +154,20 @@ fn validity_from_the_reply_is_caught() {
     );
 }
 
+/// Servers that hand out fences with a plain `INCR`: a node that restarts without persistence
+/// starts its counter again from 1, and the checker must see a fence go back.
+#[test]
+fn a_plain_incr_fence_counter_is_caught() {
+    caught_and_replayed(
+        "a plain INCR fence counter",
+        Controls {
+            plain_incr_fences: true,
+            ..Controls::default()
+        },
+        Shows::Safety,
+    );
+}
+
 /// The first seed within the budget whose world shares a lock of `shape` and, with the
 /// clients `make` builds, fails; with the violation. The failure must replay.
 fn first_catch_of(

@@ -24,6 +24,8 @@ const SEQUENCES: u64 = 10_000;
 const BASE_SEED: u64 = 0x5EED_0000;
 /// How far a PTTL may move while the command is in flight.
 const TTL_SLACK_MS: i64 = 250;
+/// Above this, an integer is a Unix time in µs (a fence counter raised to the server's time).
+const UNIX_US: i64 = 1_000_000_000_000_000;
 const KEYS: &[&str] = &[
     "lock",
     "{lock}:fence",
@@ -156,7 +158,7 @@ impl Gen {
             "acquire" => &[KEYS[0], KEYS[1], KEYS[8], KEYS[3]],
             "release" => &[KEYS[0], KEYS[2], KEYS[3]],
             "extend" => &[KEYS[0]],
-            "fence_max" => &[KEYS[1]],
+            "fence_max" => &[KEYS[1], KEYS[0]],
             "sem_acquire" => &[KEYS[6], KEYS[7], KEYS[1], KEYS[3]],
             "read_acquire" => &[KEYS[0], KEYS[1], KEYS[3], KEYS[9], KEYS[8], KEYS[2]],
             "shared_extend" => &[KEYS[6], KEYS[7]],
@@ -197,7 +199,7 @@ impl Gen {
                 vec![token, self.ms(), handoff]
             }
             "extend" | "shared_extend" => vec![token, self.ms()],
-            "fence_max" => vec![self.pick(&["0", "1", "2", "5", "abc"])],
+            "fence_max" => vec![self.pick(&["0", "1", "2", "5", "abc"]), token],
             "sem_acquire" | "read_acquire" => {
                 let mut args = self.script_args("acquire");
                 if name == "sem_acquire" {
@@ -341,22 +343,30 @@ impl Gen {
 }
 
 /// Equal, or both PTTL-sized and within the in-flight slack, or both Unix times in ms (a
-/// waiter's announcement, scored by the server's `TIME`) within the same slack.
+/// waiter's announcement, scored by the server's `TIME`) within the same slack, or both Unix
+/// times in µs (a fence counter raised to the server's `TIME`; the simulated server's clock
+/// counts whole ms) within it too.
 fn same(a: &Reply, b: &Reply) -> bool {
-    let unix_ms = |b: &[u8]| {
+    let close = |x: i64, y: i64| {
+        let slack = if x > UNIX_US && y > UNIX_US {
+            TTL_SLACK_MS * 1000
+        } else {
+            TTL_SLACK_MS
+        };
+        (x - y).abs() <= slack
+    };
+    let unix = |b: &[u8]| {
         std::str::from_utf8(b)
             .ok()
             .and_then(|s| s.parse::<i64>().ok())
             .filter(|t| *t > 1_000_000_000_000)
     };
     match (a, b) {
-        (Reply::Bulk(x), Reply::Bulk(y)) if x != y => match (unix_ms(x), unix_ms(y)) {
-            (Some(x), Some(y)) => (x - y).abs() <= TTL_SLACK_MS,
+        (Reply::Bulk(x), Reply::Bulk(y)) if x != y => match (unix(x), unix(y)) {
+            (Some(x), Some(y)) => close(x, y),
             _ => false,
         },
-        (Reply::Int(x), Reply::Int(y)) => {
-            x == y || (*x > 1000 && *y > 1000 && (x - y).abs() <= TTL_SLACK_MS)
-        }
+        (Reply::Int(x), Reply::Int(y)) => x == y || (*x > 1000 && *y > 1000 && close(*x, *y)),
         (Reply::Array(x), Reply::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
         }

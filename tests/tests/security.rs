@@ -121,7 +121,7 @@ fn hostile_names_are_only_ever_keys() {
         let value: Vec<u8> = conn.get(name.as_slice()).unwrap();
         assert_eq!(value, guard.token(), "the key is exactly the name");
         assert!(mutex.is_locked().unwrap());
-        assert_eq!(guard.fence(), 1);
+        assert!(guard.fence() > 0);
         guard.unlock().unwrap();
         let exists: bool = conn.exists(name.as_slice()).unwrap();
         assert!(!exists);

@@ -17,12 +17,13 @@ fn lock_and_unlock_over_tls_with_the_right_ca() {
     let client = client_of(&pki, &server);
     let mutex = client.mutex("tls:lock").ttl(Duration::from_secs(2));
     let guard = mutex.lock().unwrap();
-    assert_eq!(guard.fence(), 1);
+    let first = guard.fence();
+    assert!(first > 0);
     assert!(matches!(mutex.try_lock(), Err(TryLockError::WouldBlock)));
     guard.extend(Duration::from_secs(3)).unwrap();
     guard.unlock().unwrap();
     assert!(!mutex.is_locked().unwrap());
-    assert_eq!(mutex.lock().unwrap().fence(), 2);
+    assert!(mutex.lock().unwrap().fence() > first);
 
     // The same CA also works by host name (the certificate names both).
     let by_name = Client::builder()
@@ -83,7 +84,7 @@ fn certificates_are_checked_by_default_and_insecure_must_be_asked_for() {
 
     let insecure = Client::open(&format!("{}/#insecure", server.url())).unwrap();
     let guard = insecure.mutex("tls:lock").try_lock().unwrap();
-    assert_eq!(guard.fence(), 1);
+    assert!(guard.fence() > 0);
     guard.unlock().unwrap();
 }
 
@@ -204,7 +205,7 @@ fn a_late_tls_reply_is_never_taken_for_a_later_requests() {
     run(redis::cmd("DEL").arg("tls:late"));
     assert!(!mutex.is_locked().unwrap());
     let guard = mutex.try_lock().unwrap();
-    assert_eq!(guard.fence(), 1);
+    assert!(guard.fence() > 0);
     assert!(mutex.is_locked().unwrap());
     guard.unlock().unwrap();
     assert!(!mutex.is_locked().unwrap());
@@ -218,7 +219,7 @@ fn a_tls_connection_the_server_closed_is_replaced() {
     let Some((pki, server)) = setup() else { return };
     let client = client_of(&pki, &server);
     let mutex = client.mutex("tls:killed").ttl(Duration::from_secs(10));
-    assert_eq!(mutex.lock().unwrap().fence(), 1); // a pooled connection
+    assert!(mutex.lock().unwrap().fence() > 0); // a pooled connection
     let mut direct = direct_conn(&pki, &server);
     // Bounded: a closed session that is not noticed would keep a read going.
     let (done, finished) = std::sync::mpsc::channel();

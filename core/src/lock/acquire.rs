@@ -207,8 +207,7 @@ impl Plan {
             let calls = only_to(nodes.len(), &to, &raise);
             let deadline = Instant::now() + self.spec.node_timeout;
             net::exchange_until(nodes, &calls, deadline, None, &mut |i, answer| {
-                let ok = matches!(answer, Ok(v) if matches!(v.first(), Some(Ok(_))));
-                round.raised(i, ok);
+                round.raised(i, answer, &self.spec);
                 Enough::when(round.raise_decided())
             });
         }

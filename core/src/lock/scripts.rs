@@ -16,6 +16,42 @@ use super::keys::{Keys, PackedKeys};
 use crate::net::{Command, Decimal, Request, array, bulk};
 use crate::options::MutexOptions;
 
+/// The Lua functions that hand out fences, written once and put at the top of every script that
+/// grants (`concat!` needs a macro, not a constant).
+///
+/// Fences never go back, even when a node loses its counter: a restart without persistence,
+/// `FLUSHALL`, an eviction, a failover to a replica that missed the last `INCR`, a restore from
+/// an older snapshot. The counter never falls below the server's `TIME` in microseconds: a
+/// grant's fence is `max(counter + 1, now µs)`. Every fence handed out was at most the
+/// server's time when it was handed out (unless more than one grant per microsecond ran,
+/// 10^6 a second on one name), so a counter that was lost or rolled back starts again above
+/// every earlier fence — as long as the server's clock has not stepped back by more than the
+/// outage lasted. A counter a plain `INCR` left (an older version's) is below the time: its
+/// next fence jumps up to the time, so every fence handed out before stays below. The value
+/// is written with `%d`: a Lua number is a double, exact up to 2^53 (the time in µs stays
+/// below it until the year 2255), and `%d` keeps every digit where Lua's own conversion of a
+/// number to a string would round it to 14.
+///
+/// `fence_next(key)` is a grant's fence. A read hold's fence is not a new one but the last
+/// write's, as the node has it (the read script's `GET`): after the node lost its counter it
+/// is 0 or an older write's until the next write, which a resource that enforces fences
+/// refuses (the safe direction), and the next write's fence is above every earlier one again.
+macro_rules! fence_lua {
+    () => {
+        r"
+local function fence_next(key)
+  local t = redis.call('TIME')
+  local c = (tonumber(redis.call('GET', key) or '0') or 0) + 1
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if c < floor then c = floor end
+  redis.call('SET', key, string.format('%d', c))
+  return c
+end
+"
+    };
+}
+pub(crate) use fence_lua;
+
 /// A Lua script with its SHA1, as Redis names it in EVALSHA.
 pub(crate) struct Script {
     source: &'static str,
@@ -76,25 +112,27 @@ impl Script {
 /// again on a fresh connection) finds its own token: that is its grant, with the fence the
 /// counter holds (nobody else can have been granted since).
 ///
-/// Granted at once, it does what a fenced lock must: `SET NX PX`, then `INCR` when fencing is
-/// on; that path comes first, before the helper functions are made (each made per call). The
+/// Granted at once, it does what a fenced lock must: `SET NX PX`, then the next fence (see
+/// [`fence_lua`]) when fencing is on; that path comes first, before the other helper
+/// functions are made (each made per call). The
 /// hand-off window is the lock key itself holding the empty value (never a
 /// token) for a few milliseconds after a release that had waiters: a plain `SET NX` fails on
 /// it, so only callers that have already waited take it over (a releaser that re-locks at once
 /// queues behind the waiters instead of starving them), and nobody pays for a hand-off check
 /// when nobody waits. A caller that has waited reads the key first: the window, or a free
-/// key, is its with one `SET` (a hand-off makes five calls: read holds, `GET`, `SET`, its
-/// announcement's `ZREM`, `INCR`).
+/// key, is its with one `SET` (a hand-off makes seven calls: read holds, `GET`, `SET`, its
+/// announcement's `ZREM`, and the fence's `TIME`, `GET`, `SET`).
 ///
 /// Waiters announce themselves in a sorted set, each under its own id with the server time
 /// its announcement ends as the score; an announcement only grows (`GT`), one waiter's never
 /// shortens another's, and a waiter's grant removes its own.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(concat!(
+        fence_lua!(),
         r"
 local readers = redis.call('EXISTS', KEYS[3]) == 1
 if not readers and ARGV[4] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if ARGV[3] == '1' then return redis.call('INCR', KEYS[2]) end
+  if ARGV[3] == '1' then return fence_next(KEYS[2]) end
   return 0
 end
 local function announce()
@@ -111,7 +149,7 @@ local function granted(fresh)
   local fence = 0
   if ARGV[3] == '1' then
     if fresh then
-      fence = redis.call('INCR', KEYS[2])
+      fence = fence_next(KEYS[2])
     else
       fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
     end
@@ -145,7 +183,7 @@ announce()
 if type(holder) ~= 'string' then holder = '' end
 return {0, redis.call('PTTL', KEYS[1]), holder}
 ",
-    )
+    ))
 });
 
 /// Deletes the lock only if it still holds our token; when a waiter's announcement is live
@@ -234,15 +272,20 @@ return -1
     )
 });
 
-/// Raises the fence counter to at least the given value (`counter = max(counter, value)`).
+/// Raises the fence counter to at least the given value (`counter = max(counter, value)`), and
+/// confirms only where no other round's earlier `INCR` can still make a later grant: the lock
+/// key is empty, a hand-off's, or our token (see `proto/fence.rs` for the argument).
 ///
-/// KEYS: fence. ARGV: value.
+/// KEYS: fence, lock. ARGV: value, token. Returns 1 confirmed, 0 raised but not confirmed
+/// (another owner's value is there).
 pub(crate) static FENCE_MAX: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local c = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
-return 1
+local v = redis.pcall('GET', KEYS[2])
+if v == false or v == '' or v == ARGV[2] then return 1 end
+return 0
 ",
     )
 });

@@ -187,6 +187,21 @@ impl Lock {
         self.with_keys(|keys| keys.waiters.extend_from_slice(b":elsewhere"))
     }
 
+    /// The same lock with the fence write-back's old rule plugged back in, for the negative
+    /// controls: any answer counts as a confirmation, also one from a node that another
+    /// round holds.
+    pub fn fence_counts_refusing(mut self) -> Lock {
+        self.spec.controls.fence_counts_refusing = true;
+        self
+    }
+
+    /// The same lock with the release's old rule plugged back in, for the negative controls:
+    /// every "missing" within the validity is read as our own earlier release.
+    pub fn missing_is_released(mut self) -> Lock {
+        self.spec.controls.missing_is_released = true;
+        self
+    }
+
     fn with_keys(mut self, change: impl FnOnce(&mut Keys)) -> Lock {
         let mut keys = Keys::new(&self.spec.keys.lock);
         change(&mut keys);
@@ -348,9 +363,10 @@ impl Round {
             .map(|(call, behind)| (argv(&call), behind))
     }
 
-    /// Node `i` confirmed the write-back (`ok`) or not.
-    pub fn raised(&mut self, i: usize, ok: bool) {
-        self.0.raised(i, ok)
+    /// Node `i`'s reply to the write-back (`None`: it did not come).
+    pub fn raised(&mut self, lock: &Lock, i: usize, reply: Option<Reply>) {
+        self.0
+            .raised(i, &answer(reply.map(|r| vec![r])), &lock.spec)
     }
 
     /// Whether the write-back's answers so far decide it (a quorum holds the fence, or

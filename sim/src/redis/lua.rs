@@ -25,6 +25,9 @@ pub struct Engine {
     lua: Lua,
     scripts: HashMap<String, Function>,
     raised: Rc<RefCell<Option<Raised>>>,
+    /// For a negative control: text replaced in every script before it is compiled (the
+    /// script keeps its own SHA1, as if the server ran an older version of it).
+    rewrite: Option<(String, String)>,
 }
 
 /// Redis's rule for an error text raised inside its Lua library: `-CODE message` keeps its
@@ -83,6 +86,7 @@ redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 
             lua,
             scripts: HashMap::new(),
             raised,
+            rewrite: None,
         }
     }
 
@@ -90,9 +94,15 @@ redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 
     pub fn load(&mut self, source: &[u8]) -> Result<String, Reply> {
         let sha = sha1_hex(source);
         if !self.scripts.contains_key(&sha) {
+            let source = match &self.rewrite {
+                Some((from, to)) => String::from_utf8_lossy(source)
+                    .replace(from.as_str(), to)
+                    .into_bytes(),
+                None => source.to_vec(),
+            };
             let f = self
                 .lua
-                .load(source)
+                .load(&source[..])
                 .set_name("@user_script")
                 .into_function()
                 .map_err(|e| {
@@ -105,6 +115,12 @@ redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 
             self.scripts.insert(sha.clone(), f);
         }
         Ok(sha)
+    }
+
+    /// Replaces `from` by `to` in every script loaded from now on (a negative control's old
+    /// rule plugged into the scripts).
+    pub fn rewrite(&mut self, from: &str, to: &str) {
+        self.rewrite = Some((from.to_owned(), to.to_owned()));
     }
 
     /// Whether a script is cached.

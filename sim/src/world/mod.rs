@@ -145,7 +145,7 @@ impl World {
         let net_rng = rng.fork();
         let nodes = (0..cfg.nodes)
             .map(|_| Node {
-                server: Server::new(),
+                server: server_of(&cfg),
                 // Server clocks: unrelated offsets, rates within ±0.2%.
                 clock: Clock::new(
                     1_700_000_000_000_000 + rng.below(1 << 40),
@@ -425,4 +425,16 @@ fn describe(argv: &[Vec<u8>]) -> String {
 /// Runs the world that `cfg` describes.
 pub fn run(cfg: Config) -> Outcome {
     World::new(cfg).run()
+}
+
+/// A node's server: the real scripts, or for a negative control their older version.
+fn server_of(cfg: &Config) -> Server {
+    let mut server = Server::new();
+    if cfg.controls.plain_incr_fences {
+        server.rewrite_scripts(
+            "local function fence_next(key)",
+            "local function fence_next(key) do return redis.call('INCR', key) end",
+        );
+    }
+    server
 }

@@ -1,19 +1,38 @@
 //! The fence write-back of a round that several nodes granted with different counters.
 //!
 //! The lock's fence is the largest counter among the granting nodes that answered. For it to
-//! stay below every later grant's, a quorum of nodes must hold a counter at least this large:
-//! any later grant needs a quorum, which shares a node with this one, whose `INCR` then
-//! returns more. The nodes that returned the fence hold it already; the others are raised to
-//! it (`counter = max(counter, fence)`) until enough of them confirmed.
+//! stay below every later grant's, a quorum of nodes must hold a counter at least this large
+//! in a way that no later grant can get around: any later grant needs a quorum, which shares
+//! a node with this one, whose `INCR` then returns more. The nodes that returned the fence
+//! hold it already; the others are raised to it (`counter = max(counter, fence)`) until
+//! enough of them confirmed.
 //!
-//! The write-back goes to every node that did not return the fence: those that returned
-//! less, and also those that refused or have not answered yet (behind their request, on the
-//! same connection). A counter at or above the fence is what counts, granted or not, so the
-//! write-back ends with its first confirmations, at its quorum, rather than with particular
-//! nodes; the slower nodes still run it, off the caller's path. Nodes whose answer to the
-//! round was a transport error are left out: a new connection's time would be the caller's.
+//! **What a confirmation must mean.** Raising a counter is not enough: a node may be held by
+//! a concurrent round B that has already run its `INCR` there with the old counter, while B's
+//! requests to other nodes are still on their way (delayed in the network, or behind a frozen
+//! server). Were such a node counted, a write-back confirmed there and lost on one of our
+//! granting nodes would let us return a fence that too few nodes hold where it matters: after
+//! our release, B's delayed requests reach our granting nodes, and B is granted with a fence
+//! below ours (replayed on three servers with counters 10/3/3: we returned 11, B got 5). So
+//! the write-back script confirms (answers 1) only where the lock key is empty, holds a
+//! release's hand-off value, or holds our token, and answers 0 elsewhere (still raising the
+//! counter, which is harmless). Where it confirms, no other round can still be granted with
+//! an `INCR` that ran there before the write-back: such a round stored its token there with
+//! that `INCR`, and the key no longer holds it, so that round was undone (never granted),
+//! released or expired (granted, if at all, before our grant). Every `INCR` there after the
+//! write-back returns more than the fence. A node that granted this round holds our token, so
+//! it confirms; so does a node whose answer is still to come behind the write-back on its
+//! connection, exactly when its late answer was a grant.
+//!
+//! The write-back goes to every node that did not return the fence (but for those the round
+//! could not reach), so it ends with its first confirmations, at its quorum, rather than with
+//! particular nodes; the slower nodes still run it, off the caller's path. The simulator's
+//! negative control plugs the old rule back in (any answer is a confirmation:
+//! [`Controls::fence_counts_refusing`]), and its checker must catch a fence that goes back.
 
-use super::Spec;
+use redis::Value;
+
+use super::{Controls, Spec};
 use crate::lock::scripts::{self, Call};
 
 /// A fence write-back in flight: counted answer by answer.
@@ -56,13 +75,23 @@ impl Raise {
         Some((raise, to))
     }
 
-    /// The request: raise the lock's fence counter to at least the fence.
-    pub(crate) fn call(&self, spec: &Spec) -> Call {
+    /// The request: raise the lock's fence counter to at least the fence, and confirm where
+    /// the lock key is empty, a hand-off's, or `token`'s.
+    pub(crate) fn call(&self, spec: &Spec, token: &[u8]) -> Call {
         Call::new(
             &scripts::FENCE_MAX,
-            &[&spec.keys.fence],
-            &[self.fence.to_string().as_bytes()],
+            &[&spec.keys.fence, &spec.keys.lock],
+            &[self.fence.to_string().as_bytes(), token],
         )
+    }
+
+    /// Whether a node's reply to the write-back is a confirmation that counts: 1.
+    pub(crate) fn confirms(reply: Option<&Value>, controls: Controls) -> bool {
+        match reply {
+            Some(Value::Int(1)) => true,
+            Some(_) => controls.fence_counts_refusing,
+            None => false,
+        }
     }
 
     /// Counts node `i`'s answer: `ok` when it confirmed. An answer of a node not asked, or
@@ -100,7 +129,7 @@ mod tests {
 
     /// The write-back goes to every node that did not return the fence, granting or not, but
     /// for those the round could not reach, and ends with the first confirmations that make
-    /// a quorum.
+    /// a quorum (what a node confirms is the script's to say: see [`Raise::confirms`]).
     #[test]
     fn it_goes_to_every_other_node_and_ends_at_its_quorum() {
         // Of seven nodes, 0, 1 and 3 granted (0 with the largest counter), 2 refused, 4 has
@@ -130,5 +159,21 @@ mod tests {
         raise.answer(2, false);
         assert!(raise.decided());
         assert_eq!(raise.fence(), None);
+    }
+
+    /// Only a reply of 1 confirms; the old rule, which the simulator's negative control plugs
+    /// back in, took any reply for a confirmation.
+    #[test]
+    fn only_a_one_confirms_unless_the_old_rule_is_plugged_in() {
+        let right = Controls::RIGHT;
+        assert!(Raise::confirms(Some(&Value::Int(1)), right));
+        assert!(!Raise::confirms(Some(&Value::Int(0)), right));
+        assert!(!Raise::confirms(None, right));
+        let old = Controls {
+            fence_counts_refusing: true,
+            ..right
+        };
+        assert!(Raise::confirms(Some(&Value::Int(0)), old));
+        assert!(!Raise::confirms(None, old));
     }
 }

@@ -44,6 +44,27 @@ pub(crate) enum Kind {
     Read,
 }
 
+/// Rules that the simulator's negative controls replace with an old or a wrong one, to show
+/// that its checker catches the difference. The library never sets one: every field is
+/// `false` outside the simulator's controls ([`Controls::RIGHT`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Controls {
+    /// The fence write-back counts a confirmation from any node, also one that refused the
+    /// round (see [`fence`]).
+    pub(crate) fence_counts_refusing: bool,
+    /// The release reads every "missing" within the validity as its own earlier release,
+    /// also a first answer (see [`release`]).
+    pub(crate) missing_is_released: bool,
+}
+
+impl Controls {
+    /// The rules as they are.
+    pub(crate) const RIGHT: Controls = Controls {
+        fence_counts_refusing: false,
+        missing_is_released: false,
+    };
+}
+
 /// One lock as its calls use it: its keys and options, checked once, and the number of nodes.
 #[derive(Clone)]
 pub(crate) struct Spec {
@@ -55,6 +76,8 @@ pub(crate) struct Spec {
     pub(crate) node_timeout: Duration,
     pub(crate) n: usize,
     pub(crate) quorum: usize,
+    /// Always [`Controls::RIGHT`] but in the simulator's negative controls.
+    pub(crate) controls: Controls,
 }
 
 impl Spec {
@@ -80,6 +103,7 @@ impl Spec {
             node_timeout,
             n,
             quorum: quorum(n),
+            controls: Controls::RIGHT,
         })
     }
 

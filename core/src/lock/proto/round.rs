@@ -292,15 +292,19 @@ impl AcquireRound {
             &self.unreachable,
             self.quorum,
         )?;
-        let call = raise.call(spec);
+        let call = raise.call(spec, &self.token);
         self.raising = Some(raise);
         Some((call, to))
     }
 
-    /// Counts node `i`'s answer to the fence write-back: `ok` when it confirmed.
-    pub(crate) fn raised(&mut self, i: usize, ok: bool) {
+    /// Counts node `i`'s answer to the fence write-back (see [`Raise::confirms`]).
+    pub(crate) fn raised(&mut self, i: usize, answer: &Answer, spec: &Spec) {
+        let reply = match answer {
+            Ok(values) => values.first().and_then(|v| v.as_ref().ok()),
+            Err(_) => None,
+        };
         if let Some(raise) = &mut self.raising {
-            raise.answer(i, ok);
+            raise.answer(i, Raise::confirms(reply, spec.controls));
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::sync::LazyLock;
 
-use crate::lock::scripts::Script;
+use crate::lock::scripts::{Script, fence_lua};
 
 /// Takes one of a semaphore's permits when one is free.
 ///
@@ -20,7 +20,8 @@ use crate::lock::scripts::Script;
 /// those, so a releaser that re-acquires at once queues behind the waiters. The same round run
 /// twice finds its own member: that is its grant.
 pub(crate) static SEM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    Script::new(concat!(
+        fence_lua!(),
         r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -46,7 +47,7 @@ if free > 0 then
   redis.call('PEXPIREAT', KEYS[2], last[2])
   if ARGV[4] == '1' then redis.call('ZREM', KEYS[4], ARGV[6]) end
   local fence = 0
-  if ARGV[3] == '1' then fence = redis.call('INCR', KEYS[3]) end
+  if ARGV[3] == '1' then fence = fence_next(KEYS[3]) end
   return fence
 end
 if tonumber(ARGV[5]) > 0 then
@@ -58,7 +59,7 @@ local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if first[2] then return {0, tonumber(first[2]) - now, ''} end
 return {0, -1, ''}
 ",
-    )
+    ))
 });
 
 /// Takes a read hold of a read-write lock.

@@ -294,7 +294,7 @@ impl CoreClient {
         let State::Fencing { round, .. } = &mut self.state else {
             return;
         };
-        round.raised(node, matches!(reply, Some(Ok(_))));
+        round.raised(&self.lock, node, reply);
         // It ends at its quorum (or once every node asked answered): the later answers are
         // not waited for.
         if round.raise_decided() {

@@ -79,8 +79,8 @@ impl ModelClient {
                 self.script(
                     node,
                     "fence_max",
-                    &[FENCE],
-                    &[Self::ms(fence)],
+                    &[FENCE, LOCK],
+                    &[Self::ms(fence), round.token.clone()],
                     Purpose::FenceWrite,
                     out,
                 );

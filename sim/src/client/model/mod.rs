@@ -36,6 +36,10 @@ pub struct Controls {
     pub own_grant_taken: bool,
     /// Count validity from when the quorum's replies arrived, not from before sending.
     pub validity_from_reply: bool,
+    /// The servers hand out fences with a plain `INCR` (the acquire scripts' floor at the
+    /// server's time removed), so a node that lost its counter starts again from 1. Not a
+    /// mistake of the client: the world's servers run the older scripts.
+    pub plain_incr_fences: bool,
 }
 
 /// How the model client behaves.
