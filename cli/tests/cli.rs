@@ -710,7 +710,11 @@ while [ ! -e go ]; do sleep 0.02; done"#;
         .run();
     let first = fence_in(&r.stdout, ", last fence ");
     assert!(r.stdout.starts_with("held by ") && first > 0, "{r:?}");
-    assert!(read(&log).contains(&format!("started {first}")), "{r:?}");
+    // The largest counter among the nodes: at least the run's fence (a node whose answer the
+    // round did not wait for may have counted on).
+    let log_text = read(&log);
+    let given = fence_in(&log_text, "started ");
+    assert!(given > 0 && first >= given, "{r:?} {log_text}");
     std::fs::write(dir.path().join("go"), "").unwrap();
     assert_eq!(run.finish().code, 0);
     for s in servers.iter() {
@@ -733,7 +737,7 @@ while [ ! -e go ]; do sleep 0.02; done"#;
         ])
         .run();
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(fence_in(&r.stdout, "") > first, "{r:?}");
+    assert!(fence_in(&r.stdout, "") > given, "{r:?}");
 
     servers[1].kill();
     let r = Redmutex::new(dir.path(), &[])
@@ -1014,7 +1018,9 @@ fn a_redis_cluster_url_works_like_one_server() {
         .run();
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
-        r.stdout.starts_with("held by ") && r.stdout.ends_with(", last fence 2\n"),
+        r.stdout.starts_with("held by ")
+            && r.stdout
+                .ends_with(&format!(", last fence {}\n", guard.fence())),
         "{r:?}"
     );
     guard.unlock().unwrap();
@@ -1085,7 +1091,10 @@ fn no_quorum_names_a_node_not_waited_for_and_not_as_unreachable() {
 /// time in µs, so a test compares them rather than pinning one).
 fn fence_in(out: &str, after: &str) -> u64 {
     let line = out.trim_end().lines().last().unwrap_or_default();
-    let at = line.rfind(after).map_or(0, |i| i + after.len());
+    let at = match after {
+        "" => 0,
+        _ => line.rfind(after).map_or(0, |i| i + after.len()),
+    };
     line[at..].trim().parse().unwrap_or(0)
 }
 
@@ -1102,5 +1111,5 @@ fn a_key_that_vanished_while_the_command_ran_exits_with_the_lost_code() {
         .run();
     assert_eq!(r.code, 74, "{r:?}");
     assert!(r.error_line().contains("lost"), "{r:?}");
-    assert!(r.error_line().contains("missing"), "{r:?}");
+    assert!(r.error_line().ends_with(": not there]"), "{r:?}");
 }

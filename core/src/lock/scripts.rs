@@ -27,7 +27,8 @@ use crate::options::MutexOptions;
 /// 10^6 a second on one name), so a counter that was lost or rolled back starts again above
 /// every earlier fence — as long as the server's clock has not stepped back by more than the
 /// outage lasted. A counter a plain `INCR` left (an older version's) is below the time: its
-/// next fence jumps up to the time, so every fence handed out before stays below. The value
+/// next fence jumps up to the time, so every fence handed out before stays below. `INCR` comes
+/// first, so a counter that holds no number fails the grant as it always did. A raised value
 /// is written with `%d`: a Lua number is a double, exact up to 2^53 (the time in µs stays
 /// below it until the year 2255), and `%d` keeps every digit where Lua's own conversion of a
 /// number to a string would round it to 14.
@@ -40,11 +41,13 @@ macro_rules! fence_lua {
     () => {
         r"
 local function fence_next(key)
+  local c = redis.call('INCR', key)
   local t = redis.call('TIME')
-  local c = (tonumber(redis.call('GET', key) or '0') or 0) + 1
   local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if c < floor then c = floor end
-  redis.call('SET', key, string.format('%d', c))
+  if c < floor then
+    c = floor
+    redis.call('SET', key, string.format('%d', c))
+  end
   return c
 end
 "

@@ -20,7 +20,9 @@ pub struct LockStatus {
     pub holder: Option<Vec<u8>>,
     /// The holder's remaining lease (the smallest among the agreeing nodes), if it has one.
     pub ttl: Option<Duration>,
-    /// The last fence number granted for this name (the largest among the nodes).
+    /// The last fence number granted for this name: the largest counter among the nodes, at
+    /// least the holder's fence (with several nodes, a node whose answer a round did not wait
+    /// for may have counted on to its own clock's time in µs).
     pub fence: u64,
 }
 
