@@ -168,6 +168,55 @@ fn a_plain_incr_fence_counter_is_caught() {
     );
 }
 
+/// Seeds of the overlapping-rounds worlds ([`Config::overlapping`]) tried per control.
+const OVERLAPPING_BUDGET: u64 = 300;
+
+/// The fence write-back's old rule: a confirmation from any node counts, also from one that
+/// another round holds (and whose `INCR` for that round ran with the old counter). In the
+/// worlds made for overlapping rounds, the checker must see a fence go back; the same worlds
+/// with the right rule keep every property (`world.rs` runs them).
+#[test]
+fn a_write_back_that_counts_refusing_nodes_is_caught() {
+    let run_with = |seed: u64, broken: bool| {
+        let cfg = Config::overlapping(seed);
+        World::with_clients(cfg.clone(), |i| {
+            let (write, read) = locks(&cfg.model(), cfg.fencing, cfg.shape);
+            let write = if broken {
+                write.fence_counts_refusing()
+            } else {
+                write
+            };
+            Box::new(CoreClient::with_locks(i, cfg.model(), write, read))
+        })
+        .run()
+    };
+    let Some((seed, v)) = (BASE_SEED..BASE_SEED + OVERLAPPING_BUDGET)
+        .find_map(|seed| run_with(seed, true).violation.map(|v| (seed, v)))
+    else {
+        panic!("the checker missed the old write-back rule in {OVERLAPPING_BUDGET} seeds");
+    };
+    eprintln!(
+        "a write-back that counts refusing nodes: caught at seed {seed}: {}",
+        v.what
+    );
+    assert!(
+        !v.liveness && v.what.contains("fence went back"),
+        "{}",
+        v.what
+    );
+    assert_eq!(
+        run_with(seed, true).violation,
+        Some(v),
+        "seed {seed} did not replay"
+    );
+    let clean = run_with(seed, false);
+    assert!(
+        clean.violation.is_none(),
+        "seed {seed} fails without the mistake: {:?}",
+        clean.violation
+    );
+}
+
 /// The first seed within the budget whose world shares a lock of `shape` and, with the
 /// clients `make` builds, fails; with the violation. The failure must replay.
 fn first_catch_of(

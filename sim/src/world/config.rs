@@ -48,6 +48,9 @@ pub struct Config {
     pub endless: bool,
     /// Keep every trace line (for printing and comparing), not only their hash.
     pub keep_trace: bool,
+    /// Short holds and pauses between them (tens of ms instead of up to 1.5 s): a holder
+    /// releases while another client's round is still in flight.
+    pub short_holds: bool,
 }
 
 impl Config {
@@ -105,7 +108,38 @@ impl Config {
             controls,
             endless: true,
             keep_trace: false,
+            short_holds: false,
         }
+    }
+
+    /// A world made for rounds of several contenders that overlap: three or five nodes whose
+    /// fence counters differ (their clocks do), three clients on a fenced mutex that hold for
+    /// a few ms, and a network during the fault phase that delays many requests by up to just
+    /// under the node timeout and loses a few single messages (the connection stays). A round
+    /// can then be granted by some nodes while another client's requests to the others are
+    /// still on their way, and be granted there after that client's release; a fence
+    /// write-back can be lost on one connection while another node confirms it. No node or
+    /// client faults: the interleavings come from the network alone.
+    pub fn overlapping(seed: u64) -> Config {
+        let mut rng = Rng::new(seed ^ 0x0BE7_1A95);
+        let mut cfg = Config::with_driver(seed, Controls::default(), Driver::Core);
+        cfg.nodes = *rng.pick(&[3, 5]);
+        cfg.clients = 3;
+        cfg.shape = Shape::Mutex;
+        cfg.fencing = true;
+        cfg.faults = 0;
+        cfg.fault_phase = 4_000_000;
+        cfg.quiet_phase = 2_000_000;
+        let node_timeout = cfg.model().node_timeout;
+        cfg.network = Network {
+            quiet_max: 3_000,
+            late_max: node_timeout - 2_000,
+            loss: 0.03,
+            late: 0.3,
+            cut: 0.0,
+        };
+        cfg.short_holds = true;
+        cfg
     }
 
     /// The clients' timings and the model client's mistakes.
@@ -117,8 +151,8 @@ impl Config {
             retry_max: 30_000,
             wait_cap: 250_000,
             handoff_window: 20_000,
-            hold_max: 1_500_000,
-            think_max: 300_000,
+            hold_max: if self.short_holds { 10_000 } else { 1_500_000 },
+            think_max: if self.short_holds { 10_000 } else { 300_000 },
             use_every: 50_000,
             controls: self.controls,
         }
