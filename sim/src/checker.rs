@@ -22,6 +22,8 @@ use std::collections::BTreeMap;
 
 use crate::client::Note;
 
+mod vanish;
+
 /// What the clients of a world share: one mutex, one semaphore, or one read-write lock (its
 /// read holds and its write side, the mutex, on one name).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -82,6 +84,13 @@ struct Claim {
     end: u64,
     /// A semaphore's permit or a read hold, rather than the mutex (a write).
     shared: bool,
+    /// Someone outside the lock removed its key from so many nodes that fewer than a quorum
+    /// keep it: the lock is lost, whether its holder knows it yet or not. Its lease, its
+    /// exclusion and its uses are judged no more; its holder must learn of the loss.
+    doomed: bool,
+    /// A flushed node stored its key since its last grant or renewal: a renewal under way
+    /// may be confirmed by a node that lost the key after it confirmed.
+    flushed: bool,
 }
 
 /// Bounds the checker needs.
@@ -122,6 +131,11 @@ pub struct Checker {
     /// its nodes have it, may then be an older write's (a resource refuses it: the safe
     /// direction) until the next write.
     pub counter_lost: bool,
+    /// Clients releasing a claim that was doomed: their release must not be reported clean.
+    doomed_releases: std::collections::BTreeSet<usize>,
+    /// Tokens of attempts still running that a flushed node stored: granted later, their
+    /// claim may be doomed from the start.
+    vanished: std::collections::BTreeSet<Vec<u8>>,
     /// Since when each client waits, and whether for a shared hold.
     waiting: BTreeMap<usize, (u64, bool)>,
     free_since: u64,
@@ -149,6 +163,8 @@ impl Checker {
             last_use_fence: 0,
             fences_kept: true,
             counter_lost: false,
+            doomed_releases: Default::default(),
+            vanished: Default::default(),
             waiting: BTreeMap::new(),
             free_since: 0,
             violation: None,
@@ -201,11 +217,17 @@ impl Checker {
                 self.grants += 1;
                 self.waiting.remove(&c);
                 let end = view.boot_to_true(c, *valid_until);
-                self.check_holders(c, *shared, t);
-                if *shared && self.shape == Shape::RwLock {
-                    self.check_no_overtaking(c, t);
+                // Granted by a round that a flush cut short: a node granted, and lost the key
+                // before the grant was known. Nobody can tell; the holder must learn of it.
+                let doomed =
+                    self.vanished.remove(token) && self.keeping(token, end, t, view) < self.quorum;
+                if !doomed {
+                    self.check_holders(c, *shared, t);
+                    if *shared && self.shape == Shape::RwLock {
+                        self.check_no_overtaking(c, t);
+                    }
+                    self.check_grant_fence(c, *fence, *shared, t);
                 }
-                self.check_grant_fence(c, *fence, *shared, t);
                 self.claims.insert(
                     c,
                     Claim {
@@ -213,14 +235,24 @@ impl Checker {
                         fence: *fence,
                         end,
                         shared: *shared,
+                        doomed,
+                        flushed: false,
                     },
                 );
+                self.doomed_releases.remove(&c);
                 self.check_lease(c, t, view);
             }
             Note::Extended { valid_until } => {
                 let end = view.boot_to_true(c, *valid_until);
+                // A renewal confirmed by a node that lost the key after it confirmed.
+                let flushed = self.claims.get(&c).is_some_and(|claim| claim.flushed);
+                let token = self.claims.get(&c).map(|claim| claim.token.clone());
+                let doomed = flushed
+                    && token.is_some_and(|token| self.keeping(&token, end, t, view) < self.quorum);
                 if let Some(claim) = self.claims.get_mut(&c) {
                     claim.end = end;
+                    claim.doomed |= doomed;
+                    claim.flushed = false;
                 }
                 self.check_lease(c, t, view);
             }
@@ -240,8 +272,11 @@ impl Checker {
                     }
                     Some(claim) => claim.shared,
                 };
+                // A doomed holder's uses are refused by a resource that enforces fences.
+                let doomed = self.active(c, t).is_some_and(|claim| claim.doomed);
                 // A semaphore's holders use their fences side by side, in any order.
-                if !self.fences_kept
+                if doomed
+                    || !self.fences_kept
                     || matches!(self.shape, Shape::Semaphore(_))
                     || (shared && self.counter_lost)
                 {
@@ -263,7 +298,30 @@ impl Checker {
             }
             Note::Releasing | Note::Lost => {
                 if let Some(claim) = self.claims.remove(&c) {
+                    // A doomed claim whose token fewer than a quorum of nodes still store
+                    // as its release begins cannot be released by it.
+                    if claim.doomed && matches!(note, Note::Releasing) {
+                        let kept = (0..view.nodes())
+                            .filter(|&i| {
+                                view.is_down(i)
+                                    || view.holds(i, t).iter().any(|(v, _)| *v == claim.token)
+                            })
+                            .count();
+                        if kept < self.quorum {
+                            self.doomed_releases.insert(c);
+                        }
+                    }
                     self.ended.insert(claim.token, Some(t));
+                }
+            }
+            // Only a release that asked a node again may read "missing" there as its own
+            // earlier attempt's doing (it cannot tell that from a key that vanished).
+            Note::Released { clean, retried } => {
+                if self.doomed_releases.remove(&c) && *clean && !*retried {
+                    self.fail(
+                        t,
+                        format!("client {c}'s release was reported clean, but its key had vanished from too many nodes while it held the lock"),
+                    );
                 }
             }
         }
@@ -275,7 +333,7 @@ impl Checker {
         let others: Vec<(usize, Claim)> = self
             .claims
             .iter()
-            .filter(|(o, cl)| **o != c && cl.end > t)
+            .filter(|(o, cl)| **o != c && cl.end > t && !cl.doomed)
             .map(|(o, cl)| (*o, cl.clone()))
             .collect();
         if let Some((other, claim)) = others.iter().find(|(_, cl)| !shared || !cl.shared) {
@@ -332,7 +390,7 @@ impl Checker {
 
     /// A quorum of nodes keep `c`'s token at least until its validity ends.
     fn check_lease(&mut self, c: usize, t: u64, view: &mut dyn View) {
-        let Some(claim) = self.active(c, t).cloned() else {
+        let Some(claim) = self.active(c, t).cloned().filter(|claim| !claim.doomed) else {
             return;
         };
         let mut kept = 0;

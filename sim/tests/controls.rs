@@ -217,6 +217,51 @@ fn a_write_back_that_counts_refusing_nodes_is_caught() {
     );
 }
 
+/// The release's old rule: every "missing" within the validity is read as our own earlier
+/// release. In the worlds where keys vanish from outside, the checker must see a release
+/// reported clean after the key vanished from too many nodes.
+#[test]
+fn a_release_that_reads_every_missing_as_released_is_caught() {
+    let run_with = |seed: u64, broken: bool| {
+        let cfg = Config::vanishing(seed);
+        World::with_clients(cfg.clone(), |i| {
+            let (write, read) = locks(&cfg.model(), cfg.fencing, cfg.shape);
+            let write = if broken {
+                write.missing_is_released()
+            } else {
+                write
+            };
+            Box::new(CoreClient::with_locks(i, cfg.model(), write, read))
+        })
+        .run()
+    };
+    let Some((seed, v)) = (BASE_SEED..BASE_SEED + BUDGET)
+        .find_map(|seed| run_with(seed, true).violation.map(|v| (seed, v)))
+    else {
+        panic!("the checker missed the old release rule in {BUDGET} seeds");
+    };
+    eprintln!(
+        "a release that reads every missing as released: caught at seed {seed}: {}",
+        v.what
+    );
+    assert!(
+        !v.liveness && v.what.contains("reported clean"),
+        "{}",
+        v.what
+    );
+    assert_eq!(
+        run_with(seed, true).violation,
+        Some(v),
+        "seed {seed} did not replay"
+    );
+    let clean = run_with(seed, false);
+    assert!(
+        clean.violation.is_none(),
+        "seed {seed} fails without the mistake: {:?}",
+        clean.violation
+    );
+}
+
 /// The first seed within the budget whose world shares a lock of `shape` and, with the
 /// clients `make` builds, fails; with the violation. The failure must replay.
 fn first_catch_of(

@@ -112,6 +112,27 @@ fn the_core_protocol_keeps_every_property_when_rounds_overlap() {
     );
 }
 
+/// The worlds where someone outside the lock empties a node's keyspace
+/// ([`Config::vanishing`]): a holder whose key vanished from too many nodes learns it (its
+/// negative control, a release that reads every "missing" as released, fails in them), and
+/// fences stay increasing on one node.
+#[test]
+fn the_core_protocol_keeps_every_property_when_keys_vanish() {
+    const VANISHING_SEEDS: u64 = 150;
+    let mut grants = 0;
+    for seed in BASE_SEED..BASE_SEED + VANISHING_SEEDS {
+        let out = run(Config::vanishing(seed));
+        if let Some(v) = &out.violation {
+            panic!("vanishing seed {seed}: at {} µs: {}", v.at, v.what);
+        }
+        grants += out.grants;
+    }
+    assert!(
+        grants > 0,
+        "the clients never got the lock: the run tests nothing"
+    );
+}
+
 /// Found by a campaign of 130,000 seeds: on five nodes, a waiting writer's rounds were split
 /// (granted where no reader held the lock, refused where readers did). Each grant removed the
 /// writer's announcement on its node and the undo did not put it back, so readers kept

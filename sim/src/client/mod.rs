@@ -123,6 +123,10 @@ pub enum Note {
     Releasing,
     /// The holder learned that it lost the lock (renewal failed within its validity).
     Lost,
+    /// The release that followed `Releasing` is over: `clean` when it was reported to the
+    /// user as a release (a quorum confirmed it), rather than as a loss or an error;
+    /// `retried` when it asked some node again after a try that may have run there.
+    Released { clean: bool, retried: bool },
 }
 
 /// An input as a trace line.
@@ -164,6 +168,11 @@ impl fmt::Display for Note {
             Note::Use { fence } => write!(f, "use fence {fence}"),
             Note::Releasing => f.write_str("releasing"),
             Note::Lost => f.write_str("lost"),
+            Note::Released { clean, retried } => {
+                let what = if *clean { "released" } else { "release failed" };
+                let again = if *retried { " (asked again)" } else { "" };
+                write!(f, "{what}{again}")
+            }
         }
     }
 }

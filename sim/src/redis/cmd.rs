@@ -356,7 +356,7 @@ fn incr_by(db: &mut Db, key: &[u8], by: Option<i64>) -> Reply {
 }
 
 fn time(db: &mut Db, _: &[Vec<u8>]) -> Reply {
-    let (s, us) = (db.now / 1000, (db.now % 1000) * 1000);
+    let (s, us) = (db.now_us / 1_000_000, db.now_us % 1_000_000);
     Reply::Array(vec![
         Reply::bulk(s.to_string()),
         Reply::bulk(us.to_string()),

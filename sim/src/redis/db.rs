@@ -122,6 +122,8 @@ pub struct Db {
     map: BTreeMap<Vec<u8>, Entry>,
     /// The server's clock in ms; frozen while one command or script runs.
     pub now: u64,
+    /// The same clock in µs, for `TIME`.
+    pub now_us: u64,
     /// Keys that a write turned into a non-empty list: blocked BLPOP clients may be served.
     pub ready: Vec<Vec<u8>>,
 }

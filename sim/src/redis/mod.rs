@@ -74,7 +74,20 @@ impl Server {
 
     /// Sets the server's clock (ms); the next command sees this time.
     pub fn set_now(&mut self, now: u64) {
-        self.db.borrow_mut().now = now;
+        self.set_now_us(now * 1000);
+    }
+
+    /// Sets the server's clock in µs: `TIME` reads it whole, everything else in ms.
+    pub fn set_now_us(&mut self, now_us: u64) {
+        let mut db = self.db.borrow_mut();
+        db.now = now_us / 1000;
+        db.now_us = now_us;
+    }
+
+    /// Empties the keyspace, as `FLUSHALL` from another client does (or a failover to a
+    /// replica that lacked the keys): connections, blocked clients and scripts stay.
+    pub fn flush_keys(&mut self) {
+        self.db.borrow_mut().clear();
     }
 
     /// Runs one command from `client`; `None` when the client is now blocked (BLPOP) and its

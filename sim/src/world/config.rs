@@ -48,6 +48,9 @@ pub struct Config {
     pub endless: bool,
     /// Keep every trace line (for printing and comparing), not only their hash.
     pub keep_trace: bool,
+    /// How many times someone outside the lock empties a node's keyspace during the fault
+    /// phase (see [`Fault::Flush`](super::faults::Fault::Flush)).
+    pub flushes: usize,
     /// Short holds and pauses between them (tens of ms instead of up to 1.5 s): a holder
     /// releases while another client's round is still in flight.
     pub short_holds: bool,
@@ -108,8 +111,24 @@ impl Config {
             controls,
             endless: true,
             keep_trace: false,
+            flushes: 0,
             short_holds: false,
         }
+    }
+
+    /// A world where someone outside the lock empties a node's keyspace while the lock is
+    /// held: one, three or five nodes, three clients on a mutex, a few flushes and the usual
+    /// faults. A holder whose key vanished on too many nodes has lost the lock: it must learn
+    /// it (its renewal or its release says so), never be told that it released cleanly.
+    pub fn vanishing(seed: u64) -> Config {
+        let mut rng = Rng::new(seed ^ 0x7A15_4ED0);
+        let mut cfg = Config::with_driver(seed, Controls::default(), Driver::Core);
+        cfg.shape = Shape::Mutex;
+        cfg.clients = 3;
+        cfg.nodes = *rng.pick(&[1, 1, 3, 5]);
+        cfg.flushes = rng.range(2, 6) as usize;
+        cfg.short_holds = rng.chance(0.5);
+        cfg
     }
 
     /// A world made for rounds of several contenders that overlap: three or five nodes whose

@@ -1,5 +1,6 @@
 //! The faults of one run, drawn up front from the seed.
 
+use super::view::WorldView;
 use super::{Event, World};
 use crate::rng::Rng;
 
@@ -26,6 +27,11 @@ pub enum Fault {
     /// The client's machine sleeps: it runs nothing and its monotonic clock stops, while its
     /// boot clock (and everyone else's time) goes on.
     Suspend { client: usize, dur: u64 },
+    /// Someone outside the lock empties the node's keyspace at once (an operator's
+    /// `FLUSHALL` or `DEL`, an eviction, a failover to a replica that lacked the keys): held
+    /// lock keys and the fence counter are gone, while the node keeps running and its
+    /// connections stay.
+    Flush { node: usize },
 }
 
 /// Draws the faults of a run: `count` of them, at times in `0..until`, sorted by time.
@@ -75,6 +81,23 @@ pub fn schedule(
     }
     out.sort_by_key(|(at, _)| *at);
     out
+}
+
+/// Adds `flushes` flushes of random nodes at times in `0..until` to `plan`, drawn after its
+/// other faults (so that worlds without flushes keep their draws), and sorts it again.
+pub fn add_flushes(
+    rng: &mut Rng,
+    plan: &mut Vec<(u64, Fault)>,
+    nodes: usize,
+    until: u64,
+    flushes: usize,
+) {
+    for _ in 0..flushes {
+        let at = rng.below(until);
+        let node = rng.below(nodes as u64) as usize;
+        plan.push((at, Fault::Flush { node }));
+    }
+    plan.sort_by_key(|(at, _)| *at);
 }
 
 /// The longest time any node stays frozen in one go, overlapping freezes merged (µs): how long
@@ -141,6 +164,20 @@ impl World {
                 }
                 self.push(now + dur, Event::NodeUp { node });
             }
+            Fault::Flush { node } => {
+                let mut view = WorldView {
+                    nodes: &mut self.nodes,
+                    clients: &self.clients,
+                    holders: self.holders.as_deref(),
+                };
+                self.checker.vanishing(node, now, &mut view);
+                self.nodes[node].server.flush_keys();
+                if self.nodes.len() == 1 {
+                    self.checker.counter_lost = true;
+                } else {
+                    self.checker.fences_kept = false;
+                }
+            }
             Fault::Pause { client, dur } | Fault::Suspend { client, dur } => {
                 let slot = &mut self.clients[client];
                 slot.busy_until = slot.busy_until.max(now + dur);
@@ -161,5 +198,6 @@ pub(super) fn fault_len(f: &Fault) -> u64 {
         | Fault::Restart { dur, .. }
         | Fault::Pause { dur, .. }
         | Fault::Suspend { dur, .. } => *dur,
+        Fault::Flush { .. } => 0,
     }
 }

@@ -178,7 +178,7 @@ impl World {
             })
             .collect();
         let ttl = cfg.ttl_ms * 1000;
-        let plan = faults::schedule(
+        let mut plan = faults::schedule(
             &mut fault_rng,
             cfg.nodes,
             cfg.clients,
@@ -186,6 +186,13 @@ impl World {
             cfg.faults,
             ttl,
             cfg.network.late_max,
+        );
+        faults::add_flushes(
+            &mut fault_rng,
+            &mut plan,
+            cfg.nodes,
+            cfg.fault_phase,
+            cfg.flushes,
         );
         let healed = plan
             .iter()

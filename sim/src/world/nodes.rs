@@ -41,7 +41,7 @@ impl World {
             argv,
             ..
         } = r;
-        n.server.set_now(n.clock.at(now) / 1000);
+        n.server.set_now_us(n.clock.at(now));
         let reply = n.server.exec(conn, &argv);
         if reply.is_none() {
             if self.clients[client].epoch[node] == epoch {
@@ -102,7 +102,7 @@ impl World {
         if n.down || n.frozen {
             return;
         }
-        n.server.set_now(n.clock.at(self.now) / 1000);
+        n.server.set_now_us(n.clock.at(self.now));
         let expired = n.server.expire_blocked();
         self.answer_blocked(node, expired);
         self.schedule_block_check(node);

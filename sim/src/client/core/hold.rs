@@ -181,6 +181,7 @@ impl CoreClient {
             answered: vec![false; self.opts.nodes],
             token,
             give_up,
+            retried: false,
         };
         self.send_release(now, out);
     }
@@ -243,6 +244,7 @@ impl CoreClient {
             release,
             answered,
             give_up,
+            retried,
             ..
         } = &mut self.state
         else {
@@ -255,11 +257,16 @@ impl CoreClient {
             }
         }
         self.pending.retain(|_, p| p.purpose != Purpose::Release);
-        let (done, _) = release.settle(&self.lock);
+        let (done, result) = release.settle(&self.lock);
         let pause = core::jitter(self.opts.retry_max / 2 + 1, rng.next_u64());
         if done || now.mono + pause > *give_up {
+            out.push(Output::Note(Note::Released {
+                clean: result.is_ok(),
+                retried: *retried,
+            }));
             return self.think(now, rng, out);
         }
+        *retried = true;
         self.wake(now.mono + pause, Timer::ReleaseAgain(no), out);
     }
 }

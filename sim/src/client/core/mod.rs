@@ -124,6 +124,8 @@ enum State {
         token: Vec<u8>,
         /// When to stop asking (monotonic µs).
         give_up: u64,
+        /// Whether some node was asked again.
+        retried: bool,
     },
 }
 
