@@ -296,12 +296,14 @@ fn run<R: Request>(
                 let leg = &legs[l];
                 let mut owed = leg_requests(l).len() as u32;
                 if undo && let Some(request) = on_timeout {
-                    let mut buf = Vec::new();
-                    request.write(&mut buf);
-                    if conn.send_packed_command(&buf).is_err() {
-                        continue;
+                    match queue_behind(&mut conn, request) {
+                        Ok(()) => owed += 1,
+                        // The connection is dropped; the node must be reached another way.
+                        Err(e) => {
+                            answers[l] = Some(Err(e));
+                            continue;
+                        }
                     }
-                    owed += 1;
                 }
                 unread.push(l);
                 answers[l] = Some(Err(NetError::timeout()));
@@ -326,4 +328,55 @@ fn run<R: Request>(
         .map(|a| a.unwrap_or_else(|| Err(NetError::timeout())))
         .collect();
     (answers, unread)
+}
+
+/// Writes `undo` behind the requests whose replies a decided round leaves unread on `conn`,
+/// so that the server runs it right after them. When it cannot be written (a full send buffer
+/// on a frozen node, a reset between the poll and the write), the requests may have run while
+/// their undo cannot follow: the answer is a failure that says so
+/// ([`NetError::followup_lost`]), as [`finish`] reports it for a failed request, so that the
+/// round hands the node to the background clean-up rather than forgetting it.
+fn queue_behind(conn: &mut Connection, undo: &dyn Request) -> Result<(), NetError> {
+    let mut buf = Vec::new();
+    undo.write(&mut buf);
+    conn.send_packed_command(&buf).map_err(|_| {
+        let mut e = NetError::timeout();
+        e.lose_followup();
+        e
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use redis::RedisConnectionInfo;
+
+    use super::*;
+    use crate::net::Command;
+    use crate::net::conn::Io;
+    use crate::net::plain::Plain;
+    use crate::net::socket::Socket;
+
+    /// An undo that cannot be written behind an unread request (the server's end is gone)
+    /// is reported as a lost follow-up, which the round hands to the background clean-up.
+    #[test]
+    fn an_undo_that_cannot_be_written_is_a_lost_follow_up() {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let by = Instant::now() + Duration::from_secs(2);
+        let plain = Plain::over(
+            Socket::Unix(ours),
+            None,
+            &RedisConnectionInfo::default(),
+            by,
+        )
+        .unwrap();
+        let mut conn = Connection::new(Io::Plain(plain), None);
+        drop(theirs);
+        let mut del = redis::cmd("DEL");
+        del.arg("k");
+        let undo = Command::new(del);
+        let e = queue_behind(&mut conn, &undo).unwrap_err();
+        assert!(e.followup_lost());
+    }
 }

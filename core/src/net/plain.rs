@@ -120,7 +120,7 @@ impl Plain {
     }
 
     /// A connection on `sock`, once the handshake ran by `deadline`.
-    fn over(
+    pub(super) fn over(
         sock: Socket,
         tls: Option<Box<Session>>,
         settings: &RedisConnectionInfo,

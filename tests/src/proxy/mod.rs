@@ -24,6 +24,9 @@
 //! - [`Mode::CutAfterRequest`]: forward the request, then close the client's connection
 //!   before any reply reaches it: *a reply that never comes*, for a request that ran, seen by
 //!   the client as a dropped connection rather than as silence.
+//! - [`Mode::ResetAfterRequest`]: the same, but the client's connection is reset (an abortive
+//!   close, `RST`) rather than closed: *a reset between the poll and the write*, where the
+//!   client's next write on it fails at once instead of going out into a closed connection.
 //!
 //! Threads are bounded: one accept thread; per connection one thread per direction plus a
 //! writer each way; one short-lived thread per duplicated request. All poll a stop flag every
@@ -68,6 +71,8 @@ pub enum Mode {
     Duplicate,
     /// Forward each request, then close the client's connection before a reply reaches it.
     CutAfterRequest,
+    /// Forward each request, then reset the client's connection (`RST`).
+    ResetAfterRequest,
 }
 
 struct Shared {
@@ -246,6 +251,8 @@ enum After {
     Duplicate,
     /// Close the client's connection (before any reply reaches it) and Redis's.
     Cut,
+    /// Reset the client's connection (an abortive close) and close Redis's.
+    Reset,
 }
 
 /// Starts the threads of one proxied connection.
@@ -293,6 +300,10 @@ fn serve(client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
                 Mode::CutAfterRequest => {
                     c.store(true, Ordering::SeqCst);
                     (now, After::Cut)
+                }
+                Mode::ResetAfterRequest => {
+                    c.store(true, Ordering::SeqCst);
+                    (now, After::Reset)
                 }
             };
             req_tx
@@ -408,6 +419,29 @@ fn write_requests(
             }
             After::Cut => {
                 s.cut.fetch_add(1, Ordering::SeqCst);
+                let _ = client.shutdown(Shutdown::Both);
+                break;
+            }
+            After::Reset => {
+                s.cut.fetch_add(1, Ordering::SeqCst);
+                // With a zero linger time, the close of the socket's last descriptor resets
+                // the connection; the shutdown makes every thread of this connection stop
+                // within one poll and drop its descriptor.
+                let linger = libc::linger {
+                    l_onoff: 1,
+                    l_linger: 0,
+                };
+                // SAFETY: setsockopt on a socket we own, with a pointer to a live `linger` of
+                // the size passed.
+                unsafe {
+                    libc::setsockopt(
+                        std::os::fd::AsRawFd::as_raw_fd(&client),
+                        libc::SOL_SOCKET,
+                        libc::SO_LINGER,
+                        (&raw const linger).cast(),
+                        std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                    );
+                }
                 let _ = client.shutdown(Shutdown::Both);
                 break;
             }
