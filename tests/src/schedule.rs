@@ -230,6 +230,8 @@ impl Schedule {
                 }
                 Action::Proxy(_, Mode::Duplicate) => "proxy: duplicate",
                 Action::Proxy(_, Mode::CutAfterRequest) => "proxy: cut after request",
+                Action::Proxy(_, Mode::ResetAfterRequest) => "proxy: reset after request",
+                Action::Proxy(_, Mode::CutThenBlackhole) => "proxy: cut, then blackhole",
                 Action::Proxy(_, Mode::DropReplies) => "proxy: drop replies",
                 Action::Proxy(_, Mode::Blackhole) => "proxy: blackhole",
             };

@@ -629,19 +629,20 @@ fn dropping_a_client_closes_its_pool_while_a_connection_opens_in_the_background(
         "no connection was opened in the background"
     );
     proxy.set_mode(Mode::Pass);
-    // A connection opened and pooled meanwhile.
+    // A connection opened and pooled meanwhile. (The request written on the killed pooled
+    // connection may have run, for all the client can tell: the background clean-up of its
+    // grant may hold one more.)
     lock.try_lock().unwrap().unlock().unwrap();
-    assert_eq!(
-        connections_to(port),
-        2,
-        "one pooled connection and one opening in the background"
+    let open = connections_to(port);
+    assert!(
+        open >= 2,
+        "one pooled connection and one opening in the background: {open}"
     );
 
     drop(lock);
     drop(client);
-    assert_eq!(
-        connections_to(port),
-        1,
+    assert!(
+        connections_to(port) < open,
         "the dropped client's pooled connection is still open"
     );
     assert!(

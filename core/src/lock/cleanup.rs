@@ -82,8 +82,12 @@ pub(crate) fn withdraw_calls(spec: &Spec, id: &[u8]) -> Vec<Call> {
 }
 
 /// Sends every due clean-up in one round (pipelined per node), and returns those that some
-/// node has not answered yet while there is time left, each to be tried again later (the
-/// pause doubles, up to a second: a node that is gone costs little).
+/// node has not answered yet while there is time left, each to be tried again later.
+///
+/// The pause doubles from the retry delay, but never past two thirds of the node timeout (its
+/// jitter adds up to half): a node that comes back is cleaned up within one node timeout and
+/// one round trip, however long it was gone. What an unreachable node costs meanwhile is one
+/// try per node timeout, batched with every other due clean-up.
 pub(crate) fn run(due: Vec<Cleanup>, nodes: &[Arc<Node>]) -> Vec<Cleanup> {
     let mut calls: Vec<Vec<&Call>> = vec![Vec::new(); nodes.len()];
     for c in &due {
@@ -114,7 +118,9 @@ pub(crate) fn run(due: Vec<Cleanup>, nodes: &[Arc<Node>]) -> Vec<Cleanup> {
                 Err(_) => true,
             }
         });
-        c.retry_delay = (c.retry_delay * 2).min(Duration::from_secs(1));
+        c.retry_delay = (c.retry_delay * 2)
+            .min(c.node_timeout * 2 / 3)
+            .max(Duration::from_millis(2));
         c.at = now + token::jitter(c.retry_delay);
         if !c.nodes.is_empty() && c.at < c.until {
             again.push(c);

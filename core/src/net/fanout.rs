@@ -221,14 +221,16 @@ fn run<R: Request>(
                 Err(e) => Err(e.clone()),
             })
         };
-        let mut threads: Vec<_> = fresh.iter().map(|&l| (l, spawn(l))).collect();
+        // Each leg sent on a thread, and whether its requests may have run on a connection
+        // that broke before their replies came.
+        let mut threads: Vec<_> = fresh.iter().map(|&l| (l, false, spawn(l))).collect();
 
         // Write every request before reading any reply.
         let mut sent = Vec::with_capacity(pooled.len());
         for (l, mut conn) in pooled {
             match send(&mut conn, leg_requests(l), legs[l].asking, deadline) {
                 Ok(()) => sent.push((l, conn)),
-                Err(e) if stale(&e) => threads.push((l, spawn(l))),
+                Err(e) if stale(&e) => threads.push((l, false, spawn(l))),
                 Err(e) => answers[l] = Some(Err(e.into())),
             }
         }
@@ -245,9 +247,10 @@ fn run<R: Request>(
             }
             match answer {
                 // The server restarted or dropped us while the connection sat in the pool:
-                // one retry on a new connection, within the same deadline.
+                // one retry on a new connection, within the same deadline. The requests were
+                // written, though, and may have run before the connection broke.
                 Err(e) if stale(&e) => {
-                    threads.push((l, spawn(l)));
+                    threads.push((l, true, spawn(l)));
                     None
                 }
                 answer => {
@@ -319,8 +322,14 @@ fn run<R: Request>(
                 }
             }
         }
-        for (l, t) in threads {
-            answers[l] = Some(t.join().unwrap_or_else(|_| Err(NetError::timeout())));
+        for (l, written, t) in threads {
+            let mut answer = t.join().unwrap_or_else(|_| Err(NetError::timeout()));
+            // The retry failed too: what it queued behind its own requests is no undo for the
+            // ones that may have run on the broken connection.
+            if written && let Err(e) = &mut answer {
+                e.lose_followup();
+            }
+            answers[l] = Some(answer);
         }
     });
     let answers = answers

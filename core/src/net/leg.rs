@@ -55,9 +55,14 @@ pub(super) fn connect_and_run<R: Request>(
     deadline: Instant,
     on_timeout: Option<&dyn Request>,
 ) -> Raw {
+    // Whether the requests were written on a pooled connection that broke before their
+    // replies came: they may have run there.
+    let mut written = false;
     if let Some(mut conn) = endpoint.take() {
-        let answer = send(&mut conn, requests, asking, deadline)
-            .and_then(|()| receive(&mut conn, requests, asking, deadline));
+        let answer = send(&mut conn, requests, asking, deadline).and_then(|()| {
+            written = true;
+            receive(&mut conn, requests, asking, deadline)
+        });
         match answer {
             Err(e) if stale(&e) => {}
             answer => {
@@ -67,6 +72,23 @@ pub(super) fn connect_and_run<R: Request>(
             }
         }
     }
+    let mut answer = connect_and_run_fresh(endpoint, requests, asking, deadline, on_timeout);
+    // The retry failed too: what it queued behind its own requests is no undo for the ones
+    // that may have run on the broken connection.
+    if written && let Err(e) = &mut answer {
+        e.lose_followup();
+    }
+    answer
+}
+
+/// [`connect_and_run`] on a new connection.
+fn connect_and_run_fresh<R: Request>(
+    endpoint: &Arc<Endpoint>,
+    requests: &[R],
+    asking: bool,
+    deadline: Instant,
+    on_timeout: Option<&dyn Request>,
+) -> Raw {
     let opening = Instant::now();
     let mut conn = endpoint.connect(deadline)?;
     // Opening took at least one round trip (the setup's), which predicts the request's. With

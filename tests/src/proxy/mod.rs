@@ -27,6 +27,9 @@
 //! - [`Mode::ResetAfterRequest`]: the same, but the client's connection is reset (an abortive
 //!   close, `RST`) rather than closed: *a reset between the poll and the write*, where the
 //!   client's next write on it fails at once instead of going out into a closed connection.
+//! - [`Mode::CutThenBlackhole`]: cut after the next request, as [`Mode::CutAfterRequest`],
+//!   and turn into [`Mode::Blackhole`] at that moment: *a node that ran a request and then
+//!   went out of reach*, with no window in which a retry could get through.
 //!
 //! Threads are bounded: one accept thread; per connection one thread per direction plus a
 //! writer each way; one short-lived thread per duplicated request. All poll a stop flag every
@@ -73,6 +76,8 @@ pub enum Mode {
     CutAfterRequest,
     /// Forward each request, then reset the client's connection (`RST`).
     ResetAfterRequest,
+    /// Forward the next request, cut its connection, and from then on forward nothing.
+    CutThenBlackhole,
 }
 
 struct Shared {
@@ -304,6 +309,11 @@ fn serve(client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
                 Mode::ResetAfterRequest => {
                     c.store(true, Ordering::SeqCst);
                     (now, After::Reset)
+                }
+                Mode::CutThenBlackhole => {
+                    *s.mode.lock().unwrap_or_else(|p| p.into_inner()) = Mode::Blackhole;
+                    c.store(true, Ordering::SeqCst);
+                    (now, After::Cut)
                 }
             };
             req_tx

@@ -1,0 +1,65 @@
+//! The background clean-up of a grant nobody reported: how soon it reaches a node that comes
+//! back.
+
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redmutex::{Client, TryLockError};
+use redmutex_tests::proxy::{FaultProxy, Mode};
+use redmutex_tests::{RedisServers, wait_until};
+
+/// A round refused by two of three nodes ran on the third, whose reply was cut off with its
+/// connection, and the retry on a new connection met a node gone out of reach: that grant is
+/// nobody's, and the clean-up must remove it (before, the retry's undo, queued on the new
+/// connection, was taken for one, and the grant stayed for a whole TTL). The node then stays
+/// out of reach for 1.5 s (every try times out), long enough for a pause that grows with
+/// every failed try to reach a second. Once the node answers again, the grant is gone within
+/// one node timeout and one round trip (with room for a busy machine), not one grown pause.
+#[test]
+fn a_healed_node_is_cleaned_up_within_a_node_timeout() {
+    const NODE_TIMEOUT: Duration = Duration::from_millis(50);
+    const SLACK: Duration = Duration::from_millis(150);
+    let servers = RedisServers::start(3);
+    let name = "cleanup:healed";
+    for s in &servers[..2] {
+        let _: () = s.conn().set(name, "foreign").unwrap();
+    }
+    // The two nodes that refuse answer 20 ms late: the third node's cut is read before the
+    // round is decided (otherwise the undo queued behind its request could undo it at once).
+    let slow: Vec<_> = servers[..2]
+        .iter()
+        .map(|s| FaultProxy::start(&s.addr()))
+        .collect();
+    let proxy = FaultProxy::start(&servers[2].addr());
+    let client = Client::builder()
+        .nodes([slow[0].url(), slow[1].url(), proxy.url()])
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .unwrap();
+    let lock = client.mutex(name).ttl(Duration::from_secs(10));
+    drop(lock.status()); // connections and scripts in place
+    slow.iter()
+        .for_each(|p| p.set_mode(Mode::Delay(Duration::from_millis(20))));
+    proxy.set_mode(Mode::CutThenBlackhole);
+    assert!(matches!(lock.try_lock(), Err(TryLockError::WouldBlock)));
+    let mut n2 = servers[2].conn();
+    let ours = |n2: &mut redis::Connection| {
+        n2.get::<_, Option<String>>(name)
+            .unwrap()
+            .is_some_and(|v| v != "foreign")
+    };
+    assert!(ours(&mut n2), "the cut-off request did not run");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(ours(&mut n2), "cleaned up while out of reach");
+    proxy.set_mode(Mode::Pass);
+    let healed = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(5), || !ours(&mut n2)),
+        "never cleaned up"
+    );
+    let took = healed.elapsed();
+    assert!(
+        took <= NODE_TIMEOUT + SLACK,
+        "the grant stayed {took:?} after the node answered again"
+    );
+}
