@@ -8,11 +8,16 @@ use std::time::Duration;
 use super::Spec;
 use super::round::Next;
 use crate::error::TryLockError;
+use crate::options::drift;
 
 /// The state of one call across its rounds.
 pub(crate) struct Acquisition {
     /// When the call gives up (`None`: never).
     deadline: Option<Duration>,
+    /// The longest wait for a release: the wait cap; with one node, also half of the
+    /// lease less the drift, because the round behind the wait is pipelined and its validity
+    /// counts from before the wait (a longer wait makes its grant invalid on arrival, and
+    /// throws the hand-off away).
     wait_cap: Duration,
     retry_delay: Duration,
     /// How long to ride over an outage.
@@ -50,9 +55,14 @@ impl Acquisition {
         deadline: Option<Duration>,
         connect_timeout: Duration,
     ) -> Acquisition {
+        let ttl = spec.grant_ttl();
+        let wait_cap = match spec.n {
+            1 => spec.opts.wait_cap.min(ttl.saturating_sub(drift(ttl)) / 2),
+            _ => spec.opts.wait_cap,
+        };
         Acquisition {
             deadline,
-            wait_cap: spec.opts.wait_cap,
+            wait_cap,
             retry_delay: spec.opts.retry_delay,
             connect_timeout,
             n: spec.n,
@@ -131,4 +141,136 @@ pub(crate) fn jitter(base: Duration, random: u64) -> Duration {
     let half = base / 2;
     let span = base.as_nanos() as u64;
     half + Duration::from_nanos(if span == 0 { 0 } else { random % (span + 1) })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::error::{Error, ErrorKind};
+    use crate::lock::Keys;
+    use crate::options::MutexOptions;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn spec(n: usize, opts: MutexOptions) -> Spec {
+        Spec::new(Arc::new(Keys::new(b"job")), opts, 50 * MS, n).expect("valid options")
+    }
+
+    fn busy(hint: Option<Duration>, wake_from: Vec<usize>) -> Next {
+        Next::Busy { hint, wake_from }
+    }
+
+    fn unreachable() -> Next {
+        Next::Unreachable(Error::new(
+            ErrorKind::NoQuorum,
+            "fewer than a quorum answered",
+        ))
+    }
+
+    /// A busy lock is waited for on a node that said "taken", for at most the holder's
+    /// remaining time, the wait cap and the call's time left; the call has waited from then
+    /// on (it may take a lock being handed off).
+    #[test]
+    fn a_busy_lock_is_waited_for_on_a_node_that_said_taken() {
+        let s = spec(5, MutexOptions::default());
+        let mut call = Acquisition::new(&s, None, 10_000 * MS);
+        assert!(!call.waited);
+        match call.after(busy(Some(70 * MS), vec![3]), MS, 2 * MS, 7) {
+            Then::Wait {
+                node,
+                block,
+                will_wait,
+            } => assert_eq!((node, block, will_wait), (3, 70 * MS, true)),
+            other => panic!("{other:?}"),
+        }
+        assert!(call.waited);
+        // Capped by the wait cap, and by the time left, after which it will not wait again.
+        let mut call = Acquisition::new(&s, Some(100 * MS), 10_000 * MS);
+        match call.after(busy(Some(10_000 * MS), vec![0, 1]), MS, 20 * MS, 1) {
+            Then::Wait {
+                node,
+                block,
+                will_wait,
+            } => assert_eq!((node, block, will_wait), (1, 80 * MS, false)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A split vote or a late grant (no holder to wait for) goes again at once; a call whose
+    /// time is up gives up with `WouldBlock`.
+    #[test]
+    fn no_holder_goes_again_and_no_time_left_gives_up() {
+        let s = spec(3, MutexOptions::default());
+        let mut call = Acquisition::new(&s, None, 10_000 * MS);
+        assert!(matches!(
+            call.after(busy(Some(Duration::ZERO), vec![]), MS, MS, 0),
+            Then::Again
+        ));
+        let mut call = Acquisition::new(&s, Some(10 * MS), 10_000 * MS);
+        assert!(matches!(
+            call.after(busy(Some(5 * MS), vec![0]), MS, 10 * MS, 0),
+            Then::Fail(TryLockError::WouldBlock)
+        ));
+        assert!(!call.will_wait(10 * MS) && call.will_wait(9 * MS));
+    }
+
+    /// Too few nodes answer: the call pauses and goes again for up to the connect timeout
+    /// counted from the first such round, then reports the outage.
+    #[test]
+    fn an_outage_is_ridden_over_for_the_connect_timeout() {
+        let s = spec(3, MutexOptions::default().with_retry_delay(10 * MS));
+        let mut call = Acquisition::new(&s, None, 100 * MS);
+        match call.after(unreachable(), 0 * MS, 5 * MS, 0) {
+            Then::Pause(p) => assert!((5 * MS..=15 * MS).contains(&p), "{p:?}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            call.after(unreachable(), 60 * MS, 70 * MS, 0),
+            Then::Pause(_)
+        ));
+        match call.after(unreachable(), 90 * MS, 99 * MS, 0) {
+            Then::Fail(TryLockError::Error(e)) => assert_eq!(e.kind(), ErrorKind::NoQuorum),
+            other => panic!("{other:?}"),
+        }
+        // A busy round ends the outage: the next one counts from its own start again.
+        let _ = call.after(busy(None, vec![0]), 100 * MS, 100 * MS, 0);
+        assert!(matches!(
+            call.after(unreachable(), 150 * MS, 151 * MS, 0),
+            Then::Pause(_)
+        ));
+    }
+
+    /// With one node, the next round is pipelined behind the wait and its validity counts
+    /// from before the wait: a wait longer than the lease would make its grant invalid on
+    /// arrival, throwing the hand-off away. So it waits at most half of `ttl − drift`.
+    #[test]
+    fn a_pipelined_wait_leaves_the_grant_behind_it_valid() {
+        let ttl = 200 * MS;
+        let s = spec(1, MutexOptions::default().with_ttl(ttl));
+        let mut call = Acquisition::new(&s, None, 10_000 * MS);
+        match call.after(busy(Some(10_000 * MS), vec![0]), MS, MS, 0) {
+            Then::Wait { block, .. } => {
+                assert!(block <= (ttl - drift(ttl)) / 2, "{block:?}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // With several nodes a fresh round follows the wait: the wait cap alone bounds it.
+        let s = spec(3, MutexOptions::default().with_ttl(ttl));
+        let mut call = Acquisition::new(&s, None, 10_000 * MS);
+        match call.after(busy(Some(10_000 * MS), vec![0]), MS, MS, 0) {
+            Then::Wait { block, .. } => assert_eq!(block, s.opts.wait_cap),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Pauses are spread over `[base/2, base*3/2]`.
+    #[test]
+    fn jitter_spreads_pauses_around_the_base() {
+        let base = 100 * MS;
+        assert_eq!(jitter(base, 0), 50 * MS);
+        assert_eq!(jitter(base, 100_000_000), 150 * MS);
+        assert_eq!(jitter(Duration::ZERO, 12345), Duration::ZERO);
+    }
 }

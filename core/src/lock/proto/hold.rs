@@ -222,3 +222,180 @@ impl Hold {
         Ok((self.lost || now >= self.valid_until).then(|| self.why_lost().0))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::lock::Keys;
+    use crate::lock::tally::Seat;
+    use crate::options::MutexOptions;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    struct N;
+    impl Seat for N {
+        fn name(&self) -> &str {
+            "n"
+        }
+        fn follows_failover(&self) -> bool {
+            false
+        }
+    }
+
+    fn at(ms: u64) -> Stamp {
+        Stamp::from_micros(ms * 1000)
+    }
+
+    /// A hold of a 300 ms lease on `n` nodes, granted by a round sent at 0 and valid until
+    /// 290 ms.
+    fn hold(n: usize, opts: MutexOptions) -> Hold {
+        let spec = Spec::new(
+            Arc::new(Keys::new(b"job")),
+            opts.with_ttl(300 * MS),
+            50 * MS,
+            n,
+        )
+        .expect("valid options");
+        Hold::new(&spec, at(0), at(290))
+    }
+
+    fn tally(outcomes: &[NodeOutcome]) -> Tally {
+        let mut t = Tally::default();
+        for o in outcomes {
+            t.push(&N, o.clone());
+        }
+        t
+    }
+
+    fn taken() -> NodeOutcome {
+        NodeOutcome::Taken {
+            holder: b"other".to_vec(),
+            pttl_ms: 100,
+        }
+    }
+
+    /// Held until the validity runs out; renewed a third of the lease after each grant.
+    #[test]
+    fn it_is_held_within_its_validity_and_renewed_at_a_third() {
+        let h = hold(1, MutexOptions::default());
+        assert!(h.is_held(at(289)) && !h.is_held(at(290)));
+        assert_eq!(h.next_at(at(0)), at(100));
+        assert_eq!(h.due(at(100)), Due::Renew(300 * MS));
+        assert!(matches!(h.due(at(290)), Due::RanOut(_)));
+        // Without renewal: looked at again when the validity ends.
+        let h = hold(1, MutexOptions::default().with_auto_renew(false));
+        assert_eq!(h.next_at(at(0)), at(290));
+        assert_eq!(h.due(at(100)), Due::At(at(290)));
+        assert_eq!(h.ran_out().0, "its TTL ran out (auto-renew is off)");
+    }
+
+    /// A renewal counts when a quorum confirmed it before the current validity ran out; the
+    /// new validity counts from when it was sent.
+    #[test]
+    fn a_renewal_a_quorum_confirmed_in_time_extends_the_validity() {
+        let mut h = hold(3, MutexOptions::default());
+        let t = tally(&[NodeOutcome::Ok, NodeOutcome::Ok, taken()]);
+        assert_eq!(
+            h.extended(at(100), 300 * MS, &t, at(110), false),
+            Extended::Renewed(at(200))
+        );
+        assert_eq!(h.valid_until, at(100) + (300 * MS - drift(300 * MS)));
+        assert_eq!(h.renewals, 1);
+        // Confirmed only after the validity ran out: not a renewal, lost.
+        let mut h = hold(3, MutexOptions::default());
+        let t = tally(&[NodeOutcome::Ok, NodeOutcome::Ok, NodeOutcome::Ok]);
+        assert!(matches!(
+            h.extended(at(100), 300 * MS, &t, at(290), false),
+            Extended::Lost(_)
+        ));
+    }
+
+    /// Too few confirmations with time left: try again soon, within the validity.
+    #[test]
+    fn too_few_confirmations_with_time_left_try_again() {
+        let mut h = hold(3, MutexOptions::default().with_retry_delay(50 * MS));
+        let t = tally(&[NodeOutcome::Ok, NodeOutcome::Unreachable("down".into())]);
+        assert_eq!(
+            h.extended(at(100), 300 * MS, &t, at(110), false),
+            Extended::Retry(at(160))
+        );
+        assert!(h.unconfirmed.is_some());
+        assert!(h.is_held(at(200)));
+    }
+
+    /// More than `n − quorum` nodes that say "not ours" end it at once, with the reason.
+    #[test]
+    fn refusals_beyond_a_minority_lose_it_at_once() {
+        let mut h = hold(3, MutexOptions::default());
+        let t = tally(&[taken(), taken(), NodeOutcome::Ok]);
+        match h.extended(at(100), 300 * MS, &t, at(110), false) {
+            Extended::Lost((why, nodes)) => {
+                assert_eq!(why, "another owner has it (a renewal was refused)");
+                assert_eq!(nodes.len(), 3);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut h = hold(1, MutexOptions::default());
+        let t = tally(&[NodeOutcome::Missing]);
+        match h.extended(at(100), 300 * MS, &t, at(110), false) {
+            Extended::Lost((why, _)) => {
+                assert_eq!(
+                    why,
+                    "it was gone from Redis when it was renewed (expired or deleted)"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// `max_hold` cuts the last renewal to end with it, then lets it run out.
+    #[test]
+    fn max_hold_ends_renewal() {
+        let h = hold(1, MutexOptions::default().with_max_hold(Some(400 * MS)));
+        assert_eq!(h.due(at(100)), Due::Renew(300 * MS));
+        assert_eq!(h.due(at(250)), Due::Renew(150 * MS));
+        // Less than the shortest TTL left: nothing more to renew.
+        let mut h = hold(1, MutexOptions::default().with_max_hold(Some(400 * MS)));
+        h.valid_until = at(398);
+        assert_eq!(h.due(at(395)), Due::At(at(398)));
+        assert_eq!(h.ran_out().0, "its max_hold of 400 ms ran out");
+    }
+
+    /// Released once; a release after the loss says why it was lost; lost or released, it is
+    /// forgotten and no renewal counts.
+    #[test]
+    fn release_and_loss_end_it_once() {
+        let mut h = hold(1, MutexOptions::default());
+        assert_eq!(h.release(at(10)), Ok(None));
+        assert_eq!(h.release(at(11)), Err(()));
+        assert_eq!(h.due(at(12)), Due::Forget);
+        let t = tally(&[NodeOutcome::Ok]);
+        assert_eq!(
+            h.extended(at(12), 300 * MS, &t, at(13), false),
+            Extended::Gone
+        );
+        let mut h = hold(1, MutexOptions::default());
+        assert!(h.lose(("gone".into(), Vec::new())));
+        assert!(!h.lose(("again".into(), Vec::new())));
+        assert!(!h.is_held(at(10)));
+        assert_eq!(h.release(at(10)), Ok(Some("gone".into())));
+        // Released after the validity ran out: it had expired.
+        let mut h = hold(1, MutexOptions::default().with_auto_renew(false));
+        assert_eq!(
+            h.release(at(300)),
+            Ok(Some("its TTL ran out (auto-renew is off)".into()))
+        );
+    }
+
+    /// A user's extend with another TTL makes later renewals ask for it.
+    #[test]
+    fn a_users_extend_sets_the_ttl_of_later_renewals() {
+        let mut h = hold(1, MutexOptions::default());
+        let t = tally(&[NodeOutcome::Ok]);
+        let _ = h.extended(at(50), 600 * MS, &t, at(51), true);
+        assert_eq!(h.ttl, 600 * MS);
+        assert_eq!(h.due(at(300)), Due::Renew(600 * MS));
+    }
+}
