@@ -222,7 +222,7 @@ mod tests {
     fn an_outage_is_ridden_over_for_the_connect_timeout() {
         let s = spec(3, MutexOptions::default().with_retry_delay(10 * MS));
         let mut call = Acquisition::new(&s, None, 100 * MS);
-        match call.after(unreachable(), 0 * MS, 5 * MS, 0) {
+        match call.after(unreachable(), Duration::ZERO, 5 * MS, 0) {
             Then::Pause(p) => assert!((5 * MS..=15 * MS).contains(&p), "{p:?}"),
             other => panic!("{other:?}"),
         }
