@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redmutex::{Client, TryLockError};
+use redmutex::{Client, MutexOptions, TryLockError};
 use redmutex_tests::proxy::{FaultProxy, Mode};
 use redmutex_tests::{RedisServers, wait_until};
 
@@ -62,4 +62,67 @@ fn a_healed_node_is_cleaned_up_within_a_node_timeout() {
         took <= NODE_TIMEOUT + SLACK,
         "the grant stayed {took:?} after the node answered again"
     );
+}
+
+/// A round that could not reach a quorum announced the call as a waiter on the node that
+/// said "taken"; the lock was then free at once, and the call's next round took it without
+/// having waited (such a grant does not take the announcement back). The announcement is
+/// withdrawn there all the same: left behind, it would make the release keep the lock for a
+/// waiter that is gone (a hand-off window for nobody).
+#[test]
+fn a_grant_after_an_outage_takes_the_calls_announcement_back() {
+    let servers = RedisServers::start(3);
+    let name = "cleanup:announced";
+    let proxies: Vec<_> = servers[1..]
+        .iter()
+        .map(|s| FaultProxy::start(&s.addr()))
+        .collect();
+    let client = Client::builder()
+        .nodes([servers[0].url(), proxies[0].url(), proxies[1].url()])
+        .node_timeout(Duration::from_millis(50))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let lock = client.mutex(name).options(
+        MutexOptions::default()
+            .with_ttl(Duration::from_secs(10))
+            .with_wait_cap(Duration::from_secs(3))
+            .with_retry_delay(Duration::from_millis(20)),
+    );
+    drop(lock.status()); // connections and scripts in place
+    let mut n0 = servers[0].conn();
+    let _: () = redis::cmd("SET")
+        .arg(name)
+        .arg("foreign")
+        .arg("PX")
+        .arg(150)
+        .query(&mut n0)
+        .unwrap();
+    proxies.iter().for_each(|p| p.set_mode(Mode::Blackhole));
+    let waitq = format!("{{{name}}}:waitq");
+    std::thread::scope(|s| {
+        let taking = s.spawn(|| lock.try_lock_for(Duration::from_secs(5)));
+        // Announced on n0 by the first round, which n1 and n2 did not answer.
+        assert!(wait_until(Duration::from_secs(2), || n0
+            .zcard::<_, usize>(&waitq)
+            .unwrap()
+            == 1));
+        // n0 is free (its holder's key expired) before n1 and n2 answer again.
+        assert!(wait_until(Duration::from_secs(2), || !n0
+            .exists::<_, bool>(name)
+            .unwrap()));
+        std::thread::sleep(Duration::from_millis(100));
+        proxies.iter().for_each(|p| p.set_mode(Mode::Pass));
+        let guard = taking.join().unwrap().unwrap();
+        assert!(
+            wait_until(Duration::from_secs(1), || n0
+                .zcard::<_, usize>(&waitq)
+                .unwrap()
+                == 0),
+            "the call's announcement stayed behind on n0"
+        );
+        guard.unlock().unwrap();
+        // No hand-off window for a waiter that is gone: the key is deleted at once.
+        assert_eq!(n0.get::<_, Option<String>>(name).unwrap(), None);
+    });
 }

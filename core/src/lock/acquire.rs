@@ -2,7 +2,7 @@
 //! rounds and the call across them) over the transport, with the real clocks and the OS
 //! random generator. Waiting for a release is in `wait.rs`.
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -15,7 +15,7 @@ use super::renew::Renewable;
 use super::scripts::{Call, only_to};
 use super::token;
 use super::voters::Voters;
-use crate::error::{Error, ErrorKind, TryLockError};
+use crate::error::{Error, ErrorKind, NodeOutcome, TryLockError};
 use crate::net::{self, Enough, key_slot};
 use crate::options::{MutexOptions, default_node_timeout};
 use crate::process;
@@ -33,6 +33,8 @@ pub(crate) struct Plan {
     pub(super) spec: Spec,
     /// The id this call announces itself by while it waits.
     waiter: OnceCell<Vec<u8>>,
+    /// Whether a refused round of this call announced it (some node said "taken").
+    announced: Cell<bool>,
 }
 
 impl Plan {
@@ -56,6 +58,7 @@ impl Plan {
             voters: Arc::clone(voters),
             spec,
             waiter: OnceCell::new(),
+            announced: Cell::new(false),
         })
     }
 
@@ -112,7 +115,16 @@ impl Plan {
                 Attempt::Held(guard) => return Ok(guard),
                 Attempt::Refused(next) => next,
             };
-            *refused |= matches!(next, Next::Busy { .. });
+            // A round that some node refused announced the call there, also when too few
+            // nodes answered for it to count as busy.
+            *refused |= match &next {
+                Next::Busy { .. } => true,
+                Next::Unreachable(e) => e
+                    .nodes()
+                    .iter()
+                    .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. })),
+            };
+            self.announced.set(*refused);
             match call.after(next, started, begun.elapsed(), token::random()) {
                 Then::Fail(e) => return Err(e),
                 Then::Again => {}
@@ -217,12 +229,16 @@ impl Plan {
             Ok(mut grant) => {
                 // Granted by a quorum without some nodes: where this call announced itself
                 // as a waiter, it is one no more (in the background, off the caller's path:
-                // some of those nodes may not have answered yet).
-                if !grant.not_granted.is_empty()
+                // some of those nodes may not have answered yet). Where an earlier round
+                // announced it and this grant did not take that back, too.
+                let mut nodes = std::mem::take(&mut grant.not_granted);
+                if self.announced.get() {
+                    nodes.append(&mut grant.granted_keeping);
+                }
+                if !nodes.is_empty()
                     && let Some(id) = self.waiter.get()
                 {
                     let until = Instant::now() + self.spec.announce(true);
-                    let nodes = std::mem::take(&mut grant.not_granted);
                     let withdraw = Cleanup::withdraw(&self.spec, id, nodes, until);
                     inner.renewer.clean_up(withdraw);
                 }

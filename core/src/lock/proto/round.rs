@@ -53,6 +53,8 @@ pub(crate) struct AcquireRound {
     unreachable: Vec<usize>,
     /// The fence write-back, once sent.
     raising: Option<Raise>,
+    /// Whether a grant takes the caller's announcement back (a round that has waited).
+    takes_back: bool,
 }
 
 /// What a round sends: made with the round, and kept by its driver while the round counts
@@ -76,6 +78,12 @@ pub(crate) struct Grant {
     /// was decided): a call that announced itself as a waiter takes its announcement back
     /// there.
     pub(crate) not_granted: Vec<usize>,
+    /// Nodes that granted without taking the caller's announcement back: all of them when
+    /// this round had not waited (only a waited round's grant takes it back). A call that
+    /// announced itself in an earlier round (one that could not reach a quorum, say, before
+    /// the lock was free at once) takes it back there too, or a release would keep the lock
+    /// for a waiter that is gone.
+    pub(crate) granted_keeping: Vec<usize>,
 }
 
 /// A round that did not take the lock.
@@ -169,6 +177,7 @@ impl AcquireRound {
             unanswered: Vec::new(),
             unreachable: Vec::new(),
             raising: None,
+            takes_back: waited,
         };
         (round, Requests { calls, undo })
     }
@@ -345,6 +354,10 @@ impl AcquireRound {
                 not_granted: (0..self.answered.len())
                     .filter(|i| !self.granted.iter().any(|(g, _)| g == i))
                     .collect(),
+                granted_keeping: match self.takes_back {
+                    true => Vec::new(),
+                    false => self.granted.iter().map(|(g, _)| *g).collect(),
+                },
             });
         }
         Err(self.refuse())
