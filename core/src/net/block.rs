@@ -91,9 +91,9 @@ pub(crate) fn block_then<R: Request>(
     // read that timed out) before the next one.
     if let Err(e) = waited {
         let unblocked = e.failure() == Failure::Timeout
-            && conn
-                .id
-                .is_some_and(|id| unblock(&endpoint, id, Instant::now() + then_timeout));
+            && conn.id.zip(conn.peer()).is_some_and(|(id, peer)| {
+                unblock(&endpoint, id, &peer, Instant::now() + then_timeout)
+            });
         if !unblocked {
             return failed(endpoint, conn, e, then, on_fail);
         }
@@ -139,10 +139,19 @@ fn failed<R: Request>(
 /// out (`CLIENT UNBLOCK id`), on another connection of `endpoint` (pooled, or opened once and
 /// pooled after). Whether the block is over: ended now, or just before (it answers 0 when the
 /// connection is not blocked any more; its reply is then on its way).
-fn unblock(endpoint: &Arc<Endpoint>, id: i64, deadline: Instant) -> bool {
+///
+/// A client id means something only on its own server: the other connection must reach the
+/// blocked one's server (`peer`). During a failover the endpoint's new connections go to the
+/// new master, where the same id may name an unrelated client whose block it would end; then
+/// nothing is sent, and the blocked connection is dropped instead.
+fn unblock(endpoint: &Arc<Endpoint>, id: i64, peer: &str, deadline: Instant) -> bool {
     let Ok(mut other) = endpoint.take_or_connect(deadline) else {
         return false;
     };
+    if other.peer().as_deref() != Some(peer) {
+        endpoint.put(other);
+        return false;
+    }
     let mut cmd = redis::cmd("CLIENT");
     cmd.arg("UNBLOCK").arg(id);
     let reply: Result<i64, NetError> =
@@ -219,5 +228,57 @@ mod tests {
         let mut conn = endpoint.take().expect("the connection is back in the pool");
         let pong: String = redis::cmd("PING").query(&mut conn).unwrap();
         assert_eq!(pong, "PONG");
+    }
+
+    /// `CLIENT UNBLOCK` names a client by its id on one server. On a connection that reaches
+    /// another server (the endpoint moved to a new master in a failover), the same id can
+    /// name an unrelated client: its block must not be ended.
+    #[test]
+    fn an_unblock_never_goes_to_another_server() {
+        let (ours, other) = (Server::start(), Server::start());
+        let setup = Setup {
+            client_name: "unblock-test".into(),
+            connect_timeout: Duration::from_secs(2),
+            preload: Arc::new([]),
+            probe: None,
+        };
+        let node = Node::open(&other.url, setup, None).unwrap();
+        let by = Instant::now() + Duration::from_secs(2);
+        let endpoint = node.endpoint(0, by).unwrap();
+        // An unrelated client of the other server, blocked.
+        let mut bystander = redis::Client::open(other.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let id: i64 = redis::cmd("CLIENT")
+            .arg("ID")
+            .query(&mut bystander)
+            .unwrap();
+        let mut blpop = redis::cmd("BLPOP");
+        blpop.arg("queue").arg(1);
+        bystander
+            .send_packed_command(&blpop.get_packed_command())
+            .unwrap();
+        let mut probe = redis::Client::open(other.url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let mut blocked = || -> i64 {
+            let info: String = redis::cmd("INFO").arg("clients").query(&mut probe).unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix("blocked_clients:"))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let mut waited = Duration::ZERO;
+        while blocked() == 0 && waited < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_millis(5));
+            waited += Duration::from_millis(5);
+        }
+        assert_eq!(blocked(), 1);
+        // A block of ours on the first server, with the same id there.
+        let peer = format!("127.0.0.1:{}", ours.port);
+        assert!(!unblock(&endpoint, id, &peer, by));
+        assert_eq!(blocked(), 1, "the other server's client was unblocked");
     }
 }

@@ -136,6 +136,11 @@ impl Connection {
         CAN_POLL && matches!(self.io, Io::Plain(_))
     }
 
+    /// The server end of this connection (see [`Socket::peer`]); `None` for redis-rs's.
+    pub(crate) fn peer(&self) -> Option<String> {
+        self.socket().and_then(Socket::peer)
+    }
+
     /// The socket a round waits on for this connection's replies; `None` for redis-rs's.
     pub(crate) fn socket(&self) -> Option<&Socket> {
         match &self.io {

@@ -16,6 +16,20 @@ pub(crate) enum Socket {
 }
 
 impl Socket {
+    /// The server end of the connection, as text (`host:port`, or a Unix socket's path):
+    /// two connections with the same one reach the same server process, unless it was
+    /// restarted (which breaks every connection to the old one).
+    pub(crate) fn peer(&self) -> Option<String> {
+        match self {
+            Socket::Tcp(s) => s.peer_addr().ok().map(|a| a.to_string()),
+            #[cfg(unix)]
+            Socket::Unix(s) => s
+                .peer_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| p.display().to_string())),
+        }
+    }
+
     pub(crate) fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.set_read_timeout(dur),
