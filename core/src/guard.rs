@@ -90,8 +90,12 @@ impl MutexGuard {
         self.lease.renewals()
     }
 
-    /// Sets the lease to `ttl` from now on a quorum of nodes, checking our token; later
+    /// Extends the lease to `ttl` from now on a quorum of nodes, checking our token; later
     /// automatic renewals use this `ttl` too. Never re-creates a lock that is gone.
+    ///
+    /// The servers only ever lengthen an expiry: with a `ttl` shorter than the lease has
+    /// left, the key keeps its later expiry there (a request that arrives late must never cut
+    /// a longer lease short), while the guard counts itself valid for `ttl` from now.
     ///
     /// # Errors
     ///

@@ -64,9 +64,13 @@ macro_rules! lease_guard {
                 self.lease.renewals()
             }
 
-            /// Sets the lease to `ttl` from now, checking our token; later automatic
-            /// renewals use this `ttl` too. Never re-creates a hold that is gone, never
-            /// shortens one.
+            /// Extends the lease to `ttl` from now, checking our token; later automatic
+            /// renewals use this `ttl` too. Never re-creates a hold that is gone.
+            ///
+            /// The servers only ever lengthen an expiry: with a `ttl` shorter than the hold
+            /// has left, it keeps its later expiry there (a request that arrives late must
+            /// never cut a longer lease short), while the guard counts itself valid for `ttl`
+            /// from now.
             ///
             /// # Errors
             ///

@@ -111,8 +111,8 @@ fn a_retried_acquire_that_finds_its_own_token_has_granted() {
     };
     let first = acquire(&mut conn);
     let again = acquire(&mut conn);
-    // A grant answers its fence.
-    assert_eq!(first, redis::Value::Int(1));
+    // A grant answers its fence (never below the server's time in µs).
+    assert!(matches!(first, redis::Value::Int(f) if f > 1_000_000_000_000_000));
     assert_eq!(
         again, first,
         "the same round's acquire, run twice, must grant twice with the same fence"
@@ -302,35 +302,41 @@ fn short_waits_keep_their_connection() {
     drop(holder);
 }
 
-/// A release whose reply was lost is sent again (by `unlock`'s own retry, or by the transport
-/// on a fresh connection): the first one ran and deleted the key. Within the guard's
-/// validity that is our own release, not a lost lock.
+/// A release whose reply was lost is asked again by `unlock`'s own retry: the first one ran
+/// and deleted the key (its connection was cut before the reply, and the node then went out
+/// of reach for a moment). Within the guard's validity, "missing" on a node that the earlier
+/// try may have reached is our own release, not a lost lock. (A first answer "missing" is a
+/// loss: see `fences.rs`.)
 #[test]
 fn a_retried_release_that_finds_its_key_gone_has_released() {
     let server = RedisServer::start();
-    let client = Client::open(&server.url()).unwrap();
+    let proxy = FaultProxy::start(&server.addr());
+    let client = Client::builder()
+        .node(proxy.url())
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let name = "hardening:release-twice";
     let guard = client
-        .mutex("hardening:release-twice")
+        .mutex(name)
         .ttl(Duration::from_secs(10))
         .lock()
         .unwrap();
-    // The first run of the release, as the library sends it; its reply never came back.
-    let released: i64 = redis::cmd("EVAL")
-        .arg(script("release"))
-        .arg(4)
-        .arg("hardening:release-twice")
-        .arg("{hardening:release-twice}:wake")
-        .arg("{hardening:release-twice}:waitq")
-        .arg("{hardening:release-twice}:handoff")
-        .arg(guard.token())
-        .arg(0)
-        .query(&mut server.conn())
-        .unwrap();
-    assert_eq!(released, 1);
-    let report = guard
-        .unlock()
-        .expect("the same release run twice is a release, not a lost lock");
-    assert_eq!(report.released, 1, "{report:?}");
+    proxy.set_mode(Mode::CutThenBlackhole);
+    std::thread::scope(|s| {
+        let unlocking = s.spawn(|| guard.release());
+        // The first try ran; then every try meets a node out of reach, until it answers again.
+        assert!(wait_until(Duration::from_secs(2), || !server
+            .conn()
+            .exists::<_, bool>(name)
+            .unwrap()));
+        proxy.set_mode(Mode::Pass);
+        let report = unlocking
+            .join()
+            .unwrap()
+            .expect("the same release run twice is a release, not a lost lock");
+        assert_eq!(report.released, 1, "{report:?}");
+    });
 }
 
 /// Under an evicting `maxmemory-policy`, memory pressure can evict a held lock or roll a
@@ -597,10 +603,10 @@ fn a_release_after_every_announcement_ended_keeps_no_window() {
     };
     // A grant answers its fence; a refusal `{0, pttl, holder}`.
     let refused = |reply: redis::Value| matches!(&reply, redis::Value::Array(items) if items.first() == Some(&redis::Value::Int(0)));
-    assert_eq!(
+    assert!(matches!(
         acquire(&mut conn, "host:1:aa", "0", ""),
-        redis::Value::Int(1)
-    );
+        redis::Value::Int(f) if f > 0
+    ));
     assert!(refused(acquire(&mut conn, "host:2:bb", "5000", "long")));
     assert!(refused(acquire(&mut conn, "host:3:cc", "100", "short")));
     // The long waiter gives up and withdraws; the short one's announcement runs out.

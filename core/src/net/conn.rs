@@ -136,6 +136,17 @@ impl Connection {
         CAN_POLL && matches!(self.io, Io::Plain(_))
     }
 
+    /// Whether the server closed this idle connection (it owes no reply, yet its socket has
+    /// something to read: the end of the stream, or a reset). Seen before a request is
+    /// written, that request never runs; seen after, it may have run.
+    pub(crate) fn closed_by_server(&self) -> bool {
+        self.owed() == 0
+            && match &self.io {
+                Io::Plain(io) => io.holds(1) || super::poll::readable_now(io.socket()),
+                Io::Redis(_) => false,
+            }
+    }
+
     /// The server end of this connection (see [`Socket::peer`]); `None` for redis-rs's.
     pub(crate) fn peer(&self) -> Option<String> {
         self.socket().and_then(Socket::peer)

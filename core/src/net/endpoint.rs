@@ -198,11 +198,13 @@ impl Endpoint {
     pub(crate) fn take(&self) -> Option<Connection> {
         loop {
             let mut conn = self.take_owing()?;
-            if conn.owed() == 0
-                || conn
+            let usable = match conn.owed() {
+                0 => !conn.closed_by_server(),
+                _ => conn
                     .settle_owed(Instant::now() + Duration::from_millis(1))
-                    .is_ok()
-            {
+                    .is_ok(),
+            };
+            if usable {
                 return Some(conn);
             }
         }

@@ -19,7 +19,9 @@ use std::time::Instant;
 use super::conn::{Connection, receive, send};
 use super::error::NetError;
 use super::gather::gather;
-use super::leg::{Answer, Leg, Raw, connect_and_run, finish, stale, typed, unread_as_timeouts};
+use super::leg::{
+    Answer, Leg, Raw, broke_after_write, connect_and_run, finish, stale, typed, unread_as_timeouts,
+};
 use super::node::Node;
 use super::redirect::{follow, split};
 use super::request::Request;
@@ -186,10 +188,11 @@ fn run<R: Request>(
         match &leg.endpoint {
             Err(e) => answers[l] = Some(Err(e.clone())),
             // Replies still owed by an earlier round's slower node come first on the
-            // connection: they are read ahead of this round's, within its deadline.
+            // connection: they are read ahead of this round's, within its deadline. One the
+            // server closed while it sat idle is left: nothing was written on it.
             Ok(endpoint) => match endpoint.take_owing() {
-                Some(conn) => pooled.push((l, conn)),
-                None => fresh.push(l),
+                Some(conn) if !conn.closed_by_server() => pooled.push((l, conn)),
+                _ => fresh.push(l),
             },
         }
     }
@@ -221,16 +224,14 @@ fn run<R: Request>(
                 Err(e) => Err(e.clone()),
             })
         };
-        // Each leg sent on a thread, and whether its requests may have run on a connection
-        // that broke before their replies came.
-        let mut threads: Vec<_> = fresh.iter().map(|&l| (l, false, spawn(l))).collect();
+        let mut threads: Vec<_> = fresh.iter().map(|&l| (l, spawn(l))).collect();
 
         // Write every request before reading any reply.
         let mut sent = Vec::with_capacity(pooled.len());
         for (l, mut conn) in pooled {
             match send(&mut conn, leg_requests(l), legs[l].asking, deadline) {
                 Ok(()) => sent.push((l, conn)),
-                Err(e) if stale(&e) => threads.push((l, false, spawn(l))),
+                Err(e) if stale(&e) => threads.push((l, spawn(l))),
                 Err(e) => answers[l] = Some(Err(e.into())),
             }
         }
@@ -245,29 +246,19 @@ fn run<R: Request>(
             if let Ok(endpoint) = &leg.endpoint {
                 endpoint.note_read_wait(began.elapsed());
             }
-            match answer {
-                // The server restarted or dropped us while the connection sat in the pool:
-                // one retry on a new connection, within the same deadline. The requests were
-                // written, though, and may have run before the connection broke.
-                Err(e) if stale(&e) => {
-                    threads.push((l, true, spawn(l)));
-                    None
-                }
-                answer => {
-                    let mut answer = answer.map_err(NetError::from);
-                    if let Ok(endpoint) = &leg.endpoint {
-                        finish(endpoint, conn, &mut answer, on_timeout);
-                    }
-                    let verdict = match single(leg.node) {
-                        true => tell(leg.node, &answer),
-                        false => Enough::No,
-                    };
-                    answers[l] = Some(answer);
-                    match verdict {
-                        Enough::Yes { undo } => Some(undo),
-                        Enough::No => None,
-                    }
-                }
+            let mut answer = answer.map_err(NetError::from);
+            broke_after_write(&mut answer);
+            if let Ok(endpoint) = &leg.endpoint {
+                finish(endpoint, conn, &mut answer, on_timeout);
+            }
+            let verdict = match single(leg.node) {
+                true => tell(leg.node, &answer),
+                false => Enough::No,
+            };
+            answers[l] = Some(answer);
+            match verdict {
+                Enough::Yes { undo } => Some(undo),
+                Enough::No => None,
             }
         };
         // Replies are read as they come where the sockets can be waited on together, so
@@ -322,14 +313,8 @@ fn run<R: Request>(
                 }
             }
         }
-        for (l, written, t) in threads {
-            let mut answer = t.join().unwrap_or_else(|_| Err(NetError::timeout()));
-            // The retry failed too: what it queued behind its own requests is no undo for the
-            // ones that may have run on the broken connection.
-            if written && let Err(e) = &mut answer {
-                e.lose_followup();
-            }
-            answers[l] = Some(answer);
+        for (l, t) in threads {
+            answers[l] = Some(t.join().unwrap_or_else(|_| Err(NetError::timeout())));
         }
     });
     let answers = answers

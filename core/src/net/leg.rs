@@ -55,40 +55,20 @@ pub(super) fn connect_and_run<R: Request>(
     deadline: Instant,
     on_timeout: Option<&dyn Request>,
 ) -> Raw {
-    // Whether the requests were written on a pooled connection that broke before their
-    // replies came: they may have run there.
-    let mut written = false;
     if let Some(mut conn) = endpoint.take() {
-        let answer = send(&mut conn, requests, asking, deadline).and_then(|()| {
-            written = true;
-            receive(&mut conn, requests, asking, deadline)
-        });
-        match answer {
+        match send(&mut conn, requests, asking, deadline) {
+            // The server closed it before the requests could be written: nothing ran.
             Err(e) if stale(&e) => {}
-            answer => {
-                let mut answer = answer.map_err(NetError::from);
+            sent => {
+                let mut answer = sent
+                    .and_then(|()| receive(&mut conn, requests, asking, deadline))
+                    .map_err(NetError::from);
+                broke_after_write(&mut answer);
                 finish(endpoint, conn, &mut answer, on_timeout);
                 return answer;
             }
         }
     }
-    let mut answer = connect_and_run_fresh(endpoint, requests, asking, deadline, on_timeout);
-    // The retry failed too: what it queued behind its own requests is no undo for the ones
-    // that may have run on the broken connection.
-    if written && let Err(e) = &mut answer {
-        e.lose_followup();
-    }
-    answer
-}
-
-/// [`connect_and_run`] on a new connection.
-fn connect_and_run_fresh<R: Request>(
-    endpoint: &Arc<Endpoint>,
-    requests: &[R],
-    asking: bool,
-    deadline: Instant,
-    on_timeout: Option<&dyn Request>,
-) -> Raw {
     let opening = Instant::now();
     let mut conn = endpoint.connect(deadline)?;
     // Opening took at least one round trip (the setup's), which predicts the request's. With
@@ -141,7 +121,23 @@ pub(super) fn finish(
 }
 
 /// A pooled connection that the server closed while it sat idle (restart, `CLIENT KILL`,
-/// idle timeout): worth one retry on a new connection. A timeout is not: the node is slow.
+/// idle timeout), found so when a request could not be written on it: worth one retry on a
+/// new connection. A timeout is not: the node is slow.
 pub(super) fn stale(e: &redis::RedisError) -> bool {
     !e.is_timeout() && e.is_connection_dropped()
+}
+
+/// A connection that broke after its requests were written (their replies never came): they
+/// may have run, for all the client can tell, and nothing can follow them on it. Not sent
+/// again here: a request sent twice hides from its caller that the first one may have run
+/// (a release that finds its key gone could not tell its own earlier run from a loss). The
+/// failure says that a follow-up (an undo) could not be written, so that the caller reaches
+/// the server another way. (A pooled connection the server closed while it sat idle is left
+/// before anything is written on it: see `Connection::closed_by_server`.)
+pub(super) fn broke_after_write(answer: &mut Raw) {
+    if let Err(e) = answer
+        && e.failure() == super::error::Failure::Dropped
+    {
+        e.lose_followup();
+    }
 }

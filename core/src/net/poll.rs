@@ -35,3 +35,21 @@ pub(super) fn readable(sockets: &[&Socket], timeout: Duration, ready: &mut Vec<u
 pub(super) fn readable(_: &[&Socket], _: Duration, _: &mut Vec<usize>) -> bool {
     false
 }
+
+/// Whether `socket` has something to read (or has ended) right now, without waiting: for an
+/// idle connection that owes no reply, that is the server having closed it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) fn readable_now(socket: &Socket) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(socket, PollFlags::IN)];
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(super) fn readable_now(_: &Socket) -> bool {
+    false
+}
