@@ -398,6 +398,8 @@ struct Pair {
     blocker: Resp,
     /// The real server's id of the second connection (`CLIENT ID`).
     blocker_id: String,
+    /// How many `CLIENT UNBLOCK`s were sent: they alternate between the two ways to end.
+    unblocks: u64,
     sim: Server,
     log: Vec<String>,
     ok: bool,
@@ -440,11 +442,17 @@ impl Pair {
         self.both(words, words, label, blocked);
     }
 
-    /// Ends the second connection's BLPOP, if it waits, as if it had timed out: `CLIENT
-    /// UNBLOCK` by each side's own id for it.
+    /// Ends the second connection's BLPOP, if it waits, as if it had timed out, or with the
+    /// `UNBLOCKED` error as the library asks: `CLIENT UNBLOCK` by each side's own id for it.
     fn unblock(&mut self, blocked: &mut Option<Vec<u8>>) {
-        let real = argv(&["CLIENT", "UNBLOCK", &self.blocker_id]);
-        let sim = argv(&["CLIENT", "UNBLOCK", &BLOCKER.to_string()]);
+        let mode = if self.unblocks % 2 == 0 {
+            "ERROR"
+        } else {
+            "TIMEOUT"
+        };
+        self.unblocks += 1;
+        let real = argv(&["CLIENT", "UNBLOCK", &self.blocker_id, mode]);
+        let sim = argv(&["CLIENT", "UNBLOCK", &BLOCKER.to_string(), mode]);
         let label = "CLIENT UNBLOCK [second connection]".into();
         self.both(&real, &sim, label, blocked);
     }
@@ -584,6 +592,7 @@ fn simulated_redis_matches_redis_server() {
                     real: Resp::connect(server.port()),
                     blocker,
                     blocker_id,
+                    unblocks: 0,
                     sim: Server::new(),
                     log: Vec::new(),
                     ok: true,

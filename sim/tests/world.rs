@@ -437,9 +437,9 @@ fn what_waits_behind_a_blpop_runs_after_it_or_never() {
     );
 }
 
-/// A wait ended from another connection (`CLIENT UNBLOCK`, as the library ends a wait whose
-/// time is up) answers as a timeout, and what waited behind it on its connection runs then,
-/// in order, on the same connection.
+/// A wait ended from another connection (`CLIENT UNBLOCK … ERROR`, as the library ends a wait
+/// whose time is up) answers the `UNBLOCKED` error, and what waited behind it on its
+/// connection runs then, in order, on the same connection.
 #[test]
 fn client_unblock_ends_a_wait_and_runs_what_waits_behind_it() {
     let [waiter, other] = two_scripted([
@@ -452,7 +452,8 @@ fn client_unblock_ends_a_wait_and_runs_what_waits_behind_it() {
     ]);
     assert_eq!(waiter.len(), 2, "{waiter:?}");
     let (blpop, set) = (&waiter[0], &waiter[1]);
-    assert_eq!((blpop.0, &blpop.2), (0, &Reply::NilArray), "{waiter:?}");
+    let unblocked = Reply::err("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+    assert_eq!((blpop.0, &blpop.2), (0, &unblocked), "{waiter:?}");
     assert!(
         (100_000..150_000).contains(&blpop.1),
         "ended by the unblock, not at its 5 s: {} µs",

@@ -242,7 +242,9 @@ fn three_masters_keep_readers_and_writers_apart() {
     assert!(would_block(lock.try_read()));
     let fence = w.fence();
     drop(w);
-    assert_eq!(lock.read().unwrap().fence(), fence);
+    // At least the write's fence: a node whose late grant the write did not wait for may
+    // have counted on (to its own time in µs).
+    assert!(lock.read().unwrap().fence() >= fence);
     // A read hold on only one node (a minority) does not keep the writer out.
     let lone = Client::open(&servers.urls()[0])
         .unwrap()

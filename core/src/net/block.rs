@@ -152,8 +152,15 @@ fn unblock(endpoint: &Arc<Endpoint>, id: i64, peer: &str, deadline: Instant) -> 
         endpoint.put(other);
         return false;
     }
+    // `ERROR`, not the default `TIMEOUT`: a client whose command `CLIENT PAUSE` postponed
+    // (the write pause of a `FAILOVER` or a cluster failover, an operator's) is blocked too,
+    // and Redis and Valkey releases before their 2025 fixes (Redis 7.0.15 among them) crash
+    // when such a client is unblocked as timed out (`Unknown btype in
+    // replyToBlockedClientTimedOut()`); the torture suite's `CLIENT PAUSE WRITE` met it. With
+    // `ERROR` the postponed command is answered `-UNBLOCKED` instead, and a real `BLPOP` too:
+    // its reply is skipped either way.
     let mut cmd = redis::cmd("CLIENT");
-    cmd.arg("UNBLOCK").arg(id);
+    cmd.arg("UNBLOCK").arg(id).arg("ERROR");
     let reply: Result<i64, NetError> =
         set_timeouts(&other, deadline).and_then(|()| Ok(cmd.query(&mut other)?));
     match reply {

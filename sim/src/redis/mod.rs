@@ -123,8 +123,11 @@ impl Server {
                 Some(e) => Some(e),
                 None => self.blpop(client, &argv[1..]),
             },
-            b"client" if argv.len() == 3 && argv[1].eq_ignore_ascii_case(b"unblock") => {
-                Some(self.unblock(&argv[2]))
+            b"client"
+                if (argv.len() == 3 || argv.len() == 4)
+                    && argv[1].eq_ignore_ascii_case(b"unblock") =>
+            {
+                Some(self.unblock(&argv[2], argv.get(3).map(Vec::as_slice)))
             }
             _ => Some(match cmd::lookup(name) {
                 None => {
@@ -216,19 +219,28 @@ impl Server {
         None
     }
 
-    /// `CLIENT UNBLOCK id`: ends the client's `BLPOP` as if it had timed out (its reply, the
-    /// nil array, comes from [`Server::take_served`]); 1 when it was blocked, 0 otherwise.
-    fn unblock(&mut self, id: &[u8]) -> Reply {
+    /// `CLIENT UNBLOCK id [TIMEOUT|ERROR]`: ends the client's `BLPOP` as if it had timed out
+    /// (its reply, the nil array), or with the `UNBLOCKED` error (`ERROR`); the reply comes
+    /// from [`Server::take_served`]. 1 when it was blocked, 0 otherwise.
+    fn unblock(&mut self, id: &[u8], mode: Option<&[u8]>) -> Reply {
         let Some(id) = std::str::from_utf8(id)
             .ok()
             .and_then(|s| s.parse::<ClientId>().ok())
         else {
             return Reply::err("ERR value is not an integer or out of range");
         };
+        let reply = match mode {
+            None => Reply::NilArray,
+            Some(m) if m.eq_ignore_ascii_case(b"timeout") => Reply::NilArray,
+            Some(m) if m.eq_ignore_ascii_case(b"error") => {
+                Reply::err("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+            }
+            Some(_) => return Reply::err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+        };
         match self.blocked.iter().position(|b| b.client == id) {
             Some(i) => {
                 self.blocked.remove(i);
-                self.served.push((id, Reply::NilArray));
+                self.served.push((id, reply));
                 Reply::Int(1)
             }
             None => Reply::Int(0),

@@ -99,6 +99,7 @@ impl World {
                         b"CLIENT".to_vec(),
                         b"UNBLOCK".to_vec(),
                         blocked.to_string().into_bytes(),
+                        b"ERROR".to_vec(),
                     ],
                 };
                 self.send_to_node(request, || format!("{now} c{client} unblock n{node} lost"));
