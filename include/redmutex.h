@@ -872,9 +872,12 @@ uint64_t redmutex_guard_renewals(const struct redmutex_guard *guard);
 redmutex_result redmutex_guard_check(const struct redmutex_guard *guard);
 
 /**
- * Sets the lease to `ttl_ms` milliseconds from now on a majority of nodes (only where the
+ * Extends the lease to `ttl_ms` milliseconds from now on a majority of nodes (only where the
  * lock still holds our value; a lock that is gone is never re-created). Later automatic
- * renewals use this TTL too.
+ * renewals use this TTL too. The servers only ever lengthen an expiry: with a TTL shorter
+ * than the lease has left, the key keeps its later expiry there (a request that arrives late
+ * must never cut a longer lease short), while the guard counts itself valid for `ttl_ms`
+ * from now.
  *
  * Returns `REDMUTEX_RESULT_OK`; `REDMUTEX_RESULT_LOST` when the lock is gone or another owner
  * has it; `REDMUTEX_RESULT_NO_QUORUM` (or the node's own code with one node) when too few

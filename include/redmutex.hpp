@@ -182,7 +182,8 @@ class Guard {
   /** Throws Error (REDMUTEX_RESULT_LOST, its what() says why) once the lock is no longer held. */
   void check() const { detail::check(redmutex_guard_check(guard_)); }
 
-  /** Sets the lease to `ttl` from now on a majority of nodes. */
+  /** Extends the lease to `ttl` from now on a majority of nodes; a shorter `ttl` than the lease
+   * has left never shortens the key's expiry on the servers (see redmutex_guard_extend). */
   void extend(std::chrono::milliseconds ttl) const {
     detail::check(redmutex_guard_extend(guard_, detail::to_ms(ttl)));
   }

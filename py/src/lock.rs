@@ -125,8 +125,11 @@ impl Lock {
         self.holds.check(py)
     }
 
-    /// Sets the lease to ttl seconds from now (redis-py's extend with replace_ttl=True);
-    /// later automatic renewals use this ttl too. Never re-creates a lock that is gone.
+    /// Extends the lease to ttl seconds from now (like redis-py's extend with
+    /// replace_ttl=True); later automatic renewals use this ttl too. Never re-creates a lock
+    /// that is gone. The servers only ever lengthen an expiry: with a ttl shorter than the
+    /// lease has left, the key keeps its later expiry there (a request that arrives late must
+    /// never cut a longer lease short), while the lock counts itself valid for ttl from now.
     ///
     /// ttl: seconds, 0.01 to 86400.
     ///

@@ -187,7 +187,8 @@ macro_rules! side {
                 self.holds.check(py)
             }
 
-            /// Sets the current hold's lease to ttl seconds from now (0.01 to 86400).
+            /// Extends the current hold's lease to ttl seconds from now (0.01 to 86400); the
+            /// servers only ever lengthen an expiry (a shorter ttl never cuts it short).
             fn extend(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<()> {
                 self.holds.extend(py, ttl)
             }

@@ -132,8 +132,9 @@ impl Semaphore {
         self.holds.check(py)
     }
 
-    /// Sets the current permit's lease to ttl seconds from now (0.01 to 86400); later
-    /// renewals of that permit use this ttl too.
+    /// Extends the current permit's lease to ttl seconds from now (0.01 to 86400); later
+    /// renewals of that permit use this ttl too. The servers only ever lengthen an expiry
+    /// (a shorter ttl never cuts it short).
     fn extend(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<()> {
         self.holds.extend(py, ttl)
     }

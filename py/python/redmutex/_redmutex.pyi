@@ -282,8 +282,12 @@ class Lock:
         """
 
     def extend(self, ttl: float) -> None:
-        """Set the lease to `ttl` seconds from now (redis-py's extend with replace_ttl=True);
-        later automatic renewals use this ttl too. Never re-creates a lock that is gone.
+        """Extend the lease to `ttl` seconds from now (like redis-py's extend with
+        replace_ttl=True); later automatic renewals use this ttl too. Never re-creates a lock
+        that is gone. The servers only ever lengthen an expiry: with a ttl shorter than the
+        lease has left, the key keeps its later expiry there (a request that arrives late
+        must never cut a longer lease short), while the lock counts itself valid for `ttl`
+        from now.
 
         Args:
             ttl: seconds, 0.01 to 86400.
@@ -417,8 +421,9 @@ class Semaphore:
         NotHeldError when none is held. No network."""
 
     def extend(self, ttl: float) -> None:
-        """Set the current permit's lease to `ttl` seconds (0.01 to 86400) from now; later
-        renewals of that permit use this ttl too."""
+        """Extend the current permit's lease to `ttl` seconds (0.01 to 86400) from now; later
+        renewals of that permit use this ttl too. The servers only ever lengthen an expiry
+        (a shorter ttl never cuts it short)."""
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until the current permit is lost (True), or `timeout` seconds pass or it is
@@ -532,7 +537,8 @@ class ReadLock:
         """Raise unless owned(): LockLostError when lost, NotHeldError when none is held."""
 
     def extend(self, ttl: float) -> None:
-        """Set the current read hold's lease to `ttl` seconds (0.01 to 86400) from now."""
+        """Extend the current read hold's lease to `ttl` seconds (0.01 to 86400) from now; the
+        servers only ever lengthen an expiry (a shorter ttl never cuts it short)."""
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until the current read hold is lost (True), or `timeout` seconds pass or it
@@ -598,7 +604,8 @@ class WriteLock:
         """Raise unless owned(): LockLostError when lost, NotHeldError when none is held."""
 
     def extend(self, ttl: float) -> None:
-        """Set the current write hold's lease to `ttl` seconds (0.01 to 86400) from now."""
+        """Extend the current write hold's lease to `ttl` seconds (0.01 to 86400) from now; the
+        servers only ever lengthen an expiry (a shorter ttl never cuts it short)."""
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until the current write hold is lost (True), or `timeout` seconds pass or it
