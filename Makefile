@@ -41,6 +41,7 @@ deps:
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	@cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 	scripts/venv.sh
+	scripts/servers.sh install
 	scripts/gen-header.sh --install-only
 
 test: deps
