@@ -91,6 +91,20 @@ impl NetError {
     }
 }
 
+/// Whether an error reply says the server is a replica (`READONLY`): a master demoted by a
+/// failover. Redis 7 passes the error a script's `redis.call` raised through with its code;
+/// Redis 6 wraps it in an `ERR` that quotes it (`ERR Error running script (call to f_…):
+/// @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica.`).
+pub(crate) fn is_read_only(e: &RedisError) -> bool {
+    match e.code() {
+        Some("READONLY") => true,
+        Some("ERR") => e
+            .detail()
+            .is_some_and(|d| d.starts_with("Error running script") && d.contains(": -READONLY ")),
+        _ => false,
+    }
+}
+
 impl From<RedisError> for NetError {
     fn from(e: RedisError) -> NetError {
         let failure = if e.kind() == redis::ErrorKind::AuthenticationFailed

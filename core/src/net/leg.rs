@@ -8,7 +8,7 @@ use redis::{RedisResult, Value};
 
 use super::conn::{Connection, receive, send};
 use super::endpoint::Endpoint;
-use super::error::NetError;
+use super::error::{NetError, is_read_only};
 use super::request::Request;
 
 /// What one node answered: one reply per request, or why it could not be asked.
@@ -102,7 +102,7 @@ pub(super) fn finish(
         Ok(values)
             if values
                 .iter()
-                .any(|v| matches!(v, Err(e) if e.code() == Some("READONLY"))) => {}
+                .any(|v| matches!(v, Err(e) if is_read_only(e))) => {}
         Ok(_) => endpoint.put(conn),
         // Not only a timeout: a read interrupted by a stop signal (SIGSTOP, then SIGCONT)
         // fails with EINTR although the server ran the request. On a broken connection the

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::cluster::{Cluster, Redirect};
 use super::conn::remaining;
+use super::error::is_read_only;
 use super::leg::{Leg, Raw, connect_and_run};
 use super::request::Request;
 
@@ -68,9 +69,10 @@ pub(super) fn follow<R: Request>(
                 return;
             }
         };
-        if values.iter().any(
-            |v| matches!(v, Err(e) if e.code() == Some("READONLY") || e.code() == Some("CLUSTERDOWN")),
-        ) {
+        if values
+            .iter()
+            .any(|v| matches!(v, Err(e) if is_read_only(e) || e.code() == Some("CLUSTERDOWN")))
+        {
             cluster.mark_stale();
         }
         // The first redirected request; it and every request after it are sent again, so
