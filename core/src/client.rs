@@ -107,6 +107,28 @@ impl Client {
             .map(|n| n.name().to_owned())
             .collect()
     }
+
+    /// What each node's server said it is at the client's first connection to it, in the
+    /// order of [`Client::node_names`]: `Redis 7.0.15`, `Valkey 8.1.8` (Valkey by its own
+    /// version, not the Redis version it also reports), or for a cluster each version its
+    /// masters connected to so far run, comma-separated. `None` for a node not connected to
+    /// yet, or whose server would not say (an ACL user without `INFO`).
+    ///
+    /// Servers older than Redis 6.2 are refused at that first connection: every call then
+    /// fails with [`ErrorKind::Server`](crate::ErrorKind::Server), naming the node and its
+    /// version.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), redmutex::Error> {
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// client.mutex("report").status()?;
+    /// assert!(client.servers()[0].is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn servers(&self) -> Vec<Option<String>> {
+        self.inner.nodes.iter().map(|n| n.server()).collect()
+    }
 }
 
 impl std::fmt::Debug for Client {
@@ -388,7 +410,7 @@ impl ClientBuilder {
         let client_name: Arc<str> = format!("redmutex:{name_label}").into();
         let preload = lock::preload();
         let warn = self.on_warning.clone().unwrap_or_else(lock::log_warning);
-        let probe = lock::eviction_probe(self.require_noeviction, warn);
+        let probe = lock::server_probe(self.require_noeviction, warn);
         let nodes = self
             .voters
             .iter()

@@ -32,7 +32,10 @@ pub mod workers;
 
 pub use proxy::{FaultProxy, Mode};
 pub use sentinel::Sentinel;
-pub use server::{REDIS_SERVER_ENV, RedisServer, RedisServers, free_port, wait_until};
+pub use server::{
+    REDIS_SERVER_ENV, RedisServer, RedisServers, free_port, server_binary, server_version,
+    tool_server, wait_until,
+};
 pub use tempdir::TempDir;
 
 /// Three `try_lock` + `unlock` cycles of `mutex`, each call returning within `limit`: the

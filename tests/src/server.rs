@@ -18,6 +18,51 @@ use crate::TempDir;
 /// looked up on `PATH`.
 pub const REDIS_SERVER_ENV: &str = "REDMUTEX_REDIS_SERVER";
 
+/// The server binary the suites run: [`REDIS_SERVER_ENV`], else `redis-server` on `PATH`.
+pub fn server_binary() -> PathBuf {
+    std::env::var_os(REDIS_SERVER_ENV).map_or_else(|| "redis-server".into(), PathBuf::from)
+}
+
+/// The `(major, minor)` version of [`server_binary`], from its `--version` (`Redis server
+/// v=6.2.14 …`, `Valkey server v=8.1.8 …`). Panics if it does not run or say.
+pub fn server_version() -> (u32, u32) {
+    static VERSION: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let bin = server_binary();
+        let out = Command::new(&bin)
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {bin:?} --version: {e}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix("v="))
+            .and_then(|v| {
+                let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+                Some((parts.next()??, parts.next()??))
+            })
+            .unwrap_or_else(|| panic!("{bin:?} --version says no version: {text}"))
+    })
+}
+
+/// One of the servers `scripts/servers.sh` fetches (`redis-6.0`, `redis-6.2`, `redis-8.2`,
+/// `valkey-8.1`), kept in the repository's `.tools/servers/`. Panics, saying how to fetch it,
+/// when it is not there.
+pub fn tool_server(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.tools/servers")
+        .join(name);
+    ["redis-server", "valkey-server"]
+        .iter()
+        .map(|b| dir.join(b))
+        .find(|b| b.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no {name} server in {}: run scripts/servers.sh install (make deps does)",
+                dir.display()
+            )
+        })
+}
+
 /// How long one start (or restart) may take before it is declared failed.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many different ports a start tries when it loses the [`free_port`] race.
@@ -104,6 +149,8 @@ enum Startup {
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
+    /// The binary; [`server_binary`] when `None`.
+    bin: Option<PathBuf>,
     /// Extra command-line arguments, appended after the fixed ones (kept for `restart`).
     extra: Vec<String>,
     /// The `--requirepass` value among `extra`, used by [`RedisServer::conn`].
@@ -136,7 +183,23 @@ impl RedisServer {
     /// If `extra` contains `--requirepass <pw>`, [`RedisServer::conn`] authenticates with `<pw>`
     /// (and [`RedisServer::url`] stays password-less).
     pub fn start_with(extra: &[&str]) -> RedisServer {
-        launch(1, extra)
+        launch(1, extra, None, &mut free_port)
+            .pop()
+            .expect("launch(1) returns one server")
+    }
+
+    /// Like [`RedisServer::start_with`], running `bin` rather than [`server_binary`] (one
+    /// of the [`tool_server`]s, say).
+    pub fn start_bin(bin: &Path, extra: &[&str]) -> RedisServer {
+        launch(1, extra, Some(bin.to_owned()), &mut free_port)
+            .pop()
+            .expect("launch(1) returns one server")
+    }
+
+    /// Like [`RedisServer::start_with`], on a port that `port` picks (it is asked again when
+    /// the port turns out to be taken).
+    pub(crate) fn start_on(port: &mut dyn FnMut() -> u16, extra: &[&str]) -> RedisServer {
+        launch(1, extra, None, port)
             .pop()
             .expect("launch(1) returns one server")
     }
@@ -306,7 +369,7 @@ impl RedisServer {
             .open(dir.join(STDIO_FILE))
             .unwrap_or_else(|e| panic!("cannot open {}: {e}", dir.join(STDIO_FILE).display()));
         let stderr = stdio.try_clone().expect("dup stdio log");
-        let bin = std::env::var_os(REDIS_SERVER_ENV).unwrap_or_else(|| "redis-server".into());
+        let bin = self.bin.clone().unwrap_or_else(server_binary);
         let mut cmd = Command::new(&bin);
         cmd.arg("--port")
             .arg(self.port.to_string())
@@ -494,7 +557,12 @@ pub(crate) fn spawn_orphan_safe(mut cmd: Command) -> io::Result<Child> {
 
 /// Start `n` servers with `extra` arguments: all processes are spawned first, then awaited
 /// together, so `n` servers take about as long as one.
-fn launch(n: usize, extra: &[&str]) -> Vec<RedisServer> {
+fn launch(
+    n: usize,
+    extra: &[&str],
+    bin: Option<PathBuf>,
+    port: &mut dyn FnMut() -> u16,
+) -> Vec<RedisServer> {
     let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     let password = extra
         .iter()
@@ -503,7 +571,7 @@ fn launch(n: usize, extra: &[&str]) -> Vec<RedisServer> {
         .cloned();
     let mut used = HashSet::new();
     let mut fresh_port = move || loop {
-        let port = free_port();
+        let port = port();
         if used.insert(port) {
             return port;
         }
@@ -519,6 +587,7 @@ fn launch(n: usize, extra: &[&str]) -> Vec<RedisServer> {
     for _ in 0..n {
         let mut server = RedisServer {
             port: fresh_port(),
+            bin: bin.clone(),
             extra: extra.clone(),
             password: password.clone(),
             pid: 0,
@@ -575,7 +644,7 @@ impl RedisServers {
 
     /// Start `n` servers, each with `extra` arguments (see [`RedisServer::start_with`]).
     pub fn start_with(n: usize, extra: &[&str]) -> RedisServers {
-        RedisServers(launch(n, extra))
+        RedisServers(launch(n, extra, None, &mut free_port))
     }
 
     /// The servers' URLs, in order.

@@ -24,7 +24,7 @@ mod wait;
 pub(crate) use acquire::Plan;
 pub(crate) use keys::Keys;
 pub(crate) use lease::Lease;
-pub(crate) use policy::{Warn, eviction_probe, log_warning};
+pub(crate) use policy::{Warn, log_warning, server_probe};
 pub(crate) use proto::Kind;
 pub use release::Released;
 pub use shared::{RwLockStatus, SemaphoreStatus};

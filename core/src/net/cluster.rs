@@ -317,6 +317,21 @@ impl Cluster {
         Ok(e)
     }
 
+    /// What the masters connected to so far said they are (see [`Endpoint::server`]), each
+    /// different answer once, sorted.
+    pub(crate) fn servers(&self) -> Vec<String> {
+        let mut said: Vec<String> = self
+            .endpoints
+            .lock()
+            .iter()
+            .flat_map(|known| known.values())
+            .filter_map(|e| e.server().map(str::to_owned))
+            .collect();
+        said.sort();
+        said.dedup();
+        said
+    }
+
     /// Closes every master's pooled connections, and those of masters seen later (see
     /// [`Endpoint::close`]): the client is gone.
     pub(crate) fn close(&self) {

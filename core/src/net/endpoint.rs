@@ -5,8 +5,8 @@
 //! and put back only when the exchange ended cleanly. A connection that timed out or broke is
 //! dropped, never reused, so a late reply can never be read as the answer to a new request.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis::{RedisConnectionInfo, RedisError, RedisResult, Value};
@@ -46,14 +46,18 @@ pub(crate) struct Setup {
     pub(crate) probe: Option<Probe>,
 }
 
-/// What the layer above makes of a server's answer to a probe: given the server's name and
-/// the answer, `Err` with a sentence refuses the connection.
-pub(crate) type Verdict = Arc<dyn Fn(&str, &Value) -> Result<(), String> + Send + Sync>;
+/// What the layer above makes of a server's answers to a probe's commands (an error reply
+/// where a command was not answered): given the server's name and the answers, `Err` with a
+/// sentence refuses the connection; `Ok` may say what the server is (its software and
+/// version), which [`Endpoint::server`] then tells.
+pub(crate) type Verdict =
+    Arc<dyn Fn(&str, &[Value]) -> Result<Option<String>, String> + Send + Sync>;
 
-/// A question about a server's settings, and what the layer above makes of the answer.
+/// Questions about a server's version and settings, and what the layer above makes of the
+/// answers.
 #[derive(Clone)]
 pub(crate) struct Probe {
-    pub(crate) cmd: redis::Cmd,
+    pub(crate) cmds: Vec<redis::Cmd>,
     pub(crate) check: Verdict,
 }
 
@@ -85,6 +89,8 @@ pub(crate) struct Endpoint {
     background_error: LocalMutex<Option<(Instant, NetError)>>,
     /// The setup's probe passed on a connection: later ones skip it.
     probed: AtomicBool,
+    /// What the server said it is when the probe passed (see [`Verdict`]).
+    server: OnceLock<String>,
     /// The client is gone ([`Endpoint::close`]): a connection put back is closed instead.
     closed: AtomicBool,
     /// How long (ns) reads of a round's reply from this endpoint waited, on average (see
@@ -111,6 +117,7 @@ impl Endpoint {
             hanging: AtomicBool::new(false),
             background_error: LocalMutex::new(None),
             probed: AtomicBool::new(false),
+            server: OnceLock::new(),
             closed: AtomicBool::new(false),
             read_wait: AtomicU64::new(0),
         }
@@ -180,6 +187,12 @@ impl Endpoint {
     /// The endpoint's address without credentials.
     pub(crate) fn name(&self) -> &str {
         &self.display
+    }
+
+    /// What the server said it is (`Redis 7.0.15`, `Valkey 8.1.8`), once a connection's
+    /// probe passed and the server said so.
+    pub(crate) fn server(&self) -> Option<&str> {
+        self.server.get().map(String::as_str)
     }
 
     pub(crate) fn connect_timeout(&self) -> Duration {
@@ -369,6 +382,7 @@ impl Endpoint {
         if let Target::Sentinel(_) = self.target {
             setup.cmd("ROLE");
         }
+        let name_at = setup.len();
         setup
             .cmd("CLIENT")
             .arg("SETNAME")
@@ -381,8 +395,9 @@ impl Endpoint {
             .as_ref()
             .filter(|_| !self.probed.load(Ordering::Acquire));
         let probe_at = setup.len();
-        if let Some(probe) = probe {
-            setup.add_command(probe.cmd.clone());
+        let probe_end = probe_at + probe.map_or(0, |p| p.cmds.len());
+        for cmd in probe.iter().flat_map(|p| p.cmds.iter()) {
+            setup.add_command(cmd.clone());
         }
         for cmd in self.setup.preload.iter() {
             setup.add_command(cmd.clone());
@@ -397,9 +412,9 @@ impl Endpoint {
         for at in 0..setup.len() {
             conn.set_read_timeout(Some(remaining(deadline)?))?;
             let reply = conn.recv_response()?;
-            // The id and the probe are conveniences: a user whose ACL denies them still
-            // connects.
-            let optional = at == id_at || (probe.is_some() && at == probe_at);
+            // The name, the id and the probe are conveniences: a user whose ACL denies them
+            // (a managed service's, without `CLIENT` or `INFO`) still connects.
+            let optional = at == name_at || at == id_at || (probe_at..probe_end).contains(&at);
             replies.push(if optional {
                 reply
             } else {
@@ -410,9 +425,13 @@ impl Endpoint {
             sentinel::check_master(&replies[0], &self.display)?;
         }
         if let Some(probe) = probe {
-            (probe.check)(&self.display, &replies[probe_at]).map_err(|why| {
-                NetError::new(Failure::Unsuitable, std::io::ErrorKind::Other, why)
-            })?;
+            let server =
+                (probe.check)(&self.display, &replies[probe_at..probe_end]).map_err(|why| {
+                    NetError::new(Failure::Unsuitable, std::io::ErrorKind::Other, why)
+                })?;
+            if let Some(server) = server {
+                let _ = self.server.set(server);
+            }
             self.probed.store(true, Ordering::Release);
         }
         conn.id = match replies[id_at] {

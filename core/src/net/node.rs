@@ -128,6 +128,16 @@ impl Node {
         &self.display
     }
 
+    /// What the node's server said it is at the first connection that passed the probe
+    /// (`Redis 7.0.15`, `Valkey 8.1.8`; for a cluster, each version its masters run); `None`
+    /// before that, or when it would not say (an ACL user without `INFO`).
+    pub(crate) fn server(&self) -> Option<String> {
+        match &self.kind {
+            Kind::Single(e) => e.server().map(str::to_owned),
+            Kind::Cluster(c) => Some(c.servers().join(", ")).filter(|s| !s.is_empty()),
+        }
+    }
+
     /// The cluster behind this node, if it is one.
     pub(crate) fn as_cluster(&self) -> Option<&Cluster> {
         match &self.kind {
