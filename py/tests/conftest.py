@@ -4,6 +4,7 @@ disk, stopped by pid at the end."""
 
 from __future__ import annotations
 
+import pathlib
 import random
 import shutil
 import socket
@@ -47,16 +48,29 @@ class RedisServer:
         return Resp(self.port)
 
 
+def tool_server(name: str) -> str:
+    """One of the servers scripts/servers.sh fetches into .tools/servers (redis-6.0,
+    redis-6.2, redis-8.2, valkey-8.1)."""
+    directory = pathlib.Path(__file__).resolve().parents[2] / ".tools" / "servers" / name
+    for binary in ("redis-server", "valkey-server"):
+        if (directory / binary).is_file():
+            return str(directory / binary)
+    pytest.fail(f"no {name} server in {directory}: run scripts/servers.sh install")
+
+
 def start_redis(
-    workdir: str, extra_args: Callable[[int], Sequence[str]] = lambda port: ()
+    workdir: str,
+    extra_args: Callable[[int], Sequence[str]] = lambda port: (),
+    binary: str = "redis-server",
 ) -> RedisServer:
-    """A redis-server on a free port; `extra_args(port)` gives more command-line options."""
-    if shutil.which("redis-server") is None:
-        pytest.fail("redis-server not found; run make deps")
+    """A redis-server (or `binary`) on a free port; `extra_args(port)` gives more
+    command-line options."""
+    if shutil.which(binary) is None:
+        pytest.fail(f"{binary} not found; run make deps")
     for _ in range(10):
         port = free_port()
         proc = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--daemonize", "no", "--dir", workdir, *extra_args(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
