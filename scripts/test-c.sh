@@ -14,7 +14,8 @@
 # REDMUTEX_TEST_TLS_OTHER_CA (a TLS-only server, the CA that signed its certificate, and one
 # that signed nothing; empty when openssl or redis-server's TLS is missing), and
 # REDMUTEX_TEST_FREEZABLE_URL with REDMUTEX_TEST_FREEZABLE_PID (a server of its own, which a
-# test freezes with SIGSTOP and thaws by its pid). When unset, this script starts throwaway
+# test freezes with SIGSTOP and thaws by its pid), and REDMUTEX_TEST_OLD_URL (Redis 6.0, too
+# old for the scripts: scripts/servers.sh fetches it). When unset, this script starts throwaway
 # redis-servers on free loopback ports for them.
 # Needs cc, c++, redis-server and valgrind (`make deps` installs what is missing).
 # valgrind reads tests/c/valgrind.supp: glibc's and Rust std's per-thread bookkeeping, and ring's
@@ -72,6 +73,11 @@ fi
 if [[ -z "${REDMUTEX_TEST_FREEZABLE_URL:-}" ]]; then
   redis_start_servers 1
   export REDMUTEX_TEST_FREEZABLE_URL=${REDIS_URLS[-1]} REDMUTEX_TEST_FREEZABLE_PID=${REDIS_PIDS[-1]}
+fi
+if [[ -z "${REDMUTEX_TEST_OLD_URL:-}" ]]; then
+  scripts/servers.sh install
+  REDIS_SERVER_BIN=$(scripts/servers.sh path redis-6.0) redis_start_servers 1
+  export REDMUTEX_TEST_OLD_URL=${REDIS_URLS[-1]}
 fi
 if [[ -z "${REDMUTEX_TEST_CLUSTER_URL:-}" ]]; then
   redis_start_cluster 3

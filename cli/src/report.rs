@@ -169,7 +169,8 @@ pub fn status_line(st: &LockStatus) -> String {
 
 /// What `redmutex status KEY` prints: the status line of the lock (the holder of a plain run,
 /// the write side), then the shared holds and the semaphore permits of KEY when there are any,
-/// one line each.
+/// one line each, and last what each node runs (`server redis://h:6379: Valkey 8.1.8`; not
+/// for a server that would not say).
 pub fn status_lines(client: &Client, key: &str) -> Result<String, Error> {
     let rw = client.rwlock(key).status()?;
     let mut out = format!("{}\n", status_line(&rw.writer));
@@ -192,6 +193,11 @@ pub fn status_lines(client: &Client, key: &str) -> Result<String, Error> {
         Ok(_) => {}
         Err(e) if e.kind() == ErrorKind::InvalidArgument && client.node_count() > 1 => {}
         Err(e) => return Err(e),
+    }
+    for (node, server) in client.node_names().iter().zip(client.servers()) {
+        if let Some(server) = server {
+            out.push_str(&format!("server {node}: {}\n", one_line(&server)));
+        }
     }
     Ok(out)
 }

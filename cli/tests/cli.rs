@@ -131,6 +131,15 @@ struct Finished {
 }
 
 impl Finished {
+    /// What `status` printed about the lock: its stdout without the `server …` lines.
+    fn lock_status(&self) -> String {
+        self.stdout
+            .lines()
+            .filter(|l| !l.starts_with("server "))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
+
     /// The single stderr line, which must start with `redmutex: `.
     fn error_line(&self) -> &str {
         let lines: Vec<&str> = self.stderr.lines().collect();
@@ -579,7 +588,18 @@ fn status_shows_holder_ttl_and_fence_or_free() {
     };
 
     let r = status();
-    assert_eq!((r.code, r.stdout.as_str()), (0, "free, last fence 0\n"));
+    assert_eq!(
+        (r.code, r.lock_status().as_str()),
+        (0, "free, last fence 0\n")
+    );
+    // Last, what the server runs (`Redis 7.0.15`, `Valkey 8.1.8`).
+    let (major, minor) = redmutex_tests::server_version();
+    let said = r.stdout.lines().last().unwrap();
+    assert!(
+        said.starts_with(&format!("server {}: ", server.url()))
+            && said.contains(&format!(" {major}.{minor}.")),
+        "{r:?}"
+    );
 
     let log = dir.path().join("log");
     let run = Redmutex::new(dir.path(), &urls)
@@ -595,7 +615,7 @@ fn status_shows_holder_ttl_and_fence_or_free() {
         r.stdout.contains(&format!(":{}, expires in ", run.pid())),
         "{r:?}"
     );
-    let fence = fence_in(&r.stdout, "s, last fence ");
+    let fence = fence_in(&r.lock_status(), "s, last fence ");
     assert!(fence > 0, "{r:?}");
     run.signal(libc::SIGTERM);
     assert_eq!(run.finish().code, 7);
@@ -604,14 +624,18 @@ fn status_shows_holder_ttl_and_fence_or_free() {
     let r = status();
     assert!(
         r.stdout.starts_with("held by someone-else, expires in ")
-            && r.stdout.ends_with(&format!(", last fence {fence}\n")),
+            && r.lock_status()
+                .ends_with(&format!(", last fence {fence}\n")),
         "{r:?}"
     );
     let () = redis::cmd("DEL")
         .arg("st")
         .query(&mut server.conn())
         .unwrap();
-    assert_eq!(status().stdout, format!("free, last fence {fence}\n"));
+    assert_eq!(
+        status().lock_status(),
+        format!("free, last fence {fence}\n")
+    );
 
     let r = Redmutex::new(dir.path(), &[format!("redis://127.0.0.1:{}", free_port())])
         .args(["status", "st"])
@@ -708,7 +732,7 @@ while [ ! -e go ]; do sleep 0.02; done"#;
     let r = Redmutex::new(dir.path(), &urls)
         .args(["status", "red"])
         .run();
-    let first = fence_in(&r.stdout, ", last fence ");
+    let first = fence_in(&r.lock_status(), ", last fence ");
     assert!(r.stdout.starts_with("held by ") && first > 0, "{r:?}");
     // The largest counter among the nodes: at least the run's fence (a node whose answer the
     // round did not wait for may have counted on).
@@ -1019,7 +1043,7 @@ fn a_redis_cluster_url_works_like_one_server() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stdout.starts_with("held by ")
-            && r.stdout
+            && r.lock_status()
                 .ends_with(&format!(", last fence {}\n", guard.fence())),
         "{r:?}"
     );

@@ -3,6 +3,7 @@
 #
 #   source scripts/lib/redis.sh
 #   redis_start_servers 5          # sets REDIS_URLS=(redis://127.0.0.1:PORT ...)
+#   REDIS_SERVER_BIN=path redis_start_servers 1   # the same, of another redis-server
 #   redis_start_cluster 3          # sets REDIS_CLUSTER_URL=redis+cluster://127.0.0.1:P1,...
 #   redis_start_tls_server         # sets REDIS_TLS_URL=rediss://127.0.0.1:PORT, REDIS_TLS_CA, ...
 #   redis_start_tls_topologies     # exports REDMUTEX_TEST_TLS_CLUSTER_URL, ..._SENTINEL_URL, ...
@@ -66,7 +67,7 @@ redis__start_one() {
         --cluster-node-timeout 2000 --cluster-port "$REDIS__PORT")
     fi
     log="$REDIS_DIR/redis-$port.log"
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    "${REDIS_SERVER_BIN:-redis-server}" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
       --daemonize no --dir "$REDIS_DIR" "${extra[@]}" >"$log" 2>&1 &
     pid=$!
     for i in $(seq 1 100); do
@@ -90,6 +91,7 @@ redis__start_one() {
 
 # Appends N urls to REDIS_URLS. Called directly, never in $(...), so that the pids
 # reach the EXIT trap of this shell.
+# REDIS_SERVER_BIN names another binary for them (REDIS_SERVER_BIN=... redis_start_servers 1).
 redis_start_servers() {
   local n=$1 i
   for ((i = 0; i < n; i++)); do redis__start_one; done
