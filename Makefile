@@ -49,6 +49,8 @@ test: deps
 	cargo clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 	cargo test --workspace --exclude redmutex-sim
+	# The compatibility suites again, against Redis 6.2, Redis 8.2 and Valkey 8.1.
+	scripts/test-servers.sh
 	# The simulator (sim/) runs its thousands of sequences and worlds optimized.
 	cargo test --release -p redmutex-sim
 	scripts/gen-header.sh --check

@@ -156,7 +156,8 @@ impl ClusterNode {
 ///
 /// on top of the server's usual `--save '' --appendonly no` in its own directory. The bus
 /// port is chosen explicitly (a Redis 7 option) rather than derived as port + 10000, which
-/// could clash with another test's port. A replica syncs at once
+/// could clash with another test's port; before Redis 7 (no `--cluster-port`), the client
+/// port is chosen so that port + 10000 is free. A replica syncs at once
 /// (`--repl-diskless-sync-delay 0`) instead of after the default 5 s, and masters ping their
 /// replicas every second rather than every 10 s: `CLUSTER SLOTS` lists a replica only once
 /// its replication offset is non-zero, which on an idle master only a ping makes it.
@@ -583,26 +584,39 @@ impl RedisCluster {
 fn start_node(node_timeout_ms: &str) -> (RedisServer, u16) {
     let mut attempt = 1;
     loop {
+        let old = crate::server_version() < (7, 0);
         let bus_port = free_port();
         let bus = bus_port.to_string();
-        let args = [
+        let mut args = vec![
             "--cluster-enabled",
             "yes",
             "--cluster-config-file",
             "nodes.conf",
             "--cluster-node-timeout",
             node_timeout_ms,
-            "--cluster-port",
-            &bus,
             "--repl-diskless-sync-delay",
             "0",
             "--repl-ping-replica-period",
             "1",
         ];
+        if !old {
+            args.extend(["--cluster-port", &bus]);
+        }
         // RedisServer retries a taken client port by itself, but keeps our bus port: a taken
         // bus port makes every one of its attempts fail, which it reports by panicking.
-        match std::panic::catch_unwind(|| RedisServer::start_with(&args)) {
-            Ok(server) => return (server, bus_port),
+        // Before Redis 7 the bus is always on the client port + 10000: a client port is
+        // picked whose bus port is free too (and may still be taken meanwhile, as above).
+        let started = std::panic::catch_unwind(|| {
+            if old {
+                let server = RedisServer::start_on(&mut free_port_with_free_bus, &args);
+                let bus_port = server.port() + BUS_PORT_OFFSET;
+                (server, bus_port)
+            } else {
+                (RedisServer::start_with(&args), bus_port)
+            }
+        });
+        match started {
+            Ok(started) => return started,
             Err(panic) => {
                 let msg = panic
                     .downcast_ref::<String>()
@@ -614,6 +628,22 @@ fn start_node(node_timeout_ms: &str) -> (RedisServer, u16) {
                 }
                 attempt += 1;
             }
+        }
+    }
+}
+
+/// Where a server before Redis 7 puts its cluster bus: its client port plus this.
+const BUS_PORT_OFFSET: u16 = 10000;
+
+/// A free port whose cluster bus port (+ [`BUS_PORT_OFFSET`]) is free as well.
+fn free_port_with_free_bus() -> u16 {
+    loop {
+        let port = free_port();
+        let Some(bus) = port.checked_add(BUS_PORT_OFFSET) else {
+            continue;
+        };
+        if std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+            return port;
         }
     }
 }
