@@ -10,14 +10,15 @@
 # hardening (hardening), the least-privilege ACL rule (security), a Sentinel failover
 # (sentinel), a 3-master Cluster with a slot migration and a failover (cluster), and the
 # servers' own suite (servers: the managed-service profile, what `Client::servers` reports).
-# Every server runs them in a process of its own, SERVERS_JOBS of them at a time (default 2:
+# Each suite × server runs in a process of its own, SERVERS_JOBS of them at a time (default 2:
 # with three at once on two cores, timing-sensitive Redlock tests starve and fail). Fails,
 # listing each failed suite × server, if any fails; a failed suite's output is printed whole.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-SUITES=(core handoff redlock semaphore rwlock hardening security sentinel cluster servers)
+# Longest first, so that the last ones to finish are short.
+SUITES=(cluster redlock core sentinel semaphore rwlock hardening handoff servers security)
 JOBS=${SERVERS_JOBS:-2}
 
 scripts/servers.sh install
@@ -42,39 +43,36 @@ done
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
-run_server() { # run_server NAME: every suite against NAME; writes $logs/NAME.result
-  local name=$1 bin suite start rc failed=()
+run_suite() { # run_suite NAME SUITE: SUITE against NAME; writes $logs/NAME.SUITE.{log,rc}
+  local name=$1 suite=$2 bin start rc=0
   bin=$(scripts/servers.sh path "$name")
-  for suite in "${SUITES[@]}"; do
-    start=$SECONDS
-    rc=0
-    REDMUTEX_REDIS_SERVER=$PWD/$bin "${exe[$suite]}" >"$logs/$name.$suite.log" 2>&1 || rc=$?
-    echo "test-servers: $name $suite: $(grep -E '^test result' "$logs/$name.$suite.log" |
-      tail -n 1 | sed -E 's/^test result: //; s/; 0 ignored.*//') ($((SECONDS - start)) s)"
-    if ((rc)); then failed+=("$suite"); fi
-  done
-  printf '%s\n' "${failed[@]}" >"$logs/$name.result"
+  start=$SECONDS
+  REDMUTEX_REDIS_SERVER=$PWD/$bin "${exe[$suite]}" >"$logs/$name.$suite.log" 2>&1 || rc=$?
+  echo "test-servers: $name $suite: $(grep -E '^test result' "$logs/$name.$suite.log" |
+    tail -n 1 | sed -E 's/^test result: //; s/; 0 ignored.*//') ($((SECONDS - start)) s)"
+  echo "$rc" >"$logs/$name.$suite.rc"
 }
 
+for name in "${servers[@]}"; do scripts/servers.sh path "$name" >/dev/null; done
 started=$SECONDS
-pids=()
-for name in "${servers[@]}"; do
-  scripts/servers.sh path "$name" >/dev/null
-  while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
-  run_server "$name" &
-  pids+=($!)
+# Suite by suite, each against every server, JOBS at a time.
+for suite in "${SUITES[@]}"; do
+  for name in "${servers[@]}"; do
+    while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+    run_suite "$name" "$suite" &
+  done
 done
-for pid in "${pids[@]}"; do wait "$pid" || true; done
+wait
 
 failures=()
 for name in "${servers[@]}"; do
-  [[ -f "$logs/$name.result" ]] || { failures+=("$name (did not finish)"); continue; }
-  while read -r suite; do
-    [[ -n "$suite" ]] || continue
-    echo "=== $suite against $name" >&2
-    cat "$logs/$name.$suite.log" >&2
-    failures+=("$suite × $name")
-  done <"$logs/$name.result"
+  for suite in "${SUITES[@]}"; do
+    if [[ "$(cat "$logs/$name.$suite.rc" 2>/dev/null)" != 0 ]]; then
+      echo "=== $suite against $name" >&2
+      cat "$logs/$name.$suite.log" >&2 || true
+      failures+=("$suite × $name")
+    fi
+  done
 done
 if ((${#failures[@]})); then
   printf 'test-servers: FAILED: %s\n' "${failures[@]}" >&2

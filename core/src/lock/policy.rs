@@ -118,7 +118,7 @@ impl Software {
                 let also = if self.name == "Redis" {
                     String::new()
                 } else {
-                    " (it reports the commands of Redis 6.1 or older)".to_owned()
+                    format!(" (the commands of Redis {}.{})", v.0, v.1)
                 };
                 Err(format!(
                     "{node} runs {self}{also}; redmutex needs Redis {}.{} or later, or Valkey",
@@ -210,5 +210,13 @@ mod tests {
             bulk("# Server\nredis_version:7.2.4\nserver_name:valkey\nvalkey_version:8.1.8\n");
         let ok = (probe.check)("redis://a:1", &[valkey, memory("noeviction")]);
         assert_eq!(ok, Ok(Some("Valkey 8.1.8".to_owned())));
+        // Another server that names itself, with the commands of an old Redis.
+        let other = bulk("# Server\nredis_version:6.0.16\nserver_name:other\nother_version:2.1\n");
+        let err = (probe.check)("redis://a:1", &[other, memory("noeviction")]).unwrap_err();
+        assert_eq!(
+            err,
+            "redis://a:1 runs other 2.1 (the commands of Redis 6.0); redmutex needs Redis 6.2 or \
+             later, or Valkey"
+        );
     }
 }
