@@ -5,7 +5,7 @@
 #
 #   scripts/test-servers.sh [SERVER ...]    e.g. scripts/test-servers.sh valkey-8.1
 #
-# The suites: the lock, renewal, loss and fences (core), waiting and hand-off (handoff),
+# The suites: the lock, renewal and loss (core), fences (fences), waiting and hand-off (handoff),
 # Redlock (redlock), semaphores, read-write locks, the eviction-policy check and other
 # hardening (hardening), the least-privilege ACL rule (security), a Sentinel failover
 # (sentinel), a 3-master Cluster with a slot migration and a failover (cluster), and the
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Longest first, so that the last ones to finish are short.
-SUITES=(cluster redlock core sentinel semaphore rwlock hardening handoff servers security)
+SUITES=(cluster redlock core sentinel semaphore rwlock hardening handoff servers security fences)
 JOBS=${SERVERS_JOBS:-2}
 
 scripts/servers.sh install
