@@ -445,7 +445,7 @@ impl Pair {
     /// Ends the second connection's BLPOP, if it waits, as if it had timed out, or with the
     /// `UNBLOCKED` error as the library asks: `CLIENT UNBLOCK` by each side's own id for it.
     fn unblock(&mut self, blocked: &mut Option<Vec<u8>>) {
-        let mode = if self.unblocks % 2 == 0 {
+        let mode = if self.unblocks.is_multiple_of(2) {
             "ERROR"
         } else {
             "TIMEOUT"
