@@ -358,6 +358,24 @@ redmutex_result redmutex_client_options_set_require_noeviction(struct redmutex_c
                                                                bool require);
 
 /**
+ * Copies what node `index` (0-based, in the order of the client's URLs) said it runs at the
+ * client's first connection to it (`Redis 7.0.15`, `Valkey 8.1.8`; for a cluster, each
+ * version its masters run, comma-separated) into `buf` as a NUL-terminated string, like
+ * `redmutex_last_error_message`: at most `len - 1` bytes and a NUL, and `*out_n` set to its
+ * full length (cut short when `*out_n >= len`), 0 when the node was not connected to yet or
+ * its server would not say. `buf` may be NULL only when `len` is 0. Local, no network.
+ *
+ * Returns `REDMUTEX_RESULT_OK`; `REDMUTEX_RESULT_INVALID_ARGUMENT` when `index` is not one of
+ * the client's nodes (so a loop from 0 ends there); `REDMUTEX_RESULT_NULL_PARAMETER` when
+ * `client` or `out_n` is NULL, or `buf` is NULL while `len` is not 0.
+ */
+redmutex_result redmutex_client_server(const struct redmutex_client *client,
+                                       size_t index,
+                                       char *buf,
+                                       size_t len,
+                                       size_t *out_n);
+
+/**
  * Takes the lock named by the NUL-terminated UTF-8 string `name` (its Redis key), with a
  * lease of `ttl_ms` milliseconds (10 ms to 24 h) that the client's renew thread extends
  * every `ttl_ms / 3` while the guard lives.

@@ -475,6 +475,22 @@ class Client {
   }
 
   /** The C handle, still owned by this Client. */
+  /** What each node said it runs at the client's first connection to it ("Redis 7.0.15",
+   * "Valkey 8.1.8"), in the order of the client's URLs; empty for a node not connected to yet
+   * or whose server would not say. Local, no network. */
+  std::vector<std::string> servers() const {
+    std::vector<std::string> out;
+    for (std::size_t i = 0;; ++i) {
+      std::size_t n = 0;
+      redmutex_result r = redmutex_client_server(client_, i, nullptr, 0, &n);
+      if (r == REDMUTEX_RESULT_INVALID_ARGUMENT) return out;
+      detail::check(r);
+      std::string server(n, '\0');
+      if (n > 0) detail::check(redmutex_client_server(client_, i, server.data(), n + 1, &n));
+      out.push_back(std::move(server));
+    }
+  }
+
   redmutex_client* native_handle() const noexcept { return client_; }
 
  private:

@@ -6,7 +6,7 @@ use std::time::Duration;
 use redmutex::{Client, MAX_NODES};
 
 use crate::ptr::{Out, arg, bytes, c_str, free_box};
-use crate::result::{Failure, boundary, redmutex_result};
+use crate::result::{Failure, boundary, copy_str, redmutex_result};
 
 /// A connection to one Redis server, or to several independent masters (Redlock), shared by
 /// all the locks taken through it: a connection pool per node and one renew thread.
@@ -282,4 +282,40 @@ fn options_mut<'a>(
 ) -> Result<&'a mut redmutex_client_options, Failure> {
     // SAFETY: a non-NULL handle from redmutex_client_options_new, not shared with a writer.
     unsafe { options.as_mut() }.ok_or_else(|| Failure::null("options"))
+}
+
+/// Copies what node `index` (0-based, in the order of the client's URLs) said it runs at the
+/// client's first connection to it (`Redis 7.0.15`, `Valkey 8.1.8`; for a cluster, each
+/// version its masters run, comma-separated) into `buf` as a NUL-terminated string, like
+/// `redmutex_last_error_message`: at most `len - 1` bytes and a NUL, and `*out_n` set to its
+/// full length (cut short when `*out_n >= len`), 0 when the node was not connected to yet or
+/// its server would not say. `buf` may be NULL only when `len` is 0. Local, no network.
+///
+/// Returns `REDMUTEX_RESULT_OK`; `REDMUTEX_RESULT_INVALID_ARGUMENT` when `index` is not one of
+/// the client's nodes (so a loop from 0 ends there); `REDMUTEX_RESULT_NULL_PARAMETER` when
+/// `client` or `out_n` is NULL, or `buf` is NULL while `len` is not 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_client_server(
+    client: *const redmutex_client,
+    index: usize,
+    buf: *mut c_char,
+    len: usize,
+    out_n: *mut usize,
+) -> redmutex_result {
+    boundary(|| {
+        let client = arg(client, "client")?;
+        let out = Out::new(out_n, "out_n")?;
+        if buf.is_null() && len != 0 {
+            return Err(Failure::null("buf"));
+        }
+        let servers = client.client.servers();
+        let Some(server) = servers.get(index) else {
+            return Err(Failure::invalid(format!(
+                "node {index} of a client of {} node(s)",
+                servers.len()
+            )));
+        };
+        out.write(copy_str(server.as_deref().unwrap_or(""), buf, len));
+        Ok(())
+    })
 }

@@ -206,6 +206,14 @@ impl Client {
         self.inner.node_names()
     }
 
+    /// What each node said it runs at the client's first connection to it ("Redis 7.0.15",
+    /// "Valkey 8.1.8"), in the order of nodes; None for a node not connected to yet, or whose
+    /// server would not say. Local, no network.
+    #[getter]
+    fn servers(&self) -> Vec<Option<String>> {
+        self.inner.servers()
+    }
+
     /// How many nodes must agree: len(nodes) // 2 + 1.
     #[getter]
     fn quorum(&self) -> usize {

@@ -320,6 +320,13 @@ def test_repr_and_properties(client, name, redis_server):
     assert repr(lock) == f"<redmutex.Lock name={name!r} ttl=2.5 owned=False>"
     assert client.nodes == [redis_server.url]
     assert client.quorum == 1
+    # What each node runs, learned at its first connection.
+    assert client.servers == [None]
+    with lock:
+        pass
+    assert len(client.servers) == 1
+    assert client.servers[0] is not None
+    assert client.servers[0].startswith(("Redis ", "Valkey "))
     assert redis_server.url in repr(client)
     assert isinstance(lock, redmutex.Lock)
 

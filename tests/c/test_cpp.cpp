@@ -159,6 +159,15 @@ static void test_token_and_owner_label() {
   CHECK(guard.valid_for() > 50s);
 }
 
+static void test_servers_say_what_each_node_runs() {
+  redmutex::Client client = test_client();
+  CHECK(client.servers() == std::vector<std::string>{""});  // not connected to yet
+  { redmutex::Guard guard = client.lock(unique_name("servers")); }
+  std::vector<std::string> servers = client.servers();
+  CHECK(servers.size() == 1);
+  CHECK(servers[0].rfind("Redis ", 0) == 0 || servers[0].rfind("Valkey ", 0) == 0);
+}
+
 static void test_status_names_the_holder() {
   redmutex::Client client = test_client();
   std::string name = unique_name("status");
@@ -212,6 +221,7 @@ int main() {
   RUN(test_errors_carry_the_result_code_and_message);
   RUN(test_unlock_reports_a_lost_lock_and_on_lost_runs);
   RUN(test_token_and_owner_label);
+  RUN(test_servers_say_what_each_node_runs);
   RUN(test_status_names_the_holder);
   RUN(test_a_node_not_waited_for_is_named_so);
   return TESTING_SUMMARY();

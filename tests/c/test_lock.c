@@ -9,6 +9,32 @@
 #include "support.h"
 #include "testing.h"
 
+/* What each node runs: empty before the first connection, then the server and its version;
+ * an index past the client's nodes is an invalid argument, which ends a loop over them. */
+static void test_client_server_says_what_each_node_runs(void) {
+  char name[128];
+  char server[64];
+  size_t n = 1;
+  redmutex_client *client = test_client();
+  redmutex_guard *guard = NULL;
+  CHECK(client != NULL);
+  unique_name(name, sizeof name, "servers");
+  CHECK_OK(redmutex_client_server(client, 0, server, sizeof server, &n));
+  CHECK(n == 0 && server[0] == '\0');
+  CHECK_OK(redmutex_lock(client, name, 30000, -1, &guard));
+  CHECK_OK(redmutex_unlock(guard));
+  CHECK_OK(redmutex_client_server(client, 0, server, sizeof server, &n));
+  CHECK(n > 0 && n < sizeof server && strlen(server) == n);
+  CHECK(strncmp(server, "Redis ", 6) == 0 || strncmp(server, "Valkey ", 7) == 0);
+  CHECK_OK(redmutex_client_server(client, 0, NULL, 0, &n));
+  CHECK_RESULT(redmutex_client_server(client, 1, server, sizeof server, &n),
+               REDMUTEX_RESULT_INVALID_ARGUMENT);
+  CHECK_RESULT(redmutex_client_server(client, 0, NULL, 4, &n), REDMUTEX_RESULT_NULL_PARAMETER);
+  CHECK_RESULT(redmutex_client_server(NULL, 0, server, sizeof server, &n),
+               REDMUTEX_RESULT_NULL_PARAMETER);
+  redmutex_client_free(client);
+}
+
 static void test_lock_and_unlock(void) {
   char name[128];
   redmutex_client *client = test_client();
@@ -443,6 +469,7 @@ static void test_unreachable_server_is_a_connection_error(void) {
 
 int main(void) {
   RUN(test_lock_and_unlock);
+  RUN(test_client_server_says_what_each_node_runs);
   RUN(test_status_names_the_holder_its_lease_and_the_fence);
   RUN(test_second_owner_would_block);
   RUN(test_waiter_gets_the_lock_when_it_is_released);

@@ -200,6 +200,12 @@ class Client:
         """The nodes' addresses, without credentials."""
 
     @property
+    def servers(self) -> list[str | None]:
+        """What each node said it runs at the client's first connection to it ("Redis
+        7.0.15", "Valkey 8.1.8"), in the order of nodes; None for a node not connected to yet,
+        or whose server would not say. Local, no network."""
+
+    @property
     def quorum(self) -> int:
         """How many nodes must agree: len(nodes) // 2 + 1."""
 
