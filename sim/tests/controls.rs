@@ -5,6 +5,7 @@
 //! what catches a mistake is the mistake. The semaphore's and the read-write lock's worlds
 //! have controls of their own: the core's clients with a broken lock plugged in.
 
+use redmutex::sim_support::Lock;
 use redmutex_sim::checker::Violation;
 use redmutex_sim::client::core::{CoreClient, locks};
 use redmutex_sim::client::model::Controls;
@@ -168,6 +169,45 @@ fn a_plain_incr_fence_counter_is_caught() {
     );
 }
 
+/// A control of the core's clients with one old rule plugged into their lock (`old`), in the
+/// world family made for it (`family`): caught within `budget` seeds as a property about
+/// holders, fences or releases (not liveness) whose failure says `expect`; the failure
+/// replays, and the same seed keeps every property with the rule as it is.
+fn family_control_caught(
+    name: &str,
+    family: fn(u64) -> Config,
+    budget: u64,
+    old: fn(Lock) -> Lock,
+    expect: &str,
+) {
+    let run_with = |seed: u64, broken: bool| {
+        let cfg = family(seed);
+        World::with_clients(cfg.clone(), |i| {
+            let (write, read) = locks(&cfg.model(), cfg.fencing, cfg.shape);
+            let write = if broken { old(write) } else { write };
+            Box::new(CoreClient::with_locks(i, cfg.model(), write, read))
+        })
+        .run()
+    };
+    let Some((seed, v)) = (BASE_SEED..BASE_SEED + budget)
+        .find_map(|seed| run_with(seed, true).violation.map(|v| (seed, v)))
+    else {
+        panic!("the checker missed '{name}' in {budget} seeds");
+    };
+    eprintln!("{name}: caught at seed {seed}: {}", v.what);
+    assert!(!v.liveness && v.what.contains(expect), "{name}: {}", v.what);
+    assert_eq!(
+        run_with(seed, true).violation,
+        Some(v),
+        "{name}: seed {seed} did not replay"
+    );
+    let clean = run_with(seed, false).violation;
+    assert!(
+        clean.is_none(),
+        "{name}: seed {seed} fails without the mistake: {clean:?}"
+    );
+}
+
 /// Seeds of the overlapping-rounds worlds ([`Config::overlapping`]) tried per control.
 const OVERLAPPING_BUDGET: u64 = 300;
 
@@ -177,43 +217,12 @@ const OVERLAPPING_BUDGET: u64 = 300;
 /// with the right rule keep every property (`world.rs` runs them).
 #[test]
 fn a_write_back_that_counts_refusing_nodes_is_caught() {
-    let run_with = |seed: u64, broken: bool| {
-        let cfg = Config::overlapping(seed);
-        World::with_clients(cfg.clone(), |i| {
-            let (write, read) = locks(&cfg.model(), cfg.fencing, cfg.shape);
-            let write = if broken {
-                write.fence_counts_refusing()
-            } else {
-                write
-            };
-            Box::new(CoreClient::with_locks(i, cfg.model(), write, read))
-        })
-        .run()
-    };
-    let Some((seed, v)) = (BASE_SEED..BASE_SEED + OVERLAPPING_BUDGET)
-        .find_map(|seed| run_with(seed, true).violation.map(|v| (seed, v)))
-    else {
-        panic!("the checker missed the old write-back rule in {OVERLAPPING_BUDGET} seeds");
-    };
-    eprintln!(
-        "a write-back that counts refusing nodes: caught at seed {seed}: {}",
-        v.what
-    );
-    assert!(
-        !v.liveness && v.what.contains("fence went back"),
-        "{}",
-        v.what
-    );
-    assert_eq!(
-        run_with(seed, true).violation,
-        Some(v),
-        "seed {seed} did not replay"
-    );
-    let clean = run_with(seed, false);
-    assert!(
-        clean.violation.is_none(),
-        "seed {seed} fails without the mistake: {:?}",
-        clean.violation
+    family_control_caught(
+        "a write-back that counts refusing nodes",
+        Config::overlapping,
+        OVERLAPPING_BUDGET,
+        Lock::fence_counts_refusing,
+        "fence went back",
     );
 }
 
@@ -222,43 +231,12 @@ fn a_write_back_that_counts_refusing_nodes_is_caught() {
 /// reported clean after the key vanished from too many nodes.
 #[test]
 fn a_release_that_reads_every_missing_as_released_is_caught() {
-    let run_with = |seed: u64, broken: bool| {
-        let cfg = Config::vanishing(seed);
-        World::with_clients(cfg.clone(), |i| {
-            let (write, read) = locks(&cfg.model(), cfg.fencing, cfg.shape);
-            let write = if broken {
-                write.missing_is_released()
-            } else {
-                write
-            };
-            Box::new(CoreClient::with_locks(i, cfg.model(), write, read))
-        })
-        .run()
-    };
-    let Some((seed, v)) = (BASE_SEED..BASE_SEED + BUDGET)
-        .find_map(|seed| run_with(seed, true).violation.map(|v| (seed, v)))
-    else {
-        panic!("the checker missed the old release rule in {BUDGET} seeds");
-    };
-    eprintln!(
-        "a release that reads every missing as released: caught at seed {seed}: {}",
-        v.what
-    );
-    assert!(
-        !v.liveness && v.what.contains("reported clean"),
-        "{}",
-        v.what
-    );
-    assert_eq!(
-        run_with(seed, true).violation,
-        Some(v),
-        "seed {seed} did not replay"
-    );
-    let clean = run_with(seed, false);
-    assert!(
-        clean.violation.is_none(),
-        "seed {seed} fails without the mistake: {:?}",
-        clean.violation
+    family_control_caught(
+        "a release that reads every missing as released",
+        Config::vanishing,
+        BUDGET,
+        Lock::missing_is_released,
+        "reported clean",
     );
 }
 

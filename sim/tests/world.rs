@@ -93,23 +93,27 @@ fn the_core_protocol_keeps_every_property_under_faults() {
     );
 }
 
-/// The worlds made for overlapping rounds ([`Config::overlapping`]): the core keeps every
-/// property there too (its negative control, the old fence write-back rule, fails in them).
-#[test]
-fn the_core_protocol_keeps_every_property_when_rounds_overlap() {
-    const OVERLAPPING_SEEDS: u64 = 150;
+/// The worlds of `family` keep every property on `seeds` seeds, and the lock was granted.
+fn family_keeps_every_property(name: &str, family: fn(u64) -> Config, seeds: u64) {
     let mut grants = 0;
-    for seed in BASE_SEED..BASE_SEED + OVERLAPPING_SEEDS {
-        let out = run(Config::overlapping(seed));
+    for seed in BASE_SEED..BASE_SEED + seeds {
+        let out = run(family(seed));
         if let Some(v) = &out.violation {
-            panic!("overlapping seed {seed}: at {} µs: {}", v.at, v.what);
+            panic!("{name} seed {seed}: at {} µs: {}", v.at, v.what);
         }
         grants += out.grants;
     }
     assert!(
         grants > 0,
-        "the clients never got the lock: the run tests nothing"
+        "{name}: the clients never got the lock: the run tests nothing"
     );
+}
+
+/// The worlds made for overlapping rounds ([`Config::overlapping`]): the core keeps every
+/// property there too (its negative control, the old fence write-back rule, fails in them).
+#[test]
+fn the_core_protocol_keeps_every_property_when_rounds_overlap() {
+    family_keeps_every_property("overlapping", Config::overlapping, 150);
 }
 
 /// The worlds where someone outside the lock empties a node's keyspace
@@ -118,19 +122,7 @@ fn the_core_protocol_keeps_every_property_when_rounds_overlap() {
 /// fences stay increasing on one node.
 #[test]
 fn the_core_protocol_keeps_every_property_when_keys_vanish() {
-    const VANISHING_SEEDS: u64 = 150;
-    let mut grants = 0;
-    for seed in BASE_SEED..BASE_SEED + VANISHING_SEEDS {
-        let out = run(Config::vanishing(seed));
-        if let Some(v) = &out.violation {
-            panic!("vanishing seed {seed}: at {} µs: {}", v.at, v.what);
-        }
-        grants += out.grants;
-    }
-    assert!(
-        grants > 0,
-        "the clients never got the lock: the run tests nothing"
-    );
+    family_keeps_every_property("vanishing", Config::vanishing, 150);
 }
 
 /// Found by a campaign of 130,000 seeds: on five nodes, a waiting writer's rounds were split
