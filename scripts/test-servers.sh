@@ -11,8 +11,7 @@
 # (sentinel), a 3-master Cluster with a slot migration and a failover (cluster), and the
 # servers' own suite (servers: the managed-service profile, what `Client::servers` reports).
 # Each suite × server runs in a process of its own, SERVERS_JOBS of them at a time (default 1:
-# on two cores, timing-sensitive Redlock tests starved and failed with three at once, and now
-# and then with two, when a node whose connections hang did not come back in time). Fails,
+# on two cores, Redlock tests that bound how long a round takes starved with three at once). Fails,
 # listing each failed suite × server, if any fails; a failed suite's output is printed whole.
 set -euo pipefail
 
@@ -44,18 +43,11 @@ done
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
-# Tests left out against one server, with why. Against Redis 6.2 a node whose connections hung
-# (a blackholing proxy) sometimes does not come back into the rounds within the test's 5 s once
-# it answers again (1 run in 4 of the whole redlock suite); it passes alone, and against 7.0,
-# 8.2 and Valkey 8.1. Open: not yet understood.
-declare -A SKIP=([redis-6.2.redlock]="a_node_whose_connections_hang_stays_off_the_path")
-
 run_suite() { # run_suite NAME SUITE: SUITE against NAME; writes $logs/NAME.SUITE.{log,rc}
-  local name=$1 suite=$2 bin start rc=0 skip=()
+  local name=$1 suite=$2 bin start rc=0
   bin=$(scripts/servers.sh path "$name")
-  if [[ -n "${SKIP[$name.$suite]:-}" ]]; then skip=(--skip "${SKIP[$name.$suite]}"); fi
   start=$SECONDS
-  REDMUTEX_REDIS_SERVER=$PWD/$bin "${exe[$suite]}" "${skip[@]}" >"$logs/$name.$suite.log" 2>&1 || rc=$?
+  REDMUTEX_REDIS_SERVER=$PWD/$bin "${exe[$suite]}" >"$logs/$name.$suite.log" 2>&1 || rc=$?
   echo "test-servers: $name $suite: $(grep -E '^test result' "$logs/$name.$suite.log" |
     tail -n 1 | sed -E 's/^test result: //; s/; 0 ignored.*//') ($((SECONDS - start)) s)"
   echo "$rc" >"$logs/$name.$suite.rc"

@@ -755,6 +755,16 @@ fn a_node_whose_connections_hang_stays_off_the_path() {
     let (servers, proxies, client) = five_behind_proxies();
     let mutex = client.mutex("quorum:hanging").ttl(Duration::from_secs(10));
     mutex.try_lock().unwrap().unlock().unwrap(); // pooled connections everywhere
+    // The release ends at its quorum: the last node's may still be in the proxy, which would
+    // drop it once it blackholes, and that node would keep the key for the whole TTL.
+    assert!(
+        wait_until(Duration::from_secs(2), || servers.iter().all(|s| s
+            .conn()
+            .get::<_, Option<String>>("quorum:hanging")
+            .unwrap()
+            .is_none())),
+        "the release reached every node"
+    );
     proxies[4].set_mode(Mode::Blackhole);
     // The server drops the connections; the proxy closes the client's side.
     let _: () = redis::cmd("CLIENT")
@@ -763,6 +773,10 @@ fn a_node_whose_connections_hang_stays_off_the_path() {
         .arg("normal")
         .query(&mut servers[4].conn())
         .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(2), || proxies[4].threads() == 0),
+        "the proxy closed the client's side"
+    );
     // The round that finds the connect hanging.
     mutex.try_lock().unwrap().unlock().unwrap();
     redmutex_tests::three_cycles_each_under(&mutex, NODE_TIMEOUT / 4);
