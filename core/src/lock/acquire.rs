@@ -7,17 +7,18 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use super::cleanup::Cleanup;
+use super::keys::Keys;
 use super::lease::Lease;
-use super::proto::Spec;
 use super::proto::acquisition::{Acquisition, Then};
 use super::proto::round::{AcquireRound, Next, Refused, Requests};
+use super::proto::{Kind, Spec};
 use super::renew::Renewable;
 use super::scripts::{Call, only_to};
 use super::token;
 use super::voters::Voters;
 use crate::error::{Error, ErrorKind, NodeOutcome, TryLockError};
 use crate::net::{self, Enough, key_slot};
-use crate::options::{MutexOptions, default_node_timeout};
+use crate::options::{MAX_PERMITS, MutexOptions, default_node_timeout};
 use crate::process;
 
 /// One acquisition attempt's result.
@@ -161,7 +162,7 @@ impl Plan {
             Some(&sent.undo),
             &mut |i, answer| {
                 if refusal.is_ok() {
-                    refusal = super::shared::refusal(&self.spec, std::slice::from_ref(answer));
+                    refusal = super::calls::refusal(&self.spec, std::slice::from_ref(answer));
                 }
                 round.answer(i, &*nodes[i], answer);
                 match round.decided() && !round.all_answered() {
@@ -299,4 +300,34 @@ fn interrupt(made: Option<Attempt>) -> TryLockError {
         log::warn!("redmutex: releasing a lock taken as its wait was interrupted: {e}");
     }
     Error::new(ErrorKind::Interrupted, "the wait was interrupted").into()
+}
+
+impl Plan {
+    /// A call on a lock of another kind than the mutex, with its arguments checked; nothing
+    /// is sent.
+    pub(crate) fn for_kind(
+        voters: &Arc<Voters>,
+        keys: &Arc<Keys>,
+        opts: &MutexOptions,
+        kind: Kind,
+    ) -> Result<Plan, Error> {
+        if let Kind::Semaphore(permits) = kind {
+            if permits == 0 || permits > MAX_PERMITS {
+                return Err(Error::invalid(format!(
+                    "a semaphore must have 1 to {MAX_PERMITS} permits, got {permits}"
+                )));
+            }
+            if voters.nodes.len() > 1 {
+                return Err(Error::invalid(format!(
+                    "a semaphore needs one voter (one node, Sentinel or a Cluster), not {} \
+                     independent masters: majorities granting different permits need not \
+                     share a node, so N permits could admit up to 2N-1 holders",
+                    voters.nodes.len()
+                )));
+            }
+        }
+        let mut plan = Plan::new(voters, keys, opts)?;
+        plan.spec.kind = kind;
+        Ok(plan)
+    }
 }

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::calls::release_call;
 use super::proto::{Kind, Spec};
 use super::scripts::Call;
-use super::shared::release_call;
 use super::token;
 use crate::net::{self, Command, Node, key_slot};
 

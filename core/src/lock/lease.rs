@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::calls;
 use super::cleanup::Cleanup;
 use super::clock::{Reading, Stamp};
 use super::proto::Spec;
@@ -14,7 +15,6 @@ use super::proto::hold::{Due, Extended, Hold, Why};
 use super::proto::round::Grant;
 use super::renew::{Callback, Duty, Renewable, Renewal, fire};
 use super::scripts::Call;
-use super::shared;
 use super::tally::Tally;
 use super::voters::Voters;
 use crate::error::{Error, ErrorKind};
@@ -104,7 +104,7 @@ impl Lease {
 
     /// The extension of this lease to `ttl`: the extend script with its token.
     pub(super) fn extend_request(&self, ttl: Duration) -> Call {
-        shared::extend_call(&self.spec, &self.token, ttl)
+        calls::extend_call(&self.spec, &self.token, ttl)
     }
 
     /// Applies the answers to an extension sent at `t0` with `ttl` (see [`Hold::extended`]).

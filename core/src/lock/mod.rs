@@ -4,6 +4,7 @@
 //! ([`crate::net`]).
 
 mod acquire;
+mod calls;
 mod cleanup;
 pub(crate) mod clock;
 mod keys;
@@ -14,7 +15,6 @@ mod release;
 mod renew;
 mod reply;
 pub(crate) mod scripts;
-mod shared;
 mod status;
 pub(crate) mod tally;
 mod token;
@@ -22,14 +22,16 @@ mod voters;
 mod wait;
 
 pub(crate) use acquire::Plan;
+pub(crate) use calls::preload;
+#[cfg(feature = "sim-support")]
+pub(crate) use calls::{extend_call, named as script_sources, release_call};
 pub(crate) use keys::Keys;
 pub(crate) use lease::Lease;
 pub(crate) use policy::{Warn, log_warning, server_probe};
 pub(crate) use proto::Kind;
 pub use release::Released;
-pub use shared::{RwLockStatus, SemaphoreStatus};
-pub(crate) use shared::{extend_call, named as script_sources, preload, release_call};
-pub use status::LockStatus;
+pub use status::{LockStatus, RwLockStatus, SemaphoreStatus};
 pub(crate) use token::default_label;
 pub(crate) use voters::Voters;
+#[cfg(feature = "sim-support")]
 pub(crate) use wait::server_block as wait_server_block;

@@ -5,12 +5,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use super::calls::release_call;
 use super::clock::{Reading, Stamp};
 use super::lease::Lease;
 use super::proto::release::ReleaseRound;
 use super::renew::{Renewable, Renewal, fire};
 use super::scripts::{Call, only_to};
-use super::shared::release_call;
 use super::tally::{Confirmations, Tally};
 use super::token;
 use crate::error::{Error, ErrorKind, NodeReport};

@@ -2,7 +2,7 @@
 //!
 //! Names and values always travel as script keys and arguments, never spliced into script
 //! text, so no name can change what a script does. Every new connection loads the scripts
-//! ([`preload`]); an invocation is sent by hash (`EVALSHA`) and, when the server answers that
+//! (`lock/calls.rs`'s `preload`); an invocation is sent by hash (`EVALSHA`) and, when the server answers that
 //! it does not have the script (`NOSCRIPT`: flushed, or a restart without persistence), once
 //! more with the script's text (`EVAL`) — the invocation owns that reload, as redis-rs's
 //! `ScriptInvocation` does.
@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::keys::{Keys, PackedKeys};
+use super::keys::PackedKeys;
 use crate::net::{Command, Decimal, Request, array, bulk};
-use crate::options::MutexOptions;
 
 mod fence;
+mod shared;
 
 pub(crate) use fence::{FENCE_MAX, fence_lua};
+pub(crate) use shared::{READ_ACQUIRE, SEM_ACQUIRE, SHARED_EXTEND, SHARED_RELEASE, SHARED_STATUS};
 
 /// A Lua script with its SHA1, as Redis names it in EVALSHA.
 pub(crate) struct Script {
@@ -253,33 +254,6 @@ return {holder, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2])
     )
 });
 
-/// The mutex's scripts, loaded once on each new connection (with those of `shared/`).
-pub(crate) fn preload() -> Arc<[redis::Cmd]> {
-    all()
-        .iter()
-        .map(|s| {
-            let mut cmd = redis::cmd("SCRIPT");
-            cmd.arg("LOAD").arg(s.source());
-            cmd
-        })
-        .collect()
-}
-
-fn all() -> [&'static Script; 5] {
-    [&ACQUIRE, &RELEASE, &EXTEND, &FENCE_MAX, &STATUS]
-}
-
-/// Every script with its name, for the simulator.
-pub(crate) fn named() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("acquire", ACQUIRE.source()),
-        ("release", RELEASE.source()),
-        ("extend", EXTEND.source()),
-        ("fence_max", FENCE_MAX.source()),
-        ("status", STATUS.source()),
-    ]
-}
-
 /// About how many bytes `words` take packed as RESP bulk strings.
 fn packed_len(words: &[&[u8]]) -> usize {
     words.iter().map(|w| w.len() + 16).sum()
@@ -288,28 +262,6 @@ fn packed_len(words: &[&[u8]]) -> usize {
 /// A duration in whole milliseconds, as a script argument.
 pub(crate) fn millis(d: Duration) -> Decimal {
     Decimal::new(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The release script call for one lock and token. `handoff` leaves the short hand-off window
-/// for waiters (a real release); a failed attempt's clean-up does not.
-pub(crate) fn release_call(keys: &Keys, token: &[u8], opts: &MutexOptions, handoff: bool) -> Call {
-    let window = if handoff {
-        opts.handoff_window.min(opts.ttl)
-    } else {
-        Duration::ZERO
-    };
-    Call::with_keys(&RELEASE, keys.release_keys(), &[token, &millis(window)])
-}
-
-/// The undo of a waited round that announces its waiter again where it undoes a grant (see
-/// [`RELEASE`]): `rejoin` is the announcement's length and the waiter id.
-pub(crate) fn undo_call(keys: &Keys, token: &[u8], rejoin: (Duration, &[u8])) -> Call {
-    let (announce, waiter) = rejoin;
-    Call::with_keys(
-        &RELEASE,
-        keys.release_keys(),
-        &[token, b"0", &millis(announce), waiter],
-    )
 }
 
 /// A round's requests that send `call` to the nodes `to` and nothing to the other nodes of

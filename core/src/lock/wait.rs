@@ -70,7 +70,7 @@ impl Plan {
         );
         match (blocked, round.take()) {
             (Blocked::Ended(Some(answer)), Some((mut round, sent))) => {
-                super::shared::refusal(spec, std::slice::from_ref(&answer))?;
+                super::calls::refusal(spec, std::slice::from_ref(&answer))?;
                 round.answer(0, &*nodes[0], &answer);
                 return Ok(Some(self.settle(round, &sent, &[])));
             }

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use super::Spec;
 use super::round::Next;
+use super::spec::Spec;
 use crate::error::TryLockError;
 use crate::options::drift;
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::Spec;
+use super::spec::Spec;
 use crate::error::{NodeOutcome, NodeReport};
 use crate::lock::clock::Stamp;
 use crate::lock::tally::Tally;

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::Spec;
+use super::spec::Spec;
 use super::vote::Vote;
 use crate::lock::scripts::{Call, millis};
 use crate::net::{NetError, bulk};

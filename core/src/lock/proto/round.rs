@@ -5,15 +5,15 @@
 
 use std::time::Duration;
 
-use super::Spec;
 use super::fence::Raise;
 use super::plain;
+use super::spec::Spec;
 use super::undo::Undo;
 use super::vote::Vote;
 use crate::error::{Error, ErrorKind, NodeOutcome};
+use crate::lock::calls;
 use crate::lock::clock::Stamp;
 use crate::lock::scripts::{self, Call, millis};
-use crate::lock::shared;
 use crate::lock::tally::{Seat, Tally, replicas_outcome, unexpected};
 use crate::net::{Answer, Failure};
 use crate::options::drift;
@@ -128,7 +128,7 @@ impl AcquireRound {
         let ttl = spec.grant_ttl();
         let waits = waited || !announce.is_zero();
         // Other kinds of lease (a semaphore's permit, a read lock) take their own scripts.
-        let other_kind = shared::acquire_call(spec, &token, waited, announce, waiter);
+        let other_kind = calls::acquire_call(spec, &token, waited, announce, waiter);
         // A fenced lock keeps the script: its counter moves only on a grant.
         let plain = other_kind.is_none() && !waits && !opts.fencing;
         // A waited round's grant takes its announcement back (the acquire script); a round

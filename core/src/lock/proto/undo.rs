@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::Spec;
-use crate::lock::scripts::{self, Call};
-use crate::lock::shared;
+use super::spec::Spec;
+use crate::lock::calls;
+use crate::lock::scripts::Call;
 use crate::net::Request;
 
 /// The release of a round's token, packed when it is first sent: most rounds never send it.
@@ -35,9 +35,9 @@ impl Undo {
     pub(crate) fn call(&self) -> &Call {
         self.call.get_or_init(|| match &self.rejoin {
             Some((announce, waiter)) => {
-                scripts::undo_call(&self.spec.keys, &self.token, (*announce, waiter))
+                calls::undo_call(&self.spec.keys, &self.token, (*announce, waiter))
             }
-            None => shared::release_call(&self.spec, &self.token, false),
+            None => calls::release_call(&self.spec, &self.token, false),
         })
     }
 }

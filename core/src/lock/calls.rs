@@ -1,63 +1,52 @@
-//! Leases other than the mutex's: a counting semaphore's permits and a read-write lock's read
-//! holds. They are leases like the mutex's (token, fence, validity, renewal by the renew
-//! thread, loss, release with a wake-up), run by the same machines and drivers; what differs
-//! is the scripts, chosen here by the lock's [`Kind`]. The write side of a read-write lock is
-//! the mutex itself.
-
-mod scripts;
-mod status;
+//! The calls of every lock kind, side by side: which script each kind runs to acquire,
+//! extend, release and undo, with which keys and arguments. Pure builders: nothing here sends
+//! a request or keeps state. The scripts themselves are in `scripts.rs` (the mutex's, the
+//! fence's) and `scripts/shared.rs` (a semaphore's permits and a read-write lock's read
+//! holds, the leases that share a name). The mutex's acquire is built by its round
+//! (`proto/round.rs`), which also has a plain-command form of it (`proto/plain.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
 
-use super::acquire::Plan;
+use super::keys::Keys;
 use super::proto::{Kind, Spec};
-use super::scripts::{self as mutex_scripts, Call, Script, millis};
-use super::voters::Voters;
-use super::{Keys, reply::int};
+use super::reply::int;
+use super::scripts::{
+    ACQUIRE, Call, EXTEND, FENCE_MAX, READ_ACQUIRE, RELEASE, SEM_ACQUIRE, SHARED_EXTEND,
+    SHARED_RELEASE, SHARED_STATUS, STATUS, Script, millis,
+};
 use crate::error::Error;
 use crate::net::Answer;
-use crate::options::{MAX_PERMITS, MutexOptions};
 
-pub use status::{RwLockStatus, SemaphoreStatus};
-
-/// Every script, the mutex's and this module's, loaded once on each new connection.
+/// Every script, loaded once on each new connection.
 pub(crate) fn preload() -> Arc<[redis::Cmd]> {
-    let ours = scripts().into_iter().map(|s| {
-        let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(s.source());
-        cmd
-    });
-    mutex_scripts::preload()
-        .iter()
-        .cloned()
-        .chain(ours)
+    named()
+        .into_iter()
+        .map(|(_, source)| {
+            let mut cmd = redis::cmd("SCRIPT");
+            cmd.arg("LOAD").arg(source);
+            cmd
+        })
         .collect()
 }
 
 /// Every script with its name, the mutex's first, for the simulator.
 pub(crate) fn named() -> Vec<(&'static str, &'static str)> {
-    let mut all = mutex_scripts::named();
-    all.extend([
-        ("sem_acquire", scripts::SEM_ACQUIRE.source()),
-        ("read_acquire", scripts::READ_ACQUIRE.source()),
-        ("shared_extend", scripts::SHARED_EXTEND.source()),
-        ("shared_release", scripts::SHARED_RELEASE.source()),
-        ("shared_status", scripts::SHARED_STATUS.source()),
-    ]);
-    all
-}
-
-fn scripts() -> [&'static Script; 5] {
-    [
-        &scripts::SEM_ACQUIRE,
-        &scripts::READ_ACQUIRE,
-        &scripts::SHARED_EXTEND,
-        &scripts::SHARED_RELEASE,
-        &scripts::SHARED_STATUS,
-    ]
+    let all: [(&str, &Script); 10] = [
+        ("acquire", &ACQUIRE),
+        ("release", &RELEASE),
+        ("extend", &EXTEND),
+        ("fence_max", &FENCE_MAX),
+        ("status", &STATUS),
+        ("sem_acquire", &SEM_ACQUIRE),
+        ("read_acquire", &READ_ACQUIRE),
+        ("shared_extend", &SHARED_EXTEND),
+        ("shared_release", &SHARED_RELEASE),
+        ("shared_status", &SHARED_STATUS),
+    ];
+    all.into_iter().map(|(n, s)| (n, s.source())).collect()
 }
 
 /// The acquire script call of a lease other than the mutex's (`None` for the mutex, whose
@@ -87,13 +76,13 @@ pub(crate) fn acquire_call(
             let mut args = common.to_vec();
             args.push(permits.as_bytes());
             Some(Call::new(
-                &scripts::SEM_ACQUIRE,
+                &SEM_ACQUIRE,
                 &[&keys.holders, &keys.permits, &keys.fence, &keys.waiters],
                 &args,
             ))
         }
         Kind::Read => Some(Call::new(
-            &scripts::READ_ACQUIRE,
+            &READ_ACQUIRE,
             &[
                 &keys.lock,
                 &keys.fence,
@@ -117,11 +106,11 @@ pub(crate) fn release_call(spec: &Spec, token: &[u8], handoff: bool) -> Call {
         Duration::ZERO
     };
     match spec.kind {
-        Kind::Mutex => mutex_scripts::release_call(keys, token, opts, handoff),
+        Kind::Mutex => Call::with_keys(&RELEASE, keys.release_keys(), &[token, &millis(window)]),
         // Fairness among a semaphore's waiters comes from the permits kept for them, not a
         // window.
         Kind::Semaphore(_) => Call::new(
-            &scripts::SHARED_RELEASE,
+            &SHARED_RELEASE,
             &[
                 &keys.holders,
                 &keys.wake,
@@ -132,32 +121,35 @@ pub(crate) fn release_call(spec: &Spec, token: &[u8], handoff: bool) -> Call {
             &[token, b"0", b"0"],
         ),
         Kind::Read => Call::new(
-            &scripts::SHARED_RELEASE,
+            &SHARED_RELEASE,
             &[&keys.readers, &keys.wake, &keys.waiters, &keys.lock],
             &[token, &millis(window), b"1"],
         ),
     }
 }
 
+/// The undo of a waited round that announces its waiter again where it undoes a grant (see
+/// [`RELEASE`]): `rejoin` is the announcement's length and the waiter id.
+pub(crate) fn undo_call(keys: &Keys, token: &[u8], rejoin: (Duration, &[u8])) -> Call {
+    let (announce, waiter) = rejoin;
+    Call::with_keys(
+        &RELEASE,
+        keys.release_keys(),
+        &[token, b"0", &millis(announce), waiter],
+    )
+}
+
 /// The extension of one lease to `ttl` from now.
 pub(crate) fn extend_call(spec: &Spec, token: &[u8], ttl: Duration) -> Call {
     let keys = &spec.keys;
     match spec.kind {
-        Kind::Mutex => Call::new(
-            &mutex_scripts::EXTEND,
-            &[&keys.lock],
-            &[token, &millis(ttl)],
-        ),
+        Kind::Mutex => Call::new(&EXTEND, &[&keys.lock], &[token, &millis(ttl)]),
         Kind::Semaphore(_) => Call::new(
-            &scripts::SHARED_EXTEND,
+            &SHARED_EXTEND,
             &[&keys.holders, &keys.permits],
             &[token, &millis(ttl)],
         ),
-        Kind::Read => Call::new(
-            &scripts::SHARED_EXTEND,
-            &[&keys.readers],
-            &[token, &millis(ttl)],
-        ),
+        Kind::Read => Call::new(&SHARED_EXTEND, &[&keys.readers], &[token, &millis(ttl)]),
     }
 }
 
@@ -182,34 +174,4 @@ pub(crate) fn refusal(spec: &Spec, answers: &[Answer]) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-impl Plan {
-    /// A call on a lock of another kind than the mutex, with its arguments checked; nothing
-    /// is sent.
-    pub(crate) fn for_kind(
-        voters: &Arc<Voters>,
-        keys: &Arc<Keys>,
-        opts: &MutexOptions,
-        kind: Kind,
-    ) -> Result<Plan, Error> {
-        if let Kind::Semaphore(permits) = kind {
-            if permits == 0 || permits > MAX_PERMITS {
-                return Err(Error::invalid(format!(
-                    "a semaphore must have 1 to {MAX_PERMITS} permits, got {permits}"
-                )));
-            }
-            if voters.nodes.len() > 1 {
-                return Err(Error::invalid(format!(
-                    "a semaphore needs one voter (one node, Sentinel or a Cluster), not {} \
-                     independent masters: majorities granting different permits need not \
-                     share a node, so N permits could admit up to 2N-1 holders",
-                    voters.nodes.len()
-                )));
-            }
-        }
-        let mut plan = Plan::new(voters, keys, opts)?;
-        plan.spec.kind = kind;
-        Ok(plan)
-    }
 }

@@ -5,7 +5,7 @@
 
 use std::sync::LazyLock;
 
-use crate::lock::scripts::{Script, fence_lua};
+use super::{Script, fence_lua};
 
 /// Takes one of a semaphore's permits when one is free.
 ///

@@ -1,0 +1,103 @@
+//! One lock as its calls see it ([`Spec`]): its keys, kind and options, checked once; and the
+//! rules the simulator's negative controls may replace ([`Controls`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::lock::keys::Keys;
+use crate::lock::tally::quorum;
+use crate::options::{MAX_NAME_LEN, MIN_TTL, MutexOptions};
+
+/// Which kind of lease a lock hands out; each kind has its own scripts (see `lock/calls.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The mutex, which is also the write side of a read-write lock: the lock key itself.
+    Mutex,
+    /// One of this many permits of a counting semaphore.
+    Semaphore(u32),
+    /// A shared (read) hold of a read-write lock.
+    Read,
+}
+
+/// Rules that the simulator's negative controls replace with an old or a wrong one, to show
+/// that its checker catches the difference. The library never sets one: every field is
+/// `false` outside the simulator's controls ([`Controls::RIGHT`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Controls {
+    /// The fence write-back counts a confirmation from any node, also one that refused the
+    /// round (see [`super::fence`]).
+    pub(crate) fence_counts_refusing: bool,
+    /// The release reads every "missing" within the validity as its own earlier release,
+    /// also a first answer (see [`super::release`]).
+    pub(crate) missing_is_released: bool,
+}
+
+impl Controls {
+    /// The rules as they are.
+    pub(crate) const RIGHT: Controls = Controls {
+        fence_counts_refusing: false,
+        missing_is_released: false,
+    };
+}
+
+/// One lock as its calls use it: its keys and options, checked once, and the number of nodes.
+#[derive(Clone)]
+pub(crate) struct Spec {
+    pub(crate) keys: Arc<Keys>,
+    /// The kind of lease (the mutex unless a semaphore or read lock says otherwise).
+    pub(crate) kind: Kind,
+    pub(crate) opts: MutexOptions,
+    /// Each request's time limit.
+    pub(crate) node_timeout: Duration,
+    pub(crate) n: usize,
+    pub(crate) quorum: usize,
+    /// Always [`Controls::RIGHT`] but in the simulator's negative controls.
+    pub(crate) controls: Controls,
+}
+
+impl Spec {
+    /// Checks the name and the options.
+    pub(crate) fn new(
+        keys: Arc<Keys>,
+        opts: MutexOptions,
+        node_timeout: Duration,
+        n: usize,
+    ) -> Result<Spec, Error> {
+        let name = &keys.lock;
+        if name.is_empty() || name.len() > MAX_NAME_LEN {
+            return Err(Error::invalid(format!(
+                "a lock name must be 1 to {MAX_NAME_LEN} bytes, got {}",
+                name.len()
+            )));
+        }
+        opts.validate()?;
+        Ok(Spec {
+            keys,
+            kind: Kind::Mutex,
+            opts,
+            node_timeout,
+            n,
+            quorum: quorum(n),
+            controls: Controls::RIGHT,
+        })
+    }
+
+    /// The lease of a grant: the TTL, shortened so it ends with `max_hold`.
+    pub(crate) fn grant_ttl(&self) -> Duration {
+        match self.opts.max_hold {
+            Some(h) => self.opts.ttl.min(h.max(MIN_TTL)),
+            None => self.opts.ttl,
+        }
+    }
+
+    /// How long a round announces its caller as a waiter: past the longest wait it may do
+    /// before its next round; nothing when it will not wait.
+    pub(crate) fn announce(&self, will_wait: bool) -> Duration {
+        if will_wait {
+            self.opts.wait_cap + self.node_timeout + Duration::from_millis(10)
+        } else {
+            Duration::ZERO
+        }
+    }
+}
