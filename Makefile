@@ -57,6 +57,12 @@ test: deps
 	# The crate ships the license texts (links to the root's files).
 	cargo package --list -p redmutex --allow-dirty | grep -qx LICENSE-MIT
 	cargo package --list -p redmutex --allow-dirty | grep -qx LICENSE-APACHE
+	# What users build has no `sim_support`: the C, Python and command-line builds leave the
+	# simulator's feature off.
+	for p in redmutex-ffi redmutex-py redmutex-cli; do \
+	  ! cargo tree -q -p $$p -e features,no-dev -i redmutex | grep -q 'feature "sim-support"' || \
+	  { echo "$$p turns on redmutex's sim-support feature" >&2; exit 1; }; \
+	done
 	scripts/test-c.sh
 	scripts/test-py.sh
 	scripts/run-examples.sh

@@ -95,6 +95,7 @@ pub use mutex::Mutex;
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use sentinel_master::SentinelMaster;
+#[cfg(feature = "sim-support")]
 #[doc(hidden)]
 pub mod sim_support;
 

@@ -1,6 +1,8 @@
 //! The lease's and the release's machines, for the simulator.
 
-use super::{Grant, Lock, Reply, answer, dur, us};
+use super::lock::Lock;
+use super::round::Grant;
+use super::wire::{Reply, answer, dur, us};
 use crate::error::ErrorKind;
 use crate::lock::clock::Stamp;
 use crate::lock::proto::hold::{self, Extended, Hold as HoldState};

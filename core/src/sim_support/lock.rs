@@ -1,0 +1,155 @@
+//! One lock as a simulated client uses it.
+
+use std::sync::Arc;
+
+use super::wire::{Argv, Reply, SimSeat, answer, argv, dur};
+use crate::lock::proto::Spec;
+use crate::lock::tally::Tally;
+use crate::lock::wait_server_block;
+use crate::lock::{Keys, Kind};
+use crate::lock::{extend_call, release_call};
+use crate::net::{Answer, NetError};
+use crate::options::MutexOptions;
+
+/// One lock as a simulated client uses it, on `n` nodes.
+pub struct Lock {
+    pub(super) spec: Spec,
+    pub(super) seats: Vec<SimSeat>,
+}
+
+impl Lock {
+    /// The lock `name` with TTL `ttl_us`, a per-request timeout, the longest wait for a
+    /// release signal, the base pause between rounds, and the hand-off window.
+    pub fn new(
+        name: &[u8],
+        n: usize,
+        ttl_us: u64,
+        node_timeout_us: u64,
+        wait_cap_us: u64,
+        retry_delay_us: u64,
+        handoff_window_us: u64,
+    ) -> Lock {
+        let opts = MutexOptions::default()
+            .with_ttl(dur(ttl_us))
+            .with_wait_cap(dur(wait_cap_us))
+            .with_retry_delay(dur(retry_delay_us))
+            .with_handoff_window(dur(handoff_window_us));
+        let spec = Spec::new(Arc::new(Keys::new(name)), opts, dur(node_timeout_us), n)
+            .expect("the simulated lock's options are valid");
+        Lock {
+            spec,
+            seats: (0..n).map(|i| SimSeat(format!("n{i}"))).collect(),
+        }
+    }
+
+    /// The same lock with fencing on (the default) or off; without it, a round that has not
+    /// waited and will not wait asks with plain commands instead of the acquire script.
+    pub fn fencing(mut self, on: bool) -> Lock {
+        self.spec.opts.fencing = on;
+        self
+    }
+
+    /// The same name as a counting semaphore of `permits` permits (its own waiters and
+    /// wake-up list; see `Keys::for_semaphore`). The simulator gives it one node, as the
+    /// library does.
+    pub fn semaphore(mut self, permits: u32) -> Lock {
+        let name = self.spec.keys.lock.clone();
+        self.spec.keys = Arc::new(Keys::for_semaphore(name));
+        self.spec.kind = Kind::Semaphore(permits);
+        self
+    }
+
+    /// The same name's read holds (a read-write lock's shared side; its write side is the
+    /// mutex).
+    pub fn read(mut self) -> Lock {
+        self.spec.kind = Kind::Read;
+        self
+    }
+
+    /// A deliberately broken lock for the simulator's negative controls: its acquire looks for
+    /// read holds under another key, so that it takes the write side while readers hold.
+    pub fn blind_to_readers(self) -> Lock {
+        self.with_keys(|keys| keys.readers.extend_from_slice(b":elsewhere"))
+    }
+
+    /// A deliberately broken read lock for the negative controls: it looks for waiting
+    /// writers (and announces itself) under another key, so that readers go before writers
+    /// that wait.
+    pub fn blind_to_writers(self) -> Lock {
+        self.with_keys(|keys| keys.waiters.extend_from_slice(b":elsewhere"))
+    }
+
+    /// The same lock with the fence write-back's old rule plugged back in, for the negative
+    /// controls: any answer counts as a confirmation, also one from a node that another
+    /// round holds.
+    pub fn fence_counts_refusing(mut self) -> Lock {
+        self.spec.controls.fence_counts_refusing = true;
+        self
+    }
+
+    /// The same lock with the release's old rule plugged back in, for the negative controls:
+    /// every "missing" within the validity is read as our own earlier release.
+    pub fn missing_is_released(mut self) -> Lock {
+        self.spec.controls.missing_is_released = true;
+        self
+    }
+
+    fn with_keys(mut self, change: impl FnOnce(&mut Keys)) -> Lock {
+        let mut keys = Keys::new(&self.spec.keys.lock);
+        change(&mut keys);
+        self.spec.keys = Arc::new(keys);
+        self
+    }
+
+    /// The sorted set that keeps this lock's holders, member by member (a semaphore's permits,
+    /// a read lock's read holds); `None` for the mutex, whose holder is the value of its key.
+    pub fn holders_key(&self) -> Option<&[u8]> {
+        match self.spec.kind {
+            Kind::Mutex => None,
+            Kind::Semaphore(_) => Some(&self.spec.keys.holders),
+            Kind::Read => Some(&self.spec.keys.readers),
+        }
+    }
+
+    /// How many nodes must agree.
+    pub fn quorum(&self) -> usize {
+        self.spec.quorum
+    }
+
+    /// The extension of `token`'s lease to `ttl_us`.
+    pub fn extend(&self, token: &[u8], ttl_us: u64) -> Argv {
+        argv(&extend_call(&self.spec, token, dur(ttl_us)))
+    }
+
+    /// The release of `token`; `handoff` reserves the lock for waiters for a short window
+    /// (a user's release), otherwise not (an undo, a clean-up).
+    pub fn release(&self, token: &[u8], handoff: bool) -> Argv {
+        argv(&release_call(&self.spec, token, handoff))
+    }
+
+    /// The wait for a release signal of at most `block_us`.
+    pub fn blpop(&self, block_us: u64) -> Argv {
+        let secs = format!(
+            "{:.3}",
+            wait_server_block(dur(block_us)).as_secs_f64().max(0.001)
+        );
+        vec![
+            b"BLPOP".to_vec(),
+            self.spec.keys.wake.clone(),
+            secs.into_bytes(),
+        ]
+    }
+
+    /// How many of `replies` (one per node, `None` for a node that did not answer) confirm
+    /// an extension or a release, and how many refused.
+    pub(super) fn tally(&self, replies: &[Option<Vec<Reply>>]) -> Tally {
+        let answers: Vec<Answer> = replies
+            .iter()
+            .map(|r| match r {
+                Some(r) => answer(Some(r.clone())),
+                None => Err(NetError::timeout()),
+            })
+            .collect();
+        Tally::of_ints(&self.seats, &answers, 0, None)
+    }
+}
