@@ -37,8 +37,9 @@ pub enum Fault {
 /// Draws the faults of a run: `count` of them, at times in `0..until`, sorted by time.
 ///
 /// A restart without persistence keeps the node down for longer than one TTL plus the
-/// longest network delay, as the design requires of such nodes (§9): otherwise it could
-/// grant a lock that a quorum still holds, and no client could prevent that.
+/// longest network delay (Redlock's rule for a node that restarts without persistence: stay
+/// unavailable for at least one TTL): otherwise it could grant a lock that a quorum still
+/// holds, and no client could prevent that.
 pub fn schedule(
     rng: &mut Rng,
     nodes: usize,

@@ -1,4 +1,4 @@
-//! A stand-in lock client that follows the design (§3–§6) with the real scripts, until the
+//! A stand-in lock client that follows the Redlock protocol with the real scripts, until the
 //! core's I/O-free state machines can be driven instead: acquire rounds with `t0` taken
 //! before sending, validity `ttl − elapsed − drift(ttl)`, quorum `N/2 + 1`, undo on every
 //! node when a round fails, a wait for the release signal (BLPOP, announced as a waiter) when
