@@ -59,7 +59,8 @@ impl Plan {
                     tally.push(&**node, NodeOutcome::Ok);
                 }
                 Ok(Some(Err(e))) | Err(e) => tally.fail(&**node, e),
-                other => tally.push(&**node, unexpected("reply", &other)),
+                Ok(Some(Ok(other))) => tally.push(&**node, unexpected("reply", &[&other])),
+                Ok(None) => tally.push(&**node, unexpected("reply", &[])),
             }
         }
         let quorum = self.voters.quorum;
@@ -143,7 +144,8 @@ impl Plan {
                     tally.push(&**node, NodeOutcome::Ok);
                 }
                 Ok(Some(Err(e))) | Err(e) => tally.fail(&**node, e),
-                other => tally.push(&**node, unexpected("reply", &other)),
+                Ok(Some(Ok(other))) => tally.push(&**node, unexpected("reply", &[&other])),
+                Ok(None) => tally.push(&**node, unexpected("reply", &[])),
             }
         }
         let quorum = self.voters.quorum;

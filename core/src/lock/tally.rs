@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use redis::Value;
 
+use super::reply::shown;
 use crate::error::{Error, ErrorKind, NodeOutcome, NodeReport, outcome_of};
 use crate::net::{Answer, Enough, Failure, NetError, Node};
 
@@ -153,7 +154,7 @@ impl Tally {
                         pttl_ms: -2,
                     },
                 ),
-                Ok(Some(Ok(other))) => t.push(node, unexpected("reply", other)),
+                Ok(Some(Ok(other))) => t.push(node, unexpected("reply", &[other])),
                 Ok(Some(Err(e))) | Err(e) => t.fail(node, e.clone()),
                 // No reply: a round that ended at its quorum leaves the slower nodes'
                 // answers empty.
@@ -218,14 +219,23 @@ pub(crate) fn replicas_outcome(
             wanted,
         },
         Some(Err(e)) => outcome_of(e),
-        other => unexpected("WAIT reply", &other),
+        Some(Ok(other)) => unexpected("WAIT reply", &[other]),
+        None => unexpected("WAIT reply", &[]),
     }
 }
 
-/// A node's answer that no script returns, reported as such (`what`: which reply). Worded apart
-/// from the tallies, which count every answer of every round.
+/// A node's answer that no script returns, reported as such (`what`: which reply; `replies`:
+/// the values it had, none when it had no reply). Worded apart from the tallies, which count
+/// every answer of every round.
 #[cold]
 #[inline(never)]
-pub(crate) fn unexpected(what: &str, reply: &dyn std::fmt::Debug) -> NodeOutcome {
-    NodeOutcome::Error(format!("unexpected {what} {reply:?}"))
+pub(crate) fn unexpected(what: &str, replies: &[&Value]) -> NodeOutcome {
+    NodeOutcome::Error(match replies {
+        [] => format!("no {what}"),
+        [one] => format!("unexpected {what} {}", shown(one)),
+        many => {
+            let all: Vec<String> = many.iter().map(|v| shown(v)).collect();
+            format!("unexpected {what} {}", all.join(", "))
+        }
+    })
 }

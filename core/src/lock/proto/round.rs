@@ -263,7 +263,11 @@ impl AcquireRound {
                 self.failed_midway.push(i);
                 tally.fail(seat, e.clone())
             }
-            Vote::Unexpected(replies) => tally.push(seat, unexpected("reply", &replies)),
+            Vote::Unexpected(replies) => {
+                let values: Vec<&redis::Value> =
+                    replies.iter().filter_map(|r| r.as_ref().ok()).collect();
+                tally.push(seat, unexpected("reply", &values))
+            }
         }
     }
 
