@@ -114,7 +114,7 @@ class RedmutexPy:
             import redmutex
         except ImportError as e:
             raise Skip(f"the redmutex package is not installed ({e})") from e
-        # Hook for the binding of issue 6 (redmutex.Client(url).lock(name, ttl=...)).
+        # The binding (redmutex.Client(url).lock(name, ttl=...)).
         if not hasattr(redmutex, "Client"):
             raise Skip("the redmutex Python binding has no Client yet (py/ is a placeholder)")
         self.lock_obj = redmutex.Client(url).lock(key, ttl=TTL)

@@ -313,7 +313,7 @@ fn renew_child(args: &[String]) -> Result<(), String> {
 
 /// N cycles of `try_lock` + `unlock` on one name with default options, as fast as they go;
 /// prints `result cycles=N ns=... rss_before=... rss_after=...`. A released guard should
-/// leave nothing behind (DESIGN §6: it leaves the renew heap at once), so memory stays flat.
+/// leave nothing behind (it leaves the renew heap at once), so memory stays flat.
 fn churn_child(args: &[String]) -> Result<(), String> {
     let url = arg(args, 0, "URL")?;
     let n: usize = arg(args, 1, "N")?.parse().map_err(|_| "bad N")?;

@@ -1,4 +1,4 @@
-//! The `redmutex` binary against real redis-server processes: the acceptance of issue 7
+//! The `redmutex` binary against real redis-server processes: the acceptance of the command line
 //! (exclusion, waiting in turn, exit status, loss, signals, unreachable Redis), `status`,
 //! bad input, Redlock and Redis Cluster.
 

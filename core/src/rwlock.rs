@@ -1,6 +1,6 @@
 //! `RwLock` and its guards `ReadGuard` and `WriteGuard`: many readers or one writer, with
 //! writer preference. The write side is the mutex of the same name; the read holds' scripts
-//! are the lock protocol's business (`lock/shared/`).
+//! are the lock protocol's business (`lock/calls.rs`, `lock/scripts/shared.rs`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! `Semaphore` and its guard `Permit`: at most N holders of a name, each holding a lease like
-//! a mutex guard. The permits' scripts are the lock protocol's business (`lock/shared/`).
+//! a mutex guard. The permits' scripts are the lock protocol's business (`lock/calls.rs`, `lock/scripts/shared.rs`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

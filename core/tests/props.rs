@@ -1,4 +1,4 @@
-//! Property tests (issue 8 §3) over URL parsing and the validation of client and lock options:
+//! Property tests over URL parsing and the validation of client and lock options:
 //! no input panics, a rejected input is an `InvalidArgument`, and a password given in a URL
 //! never shows in the `Display` or `Debug` of an error, a client or a builder.
 //!

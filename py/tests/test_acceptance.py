@@ -1,4 +1,4 @@
-"""The acceptance items of the Python package (issue 6), against a real redis-server."""
+"""What the Python package promises its users, against a real redis-server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-//! Lock histories and their checker, for the torture suite (issue 8).
+//! Lock histories and their checker, for the torture suite.
 //!
 //! Every client of a scenario (the `torture` binary) appends one JSON line per event to a
 //! history file:

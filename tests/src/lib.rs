@@ -1,11 +1,11 @@
 //! Test support for redmutex: real `redis-server` processes on free loopback ports, and small
 //! helpers (bounded waits, scratch directories).
 //!
-//! Tests never mock Redis (DESIGN.md §9). A test starts its own servers with
-//! [`RedisServer::start`] or [`RedisServers::start`] and injects real faults with
-//! [`RedisServer::kill`], [`RedisServer::pause`] / [`RedisServer::resume`] and
-//! [`RedisServer::restart`]. Every server is stopped by pid when its handle drops, including when
-//! the test panics, and (on Linux) killed by the kernel if the test process itself dies.
+//! Tests never mock Redis: a mock answers what its author expected, not what Redis does. A test
+//! starts its own servers with [`RedisServer::start`] or [`RedisServers::start`] and injects
+//! real faults with [`RedisServer::kill`], [`RedisServer::pause`] / [`RedisServer::resume`] and
+//! [`RedisServer::restart`]. Every server is stopped by pid when its handle drops, including
+//! when the test panics, and (on Linux) killed by the kernel if the test process itself dies.
 //!
 //! ```no_run
 //! use redmutex_tests::RedisServer;

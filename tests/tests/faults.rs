@@ -1,4 +1,4 @@
-//! Faults between the client and Redis (issue 8 §2): nodes refused, frozen or blackholed by a
+//! Faults between the client and Redis: nodes refused, frozen or blackholed by a
 //! TCP fault proxy; replies dropped or delayed; and every way a guard can be dropped.
 
 use std::time::{Duration, Instant};

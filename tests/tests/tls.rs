@@ -1,4 +1,4 @@
-//! TLS (issue 8 §3): `rediss://` against a redis-server that speaks only TLS, with a CA and a
+//! TLS: `rediss://` against a redis-server that speaks only TLS, with a CA and a
 //! server certificate made by `openssl` for the test. Certificates are checked unless the URL
 //! says `#insecure`; a wrong CA fails with a clear error.
 //!

@@ -1,4 +1,4 @@
-//! The torture suite (issue 8): several `torture` processes contend for one lock under
+//! The torture suite: several `torture` processes contend for one lock under
 //! injected faults, each writes a history, and the checker (`redmutex_tests::history`) judges
 //! them. Negative controls (a plain-`DEL` release, a client ignoring its validity, Redlock with
 //! nodes restarted without persistence) must be flagged by the checker.

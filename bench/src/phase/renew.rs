@@ -76,6 +76,6 @@ fn rows(ren: &Renew, churn: &Churn) -> Vec<Row> {
                 churn.growth as f64 / 1e6
             ),
         )
-        .target("< 100 B (DESIGN §6)", Mark::of(per_cycle < 100.0)),
+        .target("< 100 B", Mark::of(per_cycle < 100.0)),
     ]
 }

@@ -1,4 +1,4 @@
-//! One client of a torture scenario (issue 8): takes a lock N times, holds it for a random
+//! One client of a torture scenario: takes a lock N times, holds it for a random
 //! time doing a read-modify-write of a counter, and appends one JSON line per event to a
 //! history file (see `redmutex_tests::history`).
 //!

@@ -7,7 +7,7 @@
 //! the script adds on its path.
 //!
 //! A fenced lock keeps the script: its fence counter moves only when the lock is granted
-//! (DESIGN §3), and no plain command can make an `INCR` depend on a `SET` that ran before it.
+//! (so that the last fence counts grants, see `lock/scripts/fence.rs`), and no plain command can make an `INCR` depend on a `SET` that ran before it.
 //! An `INCR` sent with these commands would run on refusals too and leave gaps in the fences
 //! (they would still grow from grant to grant, but "last fence" would no longer count grants).
 //!
