@@ -735,7 +735,7 @@ fn a_reader_between_a_try_locks_commands_never_overlaps_it() {
             read = reader.try_read().ok();
         }
         round.answer(&lock, 0, Some(replies));
-        let written = match round.finish(1) {
+        let written = match round.finish(1, false) {
             Ok(grant) => Some(grant.token),
             Err(refused) => {
                 for _ in &refused.undo_on {
@@ -773,7 +773,7 @@ fn a_try_lock_run_twice_has_granted() {
     );
     round.answer(&lock, 0, Some(again));
     let grant = round
-        .finish(1)
+        .finish(1, false)
         .ok()
         .expect("the round's own token is its grant");
     assert_eq!(grant.token, b"host:1:00ff");

@@ -2,7 +2,7 @@
 //! rounds and the call across them) over the transport, with the real clocks and the OS
 //! random generator. Waiting for a release is in `wait.rs`.
 
-use std::cell::{Cell, OnceCell};
+use std::cell::OnceCell;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -16,7 +16,7 @@ use super::renew::Renewable;
 use super::scripts::{Call, only_to};
 use super::token;
 use super::voters::Voters;
-use crate::error::{Error, ErrorKind, NodeOutcome, TryLockError};
+use crate::error::{Error, ErrorKind, TryLockError};
 use crate::net::{self, Enough, key_slot};
 use crate::options::{MAX_PERMITS, MutexOptions, default_node_timeout};
 use crate::process;
@@ -34,8 +34,6 @@ pub(crate) struct Plan {
     pub(super) spec: Spec,
     /// The id this call announces itself by while it waits.
     waiter: OnceCell<Vec<u8>>,
-    /// Whether a refused round of this call announced it (some node said "taken").
-    announced: Cell<bool>,
 }
 
 impl Plan {
@@ -59,7 +57,6 @@ impl Plan {
             voters: Arc::clone(voters),
             spec,
             waiter: OnceCell::new(),
-            announced: Cell::new(false),
         })
     }
 
@@ -70,13 +67,10 @@ impl Plan {
         deadline: Option<Instant>,
         interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<Arc<Lease>, TryLockError> {
-        let mut refused = false;
-        let taken = self.take(deadline, interrupted, &mut refused);
-        // A call that announced itself as a waiter and gives up takes the announcement back,
-        // or releases would keep the lock (or a permit) for a waiter that is gone. Only a
-        // round that a node refused can have announced it: a call that never reached a node
-        // (a certificate that does not verify, an outage) sends nothing more.
-        if taken.is_err() && refused && self.waiter.get().is_some() {
+        let mut announced = false;
+        let taken = self.take(deadline, interrupted, &mut announced);
+        // A call that gives up takes its announcement back (see `Acquisition::announced`).
+        if taken.is_err() && announced && self.waiter.get().is_some() {
             self.withdraw();
         }
         taken
@@ -87,13 +81,13 @@ impl Plan {
         self.waiter.get().map(Vec::as_slice)
     }
 
-    /// The loop of [`acquire`](Self::acquire); `refused` is set once a node refused a round
-    /// (the lock was busy), which is when a round announces its caller.
+    /// The loop of [`acquire`](Self::acquire); `announced` is set once a refused round
+    /// announced the call (see `Acquisition::announced`).
     fn take(
         &self,
         deadline: Option<Instant>,
         mut interrupted: Option<&mut dyn FnMut() -> bool>,
-        refused: &mut bool,
+        announced: &mut bool,
     ) -> Result<Arc<Lease>, TryLockError> {
         let begun = Instant::now();
         let mut call = Acquisition::new(
@@ -110,23 +104,15 @@ impl Plan {
             let started = begun.elapsed();
             let attempt = match made.take() {
                 Some(a) => a,
-                None => self.attempt(call.waited, call.will_wait(started))?,
+                None => self.attempt(call.waited, call.will_wait(started), call.announced())?,
             };
             let next = match attempt {
                 Attempt::Held(guard) => return Ok(guard),
                 Attempt::Refused(next) => next,
             };
-            // A round that some node refused announced the call there, also when too few
-            // nodes answered for it to count as busy.
-            *refused |= match &next {
-                Next::Busy { .. } => true,
-                Next::Unreachable(e) => e
-                    .nodes()
-                    .iter()
-                    .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. })),
-            };
-            self.announced.set(*refused);
-            match call.after(next, started, begun.elapsed(), token::random()) {
+            let then = call.after(next, started, begun.elapsed(), token::random());
+            *announced = call.announced();
+            match then {
                 Then::Fail(e) => return Err(e),
                 Then::Again => {}
                 Then::Pause(pause) => std::thread::sleep(pause),
@@ -134,7 +120,7 @@ impl Plan {
                     node,
                     block,
                     will_wait,
-                } => made = self.wait_for_release(node, block, will_wait)?,
+                } => made = self.wait_for_release(node, block, will_wait, *announced)?,
             }
             drop(scope);
             if let Some(check) = interrupted.as_mut()
@@ -148,7 +134,7 @@ impl Plan {
     /// One Redlock round: ask every node at once, count the grants as they come, and stop
     /// reading once they decide the round (a quorum granted, or too few nodes are left to
     /// make one): the slower nodes' replies are read before their connections' next use.
-    fn attempt(&self, waited: bool, will_wait: bool) -> Result<Attempt, Error> {
+    fn attempt(&self, waited: bool, will_wait: bool, announced: bool) -> Result<Attempt, Error> {
         let nodes = &self.voters.nodes;
         // Before t0: opening a fresh client's first connections is not the lease's time.
         let slot = key_slot(&self.spec.keys.lock);
@@ -167,16 +153,15 @@ impl Plan {
                 round.answer(i, &*nodes[i], answer);
                 match round.decided() && !round.all_answered() {
                     true => Enough::Yes {
-                        undo: !round.granted(),
+                        undo: round.undo_behind_unread(),
                     },
                     false => Enough::No,
                 }
             },
         );
         refusal?;
-        // A grant refused later (its fence, its validity) is undone where it is still to come.
         let unread: Vec<usize> = (0..nodes.len()).filter(|&i| answers[i].is_none()).collect();
-        Ok(self.settle(round, &sent, &unread))
+        Ok(self.settle(round, &sent, &unread, announced))
     }
 
     /// A new round: a fresh token, the lease clock read just before it is sent.
@@ -201,20 +186,19 @@ impl Plan {
 
     /// Ends a round whose answers are in: writes the fence back where a quorum granted (until
     /// a quorum holds it), and either makes the lease or undoes what the round stored.
-    /// `unread` are nodes whose answer was left to come (the round ended at its quorum).
+    /// `unread` are nodes whose answer was left to come (the round ended at its quorum);
+    /// `announced`: whether an earlier round of the call announced it.
     pub(super) fn settle(
         &self,
         mut round: AcquireRound,
         sent: &Requests,
         unread: &[usize],
+        announced: bool,
     ) -> Attempt {
         let inner = &*self.voters;
         let nodes = &inner.nodes;
-        // A round that no quorum granted reports every node, also those it did not wait for.
-        if !round.granted() {
-            for &i in unread {
-                round.not_waited_for(i, &*nodes[i]);
-            }
+        for &i in unread {
+            round.left_unread(i, &*nodes[i]);
         }
         if let Some((raise, to)) = round.fence_raise(&self.spec) {
             let calls = only_to(nodes.len(), &to, &raise);
@@ -224,18 +208,10 @@ impl Plan {
                 Enough::when(round.raise_decided())
             });
         }
-        let round_was_granted = round.granted();
         let now = inner.clock.read();
-        match round.finish(now.stamp) {
+        match round.finish(now.stamp, announced) {
             Ok(mut grant) => {
-                // Granted by a quorum without some nodes: where this call announced itself
-                // as a waiter, it is one no more (in the background, off the caller's path:
-                // some of those nodes may not have answered yet). Where an earlier round
-                // announced it and this grant did not take that back, too.
-                let mut nodes = std::mem::take(&mut grant.not_granted);
-                if self.announced.get() {
-                    nodes.append(&mut grant.granted_keeping);
-                }
+                let nodes = std::mem::take(&mut grant.withdraw_on);
                 if !nodes.is_empty()
                     && let Some(id) = self.waiter.get()
                 {
@@ -254,12 +230,7 @@ impl Plan {
                 inner.renewer.schedule(next, weak, 0);
                 Attempt::Held(lease)
             }
-            Err(mut refused) => {
-                // Where the answer was left to come with no undo behind it (the round looked
-                // granted), a late grant would stay: undo it there too.
-                if round_was_granted {
-                    refused.undo_on.extend_from_slice(unread);
-                }
+            Err(refused) => {
                 self.undo(&refused, sent.undo.call());
                 Attempt::Refused(refused.next)
             }

@@ -18,7 +18,7 @@ use super::scripts::{
     SHARED_RELEASE, SHARED_STATUS, STATUS, Script, millis,
 };
 use crate::error::Error;
-use crate::net::Answer;
+use crate::net::{Answer, Command, key_slot};
 
 /// Every script, loaded once on each new connection.
 pub(crate) fn preload() -> Arc<[redis::Cmd]> {
@@ -174,4 +174,22 @@ pub(crate) fn refusal(spec: &Spec, answers: &[Answer]) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// The `ZREM`s that take the waiter announcement `id` back: from the waiters, and from the
+/// waiting readers for a read hold.
+pub(crate) fn withdraw_calls(spec: &Spec, id: &[u8]) -> Vec<Call> {
+    let keys = &spec.keys;
+    let mut lists = vec![&keys.waiters];
+    if spec.kind == Kind::Read {
+        lists.push(&keys.readq);
+    }
+    lists
+        .into_iter()
+        .map(|list| {
+            let mut zrem = redis::cmd("ZREM");
+            zrem.arg(list.as_slice()).arg(id);
+            Call::Command(Command::keyed(zrem, key_slot(list)))
+        })
+        .collect()
 }

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use super::calls::release_call;
-use super::proto::{Kind, Spec};
+use super::calls::{release_call, withdraw_calls};
+use super::proto::Spec;
 use super::scripts::Call;
 use super::token;
-use crate::net::{self, Command, Node, key_slot};
+use crate::net::{self, Node};
 
 /// One clean-up: a release of one token, or a withdrawal, on some nodes.
 pub(crate) struct Cleanup {
@@ -61,24 +61,6 @@ impl Cleanup {
             retry_delay: spec.opts.retry_delay,
         }
     }
-}
-
-/// The `ZREM`s that take the waiter announcement `id` back: from the waiters, and from the
-/// waiting readers for a read hold.
-pub(crate) fn withdraw_calls(spec: &Spec, id: &[u8]) -> Vec<Call> {
-    let keys = &spec.keys;
-    let mut lists = vec![&keys.waiters];
-    if spec.kind == Kind::Read {
-        lists.push(&keys.readq);
-    }
-    lists
-        .into_iter()
-        .map(|list| {
-            let mut zrem = redis::cmd("ZREM");
-            zrem.arg(list.as_slice()).arg(id);
-            Call::Command(Command::keyed(zrem, key_slot(list)))
-        })
-        .collect()
 }
 
 /// Sends every due clean-up in one round (pipelined per node), and returns those that some

@@ -324,8 +324,7 @@ mod tests {
             fence: 1,
             t0: now.stamp,
             valid_until: now.stamp + Duration::from_secs(10),
-            not_granted: Vec::new(),
-            granted_keeping: Vec::new(),
+            withdraw_on: Vec::new(),
         };
         let lease = Lease::new(voters, &spec, grant, &now);
         assert!(lease.is_held());

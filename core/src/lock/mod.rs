@@ -24,7 +24,7 @@ mod wait;
 pub(crate) use acquire::Plan;
 pub(crate) use calls::preload;
 #[cfg(feature = "sim-support")]
-pub(crate) use calls::{extend_call, named as script_sources, release_call};
+pub(crate) use calls::{extend_call, named as script_sources, release_call, withdraw_calls};
 pub(crate) use keys::Keys;
 pub(crate) use lease::Lease;
 pub(crate) use policy::{Warn, log_warning, server_probe};

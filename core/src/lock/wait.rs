@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use super::acquire::{Attempt, Plan};
-use super::cleanup::{Cleanup, withdraw_calls};
+use super::calls::withdraw_calls;
+use super::cleanup::Cleanup;
 use super::token;
 use crate::error::Error;
 use crate::net::{self, Blocked, Blocking, Command, key_slot};
@@ -36,6 +37,7 @@ impl Plan {
         i: usize,
         block: Duration,
         will_wait: bool,
+        announced: bool,
     ) -> Result<Option<Attempt>, Error> {
         let nodes = &self.voters.nodes;
         let spec = &self.spec;
@@ -72,7 +74,7 @@ impl Plan {
             (Blocked::Ended(Some(answer)), Some((mut round, sent))) => {
                 super::calls::refusal(spec, std::slice::from_ref(&answer))?;
                 round.answer(0, &*nodes[0], &answer);
-                return Ok(Some(self.settle(round, &sent, &[])));
+                return Ok(Some(self.settle(round, &sent, &[], announced)));
             }
             (Blocked::Ended(_) | Blocked::TimedOut, _) => return Ok(None),
             // The attempt behind the block may have run, and its undo could not follow it.

@@ -44,6 +44,12 @@ impl Acquisition {
         self.0.waited
     }
 
+    /// Whether a refused round announced the call as a waiter: it takes the announcement back
+    /// when it gives up, and where a later grant does not.
+    pub fn announced(&self) -> bool {
+        self.0.announced()
+    }
+
     /// Whether a round begun `now` µs into the call may be followed by a wait.
     pub fn will_wait(&self, now: u64) -> bool {
         self.0.will_wait(dur(now))

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use super::wire::{Argv, Reply, SimSeat, answer, argv, dur};
+use super::wire::{Argv, Reply, SimSeat, answer, argv, dur, us};
 use crate::lock::proto::Spec;
 use crate::lock::tally::Tally;
 use crate::lock::wait_server_block;
 use crate::lock::{Keys, Kind};
-use crate::lock::{extend_call, release_call};
+use crate::lock::{extend_call, release_call, withdraw_calls};
 use crate::net::{Answer, NetError};
 use crate::options::MutexOptions;
 
@@ -125,6 +125,17 @@ impl Lock {
     /// (a user's release), otherwise not (an undo, a clean-up).
     pub fn release(&self, token: &[u8], handoff: bool) -> Argv {
         argv(&release_call(&self.spec, token, handoff))
+    }
+
+    /// How long a round that may wait announces its caller (µs): a withdrawal is tried
+    /// again until that has passed.
+    pub fn announce_us(&self) -> u64 {
+        us(self.spec.announce(true))
+    }
+
+    /// The requests that take the waiter announcement `id` back (the core's withdrawal).
+    pub fn withdraw(&self, id: &[u8]) -> Vec<Argv> {
+        withdraw_calls(&self.spec, id).iter().map(argv).collect()
     }
 
     /// The wait for a release signal of at most `block_us`.

@@ -19,6 +19,9 @@ pub struct Grant {
     pub t0: u64,
     /// When the validity ends (boot clock, µs).
     pub valid_until: u64,
+    /// Where the call takes its waiter announcement back, in the background (the core's
+    /// `Grant::withdraw_on`).
+    pub withdraw_on: Vec<usize>,
 }
 
 /// A refused round.
@@ -85,9 +88,14 @@ impl Round {
         self.0.answer(i, &lock.seats[i], &Err(NetError::timeout()));
     }
 
-    /// Notes that node `i`'s answer was not waited for: the round was decided without it.
-    pub fn not_waited_for(&mut self, lock: &Lock, i: usize) {
-        self.0.not_waited_for(i, &lock.seats[i]);
+    /// Notes that node `i`'s answer was left unread: the round was decided without it.
+    pub fn left_unread(&mut self, lock: &Lock, i: usize) {
+        self.0.left_unread(i, &lock.seats[i]);
+    }
+
+    /// Whether the undo goes behind the requests of the nodes a decided round leaves unread.
+    pub fn undo_behind_unread(&self) -> bool {
+        self.0.undo_behind_unread()
     }
 
     /// Whether the answers so far decide the round.
@@ -119,14 +127,16 @@ impl Round {
         self.0.raise_decided()
     }
 
-    /// The verdict at `now` (boot, µs).
-    pub fn finish(self, now: u64) -> Result<Grant, Box<Refused>> {
-        match self.0.finish(Stamp::from_micros(now)) {
+    /// The verdict at `now` (boot, µs); `announced`: whether an earlier round of the call
+    /// announced it (see [`Acquisition::announced`](super::Acquisition::announced)).
+    pub fn finish(self, now: u64, announced: bool) -> Result<Grant, Box<Refused>> {
+        match self.0.finish(Stamp::from_micros(now), announced) {
             Ok(g) => Ok(Grant {
                 token: g.token,
                 fence: g.fence,
                 t0: g.t0.micros(),
                 valid_until: g.valid_until.micros(),
+                withdraw_on: g.withdraw_on,
             }),
             Err(r) => Err(Box::new(Refused {
                 undo: argv(self.1.undo.call()),

@@ -47,6 +47,8 @@ enum Purpose {
     Extend,
     Release,
     Cleanup,
+    /// Taking a call's waiter announcement back as it gives up (best effort).
+    Withdraw,
 }
 
 #[derive(Debug)]
@@ -98,8 +100,10 @@ enum State {
         no: u64,
         round: Round,
         started: u64,
-        /// Nodes that had not answered when the round was decided.
-        silent: Vec<usize>,
+        /// Nodes that get the undo behind their requests when the round is refused: those
+        /// that did not answer in time (the fan-out's deadline queues it there), and those
+        /// left unread when the round says so ([`Round::undo_behind_unread`]).
+        undo_behind: Vec<usize>,
     },
     Waiting {
         no: u64,
@@ -161,6 +165,9 @@ pub struct CoreClient {
     state: State,
     /// The current call that takes the lock, and when it began (monotonic µs).
     call: Option<(Acquisition, u64)>,
+    /// Whether a round of the current call went with a waiter id (it may wait, or it has
+    /// waited), which the call takes back when its rounds announced it.
+    has_waiter_id: bool,
     pending: BTreeMap<RequestId, Pending>,
     timers: BTreeMap<u64, Timer>,
     cleanups: BTreeMap<u64, Cleanup>,
@@ -193,6 +200,7 @@ impl CoreClient {
             other,
             state: State::Idle,
             call: None,
+            has_waiter_id: false,
             pending: BTreeMap::new(),
             timers: BTreeMap::new(),
             cleanups: BTreeMap::new(),
@@ -256,11 +264,21 @@ impl CoreClient {
         self.wake(at, Timer::Think, out);
     }
 
-    /// Sends `argv` to `nodes` on new connections, again until each answers or `until`.
-    fn clean_up(&mut self, argv: Argv, nodes: Vec<usize>, until: u64, out: &mut Vec<Output>) {
+    /// Sends `argv` to `nodes` on new connections (on the current ones unless `fresh`: their
+    /// connections did not break), again on new ones until each answers or `until`.
+    fn clean_up(
+        &mut self,
+        argv: Argv,
+        nodes: Vec<usize>,
+        until: u64,
+        fresh: bool,
+        out: &mut Vec<Output>,
+    ) {
         let no = self.fresh();
         for &node in &nodes {
-            out.push(Output::Reconnect { node });
+            if fresh {
+                out.push(Output::Reconnect { node });
+            }
             self.send(node, argv.clone(), Purpose::Cleanup, out);
         }
         self.cleanups.insert(no, Cleanup { argv, nodes, until });
@@ -343,7 +361,7 @@ impl CoreClient {
                 }
                 self.cleanups.retain(|_, c| !c.nodes.is_empty());
             }
-            Purpose::Undo => {}
+            Purpose::Undo | Purpose::Withdraw => {}
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::round::Next;
 use super::spec::Spec;
-use crate::error::TryLockError;
+use crate::error::{NodeOutcome, TryLockError};
 use crate::options::drift;
 
 /// The state of one call across its rounds.
@@ -28,6 +28,10 @@ pub(crate) struct Acquisition {
     /// Whether the call has waited for a release (only such callers may take a lock that is
     /// being handed off).
     pub(crate) waited: bool,
+    /// Whether a refused round announced the call as a waiter somewhere (a node said
+    /// "taken"; such a node stores the announcement, also when too few nodes answered for the
+    /// round to count as busy).
+    announced: bool,
 }
 
 /// What to do after a refused round.
@@ -68,7 +72,17 @@ impl Acquisition {
             n: spec.n,
             unreachable_since: None,
             waited: false,
+            announced: false,
         }
+    }
+
+    /// Whether a refused round of this call announced it as a waiter: a call that gives up
+    /// then takes the announcement back on every node (or releases would keep the lock, or a
+    /// permit, for a waiter that is gone), and a later grant takes it back where it does not
+    /// itself (see `Grant::withdraw_on`). A call whose rounds never reached a node that
+    /// refused (a certificate that does not verify, an outage) sends nothing more.
+    pub(crate) fn announced(&self) -> bool {
+        self.announced
     }
 
     /// Whether a round begun at `now` may be followed by a wait (so it announces itself).
@@ -85,6 +99,13 @@ impl Acquisition {
         now: Duration,
         random: u64,
     ) -> Then {
+        self.announced |= match &next {
+            Next::Busy { .. } => true,
+            Next::Unreachable(e) => e
+                .nodes()
+                .iter()
+                .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. })),
+        };
         match next {
             Next::Busy { hint, wake_from } => {
                 self.unreachable_since = None;
@@ -272,5 +293,30 @@ mod tests {
         assert_eq!(jitter(base, 0), 50 * MS);
         assert_eq!(jitter(base, 100_000_000), 150 * MS);
         assert_eq!(jitter(Duration::ZERO, 12345), Duration::ZERO);
+    }
+
+    /// A call is announced once a round was refused by a node that said "taken", also when
+    /// too few nodes answered for it to count as busy; not by an outage alone.
+    #[test]
+    fn a_call_is_announced_where_a_node_said_taken() {
+        let s = spec(3, MutexOptions::default());
+        let mut call = Acquisition::new(&s, None, 10_000 * MS);
+        call.after(unreachable(), MS, 2 * MS, 1);
+        assert!(!call.announced(), "an outage alone");
+        let report =
+            Error::new(ErrorKind::NoQuorum, "fewer than a quorum answered").with_nodes(vec![
+                crate::error::NodeReport {
+                    node: "n".into(),
+                    outcome: NodeOutcome::Taken {
+                        holder: b"other".to_vec(),
+                        pttl_ms: 500,
+                    },
+                },
+            ]);
+        call.after(Next::Unreachable(report), 3 * MS, 4 * MS, 1);
+        assert!(call.announced(), "one node said taken");
+        let mut call = Acquisition::new(&s, None, 10_000 * MS);
+        call.after(busy(None, vec![0]), MS, 2 * MS, 1);
+        assert!(call.announced(), "busy");
     }
 }

@@ -55,6 +55,8 @@ pub(crate) struct AcquireRound {
     raising: Option<Raise>,
     /// Whether a grant takes the caller's announcement back (a round that has waited).
     takes_back: bool,
+    /// Nodes whose answers the round did not wait for: it was decided without them.
+    unread: Vec<usize>,
 }
 
 /// What a round sends: made with the round, and kept by its driver while the round counts
@@ -74,16 +76,15 @@ pub(crate) struct Grant {
     pub(crate) fence: u64,
     pub(crate) t0: Stamp,
     pub(crate) valid_until: Stamp,
-    /// Nodes that did not grant (they refused, failed, or had not answered when the round
-    /// was decided): a call that announced itself as a waiter takes its announcement back
-    /// there.
-    pub(crate) not_granted: Vec<usize>,
-    /// Nodes that granted without taking the caller's announcement back: all of them when
-    /// this round had not waited (only a waited round's grant takes it back). A call that
-    /// announced itself in an earlier round (one that could not reach a quorum, say, before
-    /// the lock was free at once) takes it back there too, or a release would keep the lock
-    /// for a waiter that is gone.
-    pub(crate) granted_keeping: Vec<usize>,
+    /// Where the call takes its waiter announcement back, in the background (off the
+    /// caller's path: some of these nodes may not have answered yet): the nodes that did not
+    /// grant (they refused, failed, or had not answered when the round was decided), where
+    /// this round may have announced the call; and, when an earlier round of the call
+    /// announced it (one that could not reach a quorum, say, before the lock was free at
+    /// once), also the nodes that granted without taking it back (a round that had not
+    /// waited: only a waited round's grant takes it back). Otherwise a release would keep the
+    /// lock for a waiter that is gone.
+    pub(crate) withdraw_on: Vec<usize>,
 }
 
 /// A round that did not take the lock.
@@ -178,6 +179,7 @@ impl AcquireRound {
             unreachable: Vec::new(),
             raising: None,
             takes_back: waited,
+            unread: Vec::new(),
         };
         (round, Requests { calls, undo })
     }
@@ -187,14 +189,28 @@ impl AcquireRound {
         &self.token
     }
 
-    /// Notes that node `i`'s answer was not waited for by a round decided without a grant
-    /// (a granted round leaves such nodes unanswered: the write-back and late grant go there).
-    pub(crate) fn not_waited_for(&mut self, i: usize, seat: &dyn Seat) {
-        if std::mem::replace(&mut self.answered[i], true) {
+    /// Notes that node `i`'s answer was left unread: the round was decided without it. A
+    /// round decided without a grant reports it as not waited for; a granted one leaves it
+    /// unanswered (its fence write-back and its late grant go there), and undoes it when the
+    /// grant is refused later (by its fence or its validity).
+    pub(crate) fn left_unread(&mut self, i: usize, seat: &dyn Seat) {
+        if self.answered[i] || self.unread.contains(&i) {
             return;
         }
-        self.reported.push(i);
-        self.tally.not_waited_for(seat);
+        self.unread.push(i);
+        if !self.granted() {
+            self.answered[i] = true;
+            self.reported.push(i);
+            self.tally.not_waited_for(seat);
+        }
+    }
+
+    /// Whether the undo goes behind the requests of the nodes a decided round leaves unread,
+    /// on the same connection, so that a late grant there is undone as it runs: when no quorum
+    /// granted. (A granted round sends it later, if its verdict refuses: see
+    /// [`left_unread`](Self::left_unread).)
+    pub(crate) fn undo_behind_unread(&self) -> bool {
+        !self.granted()
     }
 
     /// Counts node `i`'s answer (`seat` names it). A second answer from one node is ignored.
@@ -328,8 +344,9 @@ impl AcquireRound {
 
     /// The verdict, on the lease clock's reading `now`: the lease when a quorum granted, its
     /// fence reached a quorum, and the validity has not run out by now; otherwise what to
-    /// undo and what to do next.
-    pub(crate) fn finish(mut self, now: Stamp) -> Result<Grant, Box<Refused>> {
+    /// undo and what to do next. `announced`: whether an earlier round of the call announced
+    /// it as a waiter (see [`Grant::withdraw_on`]).
+    pub(crate) fn finish(mut self, now: Stamp, announced: bool) -> Result<Grant, Box<Refused>> {
         // Reports in node order, whatever order the answers came in.
         if !self.reported.is_sorted() {
             let mut order: Vec<(usize, _)> = self
@@ -355,13 +372,12 @@ impl AcquireRound {
                 fence,
                 t0: self.t0,
                 valid_until,
-                not_granted: (0..self.answered.len())
-                    .filter(|i| !self.granted.iter().any(|(g, _)| g == i))
+                withdraw_on: (0..self.answered.len())
+                    .filter(|i| {
+                        let granted = self.granted.iter().any(|(g, _)| g == i);
+                        !granted || (announced && !self.takes_back)
+                    })
                     .collect(),
-                granted_keeping: match self.takes_back {
-                    true => Vec::new(),
-                    false => self.granted.iter().map(|(g, _)| *g).collect(),
-                },
             });
         }
         Err(self.refuse())
@@ -375,11 +391,18 @@ impl AcquireRound {
         // not answer in time have the undo queued behind our request, unless their connection
         // broke: they get it again on a fresh connection, in the background. Nodes that said
         // "taken" never stored our token.
+        // A round that looked granted queued no undo behind the requests it left unread: a
+        // late grant there would stay, so they get it now too.
+        let unread_without_undo = match self.granted.len() >= self.quorum {
+            true => &self.unread[..],
+            false => &[],
+        };
         let undo_on = self
             .granted
             .iter()
             .map(|(i, _)| *i)
             .chain(self.failed_midway.iter().copied())
+            .chain(unread_without_undo.iter().copied())
             .collect();
         let answered = self.tally.yes + self.tally.refused;
         let next = if answered >= self.quorum {
@@ -411,79 +434,4 @@ impl AcquireRound {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use redis::Value;
-
-    use super::*;
-    use crate::lock::Keys;
-    use crate::net::Request;
-    use crate::options::MutexOptions;
-
-    /// An unfenced lock's caller that has not waited and will not wait (a `try_lock`) asks
-    /// with plain commands, a fenced lock's with the acquire script and three keys and
-    /// arguments; one that will wait, or has waited, sends the script with the waiters key
-    /// and the waiter's arguments.
-    #[test]
-    fn only_an_unfenced_try_lock_sends_plain_commands() {
-        let keys = Arc::new(Keys::new(b"job"));
-        let timeout = Duration::from_millis(250);
-        let sent = |opts: MutexOptions, waited, announce| {
-            let spec = Spec::new(Arc::clone(&keys), opts, timeout, 1).expect("valid options");
-            let t0 = Stamp::from_micros(0);
-            let (_, sent) = AcquireRound::new(&spec, b"t".to_vec(), t0, waited, announce, b"w");
-            let words: Vec<Vec<Vec<u8>>> = sent
-                .calls
-                .iter()
-                .map(|c| {
-                    let mut packed = Vec::new();
-                    c.write(&mut packed);
-                    match redis::parse_redis_value(&packed) {
-                        Ok(Value::Array(w)) => w.iter().map(crate::lock::reply::bytes).collect(),
-                        other => panic!("{other:?}"),
-                    }
-                })
-                .collect();
-            words
-        };
-        let w = |s: &str| {
-            s.split(' ')
-                .map(|w| w.as_bytes().to_vec())
-                .collect::<Vec<_>>()
-        };
-        let unfenced = MutexOptions {
-            fencing: false,
-            ..MutexOptions::default()
-        };
-        assert_eq!(
-            sent(unfenced.clone(), false, Duration::ZERO),
-            [
-                w("SET job t NX PX 30000"),
-                w("GET job"),
-                w("EXISTS {job}:readers"),
-            ]
-        );
-        let announce = Duration::from_millis(300);
-        // A fenced try_lock: the script, without the waiters key and the waiter's arguments.
-        let script = sent(MutexOptions::default(), false, Duration::ZERO);
-        assert_eq!(script.len(), 1);
-        assert_eq!(script[0][0], b"EVALSHA");
-        assert_eq!(
-            script[0][2..],
-            w("3 job {job}:fence {job}:readers t 30000 1")[..]
-        );
-        let cases = [
-            (MutexOptions::default(), false, announce),
-            (unfenced.clone(), false, announce),
-            (unfenced, true, Duration::ZERO),
-        ];
-        for (opts, waited, announce) in cases {
-            let script = sent(opts, waited, announce);
-            assert_eq!(script.len(), 1);
-            assert_eq!(script[0][0], b"EVALSHA");
-            assert_eq!(script[0].len(), 2 + 1 + 4 + 6);
-            assert_eq!(script[0][6], b"{job}:waitq");
-        }
-    }
-}
+mod tests;

@@ -20,6 +20,7 @@ impl CoreClient {
             shared: self.shared(),
         }));
         let deadline = rng.chance(1.0 / 3.0).then_some(0);
+        self.has_waiter_id = false;
         self.call = Some((
             Acquisition::new(&self.lock, deadline, CONNECT_TIMEOUT),
             now.mono,
@@ -55,20 +56,17 @@ impl CoreClient {
         // A reader's announcement is also among the waiting readers: a write call of the
         // same client must not go by its id.
         let reading = self.other.is_some() && self.shared();
-        let waiter = format!("{}:{}", ["waiter", "reader"][usize::from(reading)], self.id);
-        let waiter = waiter.into_bytes();
+        let waiter = self.waiter_id(reading);
+        let will_wait = will_wait.unwrap_or_else(|| call.will_wait(started));
+        // The library's round goes with the call's waiter id only when it may wait or has
+        // waited.
+        let waited = call.waited();
+        self.has_waiter_id |= will_wait || waited;
         out.push(Output::Note(Note::Attempt {
             token: token.clone(),
         }));
         // t0 before the first request leaves: every grant's expiry starts after it.
-        let round = Round::new(
-            &self.lock,
-            token,
-            now.boot,
-            call.waited(),
-            will_wait.unwrap_or_else(|| call.will_wait(started)),
-            &waiter,
-        );
+        let round = Round::new(&self.lock, token, now.boot, waited, will_wait, &waiter);
         let requests = round.requests();
         Some((round, started, requests))
     }
@@ -170,7 +168,7 @@ impl CoreClient {
     ) {
         self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
         let until = b.t0 + self.opts.ttl_ms * 1000;
-        self.clean_up(b.round.undo(), vec![node], until, out);
+        self.clean_up(b.round.undo(), vec![node], until, true, out);
         out.push(Output::Note(Note::AttemptOver {
             token: b.round.token().to_vec(),
         }));
@@ -213,7 +211,7 @@ impl CoreClient {
         }
         answered[node] = true;
         if round.decided() || answered.iter().all(|a| *a) {
-            self.settle_round(now, rng, out);
+            self.settle_round(false, now, rng, out);
         }
     }
 
@@ -229,11 +227,18 @@ impl CoreClient {
                 round.timed_out(&self.lock, node);
             }
         }
-        self.settle_round(now, rng, out);
+        self.settle_round(true, now, rng, out);
     }
 
-    /// The round's answers are in (or its time is up): write the fence back, or finish.
-    pub(super) fn settle_round(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+    /// The round's answers are in (or its time is up: `timed_out`): write the fence back, or
+    /// finish.
+    pub(super) fn settle_round(
+        &mut self,
+        timed_out: bool,
+        now: Now,
+        rng: &mut Rng,
+        out: &mut Vec<Output>,
+    ) {
         if !matches!(self.state, State::Acquiring { .. }) {
             return;
         }
@@ -249,14 +254,13 @@ impl CoreClient {
         };
         self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
         let silent: Vec<usize> = (0..answered.len()).filter(|&n| !answered[n]).collect();
-        // As the library's driver does: a round a quorum granted leaves the nodes it did not
-        // wait for unanswered (its fence write-back goes to them too, behind their request);
-        // any other round reports them as not waited for.
-        if !round.granted() {
-            for &node in &silent {
-                round.not_waited_for(&self.lock, node);
-            }
+        for &node in &silent {
+            round.left_unread(&self.lock, node);
         }
+        let undo_behind = match timed_out || round.undo_behind_unread() {
+            true => silent,
+            false => Vec::new(),
+        };
         if let Some((argv, to)) = round.fence_raise(&self.lock) {
             for &node in &to {
                 self.send(node, argv.clone(), Purpose::Fence, out);
@@ -265,7 +269,7 @@ impl CoreClient {
                 no,
                 round,
                 started,
-                silent,
+                undo_behind,
             };
             self.wake(
                 now.mono + self.opts.node_timeout,
@@ -278,7 +282,7 @@ impl CoreClient {
             no,
             round,
             started,
-            silent,
+            undo_behind,
         };
         self.finish_round(now, rng, out);
     }
@@ -311,7 +315,7 @@ impl CoreClient {
             no,
             round,
             started,
-            silent,
+            undo_behind,
             ..
         } = std::mem::replace(&mut self.state, State::Idle)
         else {
@@ -319,20 +323,42 @@ impl CoreClient {
         };
         self.pending.retain(|_, p| p.purpose != Purpose::Fence);
         let token = round.token().to_vec();
-        let refused = match round.finish(now.boot) {
+        let announced = self.call.as_ref().is_some_and(|(c, _)| c.announced());
+        let refused = match round.finish(now.boot, announced) {
             // A late grant of a node that has not answered yet is part of the lock: its
             // renewals and its release go to every node.
-            Ok(grant) => return self.hold(no, grant, now, rng, out),
+            Ok(grant) => {
+                if !grant.withdraw_on.is_empty() && self.has_waiter_id {
+                    let until = now.boot + self.lock.announce_us();
+                    let reading = self.other.is_some() && self.shared();
+                    for argv in self.lock.withdraw(&self.waiter_id(reading)) {
+                        self.clean_up(argv, grant.withdraw_on.clone(), until, false, out);
+                    }
+                }
+                return self.hold(no, grant, now, rng, out);
+            }
             Err(refused) => refused,
         };
-        // A node that has not answered gets the undo behind its request, in order on the
-        // same connection: a late grant is undone as it runs.
-        for node in silent.into_iter().chain(refused.undo_on.iter().copied()) {
+        // Behind a request whose answer did not come, in order on the same connection: a
+        // late grant is undone as it runs.
+        let mut undo_on = undo_behind;
+        for &node in &refused.undo_on {
+            if !undo_on.contains(&node) {
+                undo_on.push(node);
+            }
+        }
+        for node in undo_on {
             self.send(node, refused.undo.clone(), Purpose::Undo, out);
         }
         if !refused.clean_up.is_empty() {
             let until = refused.clean_until;
-            self.clean_up(refused.undo.clone(), refused.clean_up.clone(), until, out);
+            self.clean_up(
+                refused.undo.clone(),
+                refused.clean_up.clone(),
+                until,
+                true,
+                out,
+            );
         }
         out.push(Output::Note(Note::AttemptOver { token }));
         let Some((call, begun)) = &mut self.call else {
@@ -340,6 +366,15 @@ impl CoreClient {
         };
         match call.after(refused.next, started, now.mono - *begun, rng.next_u64()) {
             Step::Fail(_) => {
+                // The call takes its announcement back (see `Acquisition::announced`).
+                if call.announced() && self.has_waiter_id {
+                    let reading = self.other.is_some() && self.shared();
+                    for argv in self.lock.withdraw(&self.waiter_id(reading)) {
+                        for node in 0..self.opts.nodes {
+                            self.send(node, argv.clone(), Purpose::Withdraw, out);
+                        }
+                    }
+                }
                 out.push(Output::Note(Note::GaveUp));
                 self.think(now, rng, out);
             }
@@ -379,5 +414,11 @@ impl CoreClient {
                 self.wake(now.mono + block + 2_000, Timer::WaitOver(no), out);
             }
         }
+    }
+
+    /// The id a call of this client announces itself by; a reader's is also among the
+    /// waiting readers, so a write call of the same client must not go by it.
+    fn waiter_id(&self, reading: bool) -> Vec<u8> {
+        format!("{}:{}", ["waiter", "reader"][usize::from(reading)], self.id).into_bytes()
     }
 }
