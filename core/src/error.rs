@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::net::{Failure, NetError};
+use crate::wire::{Failure, NetError};
 
 /// What went wrong, in a small and stable set of kinds.
 ///

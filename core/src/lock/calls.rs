@@ -18,7 +18,8 @@ use super::scripts::{
     SHARED_RELEASE, SHARED_STATUS, STATUS, Script, millis,
 };
 use crate::error::Error;
-use crate::net::{Answer, Command, key_slot};
+use crate::net::key_slot;
+use crate::wire::{Answer, Command};
 
 /// Every script, loaded once on each new connection.
 pub(crate) fn preload() -> Arc<[redis::Cmd]> {

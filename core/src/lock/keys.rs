@@ -2,7 +2,9 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::net::{Decimal, array, bulk, hash_tag, key_slot};
+use crate::net::{hash_tag, key_slot};
+
+use crate::wire::{Decimal, array, bulk};
 
 /// Companion keys are derived from the lock name so that a script touching all of them never
 /// crosses a cluster slot.

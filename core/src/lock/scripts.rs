@@ -13,7 +13,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::keys::PackedKeys;
-use crate::net::{Command, Decimal, Request, array, bulk};
+use crate::wire::{Command, Decimal, Request, array, bulk};
 
 mod fence;
 mod shared;

@@ -6,7 +6,8 @@ use redis::Value;
 
 use super::reply::shown;
 use crate::error::{Error, ErrorKind, NodeOutcome, NodeReport, outcome_of};
-use crate::net::{Answer, Enough, Failure, NetError, Node};
+use crate::net::{Enough, Node};
+use crate::wire::{Answer, Failure, NetError};
 
 /// How the nodes voted on one call of a round.
 #[derive(Default)]

@@ -8,7 +8,8 @@ use super::calls::withdraw_calls;
 use super::cleanup::Cleanup;
 use super::token;
 use crate::error::Error;
-use crate::net::{self, Blocked, Blocking, Command, key_slot};
+use crate::net::{self, Blocked, Blocking, key_slot};
+use crate::wire::Command;
 
 /// Redis checks blocking timeouts on its cron tick (every 100 ms at the default hz 10).
 const TICK: Duration = Duration::from_millis(100);
@@ -68,7 +69,7 @@ impl Plan {
             spec.node_timeout + spec.opts.replica_wait(),
             round
                 .as_ref()
-                .map(|(_, sent)| &sent.undo as &dyn net::Request),
+                .map(|(_, sent)| &sent.undo as &dyn crate::wire::Request),
         );
         match (blocked, round.take()) {
             (Blocked::Ended(Some(answer)), Some((mut round, sent))) => {

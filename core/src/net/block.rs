@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 
 use super::conn::{Connection, receive, remaining, set_timeouts};
 use super::endpoint::Endpoint;
-use super::error::{Failure, NetError};
 use super::leg::finish;
-use super::leg::{Answer, typed};
+use super::leg::typed;
 use super::node::Node;
-use super::request::{Command, Request};
+use crate::wire::Answer;
+use crate::wire::{Command, Request};
+use crate::wire::{Failure, NetError};
 
 /// How a blocking command ended.
 pub(crate) enum Blocked {

@@ -27,10 +27,10 @@ use redis::{IntoConnectionInfo, RedisConnectionInfo, Value};
 
 use super::conn::{remaining, set_timeouts};
 use super::endpoint::{Endpoint, Setup};
-use super::error::{Failure, NetError};
 use super::slots::{SLOTS, index_of, parse_slots, split_addr};
 use super::url::{Schemes, Tls, host_port, parse_host, redact, tls_for, userinfo_settings};
 use crate::sync::{LocalMutex, LocalRwLock};
+use crate::wire::{Failure, NetError};
 
 /// The URL schemes of a Redis Cluster.
 pub(crate) const SCHEMES: Schemes = Schemes {

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, ConnectionLike, RedisError, RedisResult, Value};
 
-use super::error::NetError;
 use super::plain::Plain;
 use super::poll::CAN_POLL;
-use super::request::Request;
 use super::socket::Socket;
 use super::tls_session::Config;
+use crate::wire::NetError;
+use crate::wire::Request;
 
 /// A connection's transport: a connection of our own (TCP, TLS or a Unix socket), whose
 /// socket a round can wait on together with the others' (see `plain.rs`), or redis-rs's (TLS

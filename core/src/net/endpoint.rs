@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use redis::{RedisConnectionInfo, RedisError, RedisResult, Value};
 
 use super::conn::{self, Connection, remaining};
-use super::error::{Failure, NetError};
 use super::sentinel::{self, Sentinel};
 use super::url::{Tls, host_port};
 use crate::process::PerProcess;
 use crate::sync::LocalMutex;
+use crate::wire::{Failure, NetError};
 
 /// Idle connections older than this are closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);

@@ -17,16 +17,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::conn::{Connection, receive, send};
-use super::error::NetError;
 use super::gather::gather;
 use super::leg::{
-    Answer, Leg, Raw, broke_after_write, connect_and_run, finish, stale, typed, unread_as_timeouts,
+    Leg, Raw, broke_after_write, connect_and_run, finish, stale, typed, unread_as_timeouts,
 };
 use super::node::Node;
 use super::redirect::{follow, split};
-use super::request::Request;
 use super::wait::as_they_come;
 use super::warm::warm_up;
+use crate::wire::Answer;
+use crate::wire::NetError;
+use crate::wire::Request;
 
 /// Sends `requests[i]` to `nodes[i]` (an empty slice skips that node) and gathers the answers
 /// before `deadline`.
@@ -347,10 +348,10 @@ mod tests {
     use redis::RedisConnectionInfo;
 
     use super::*;
-    use crate::net::Command;
     use crate::net::conn::Io;
     use crate::net::plain::Plain;
     use crate::net::socket::Socket;
+    use crate::wire::Command;
 
     /// An undo that cannot be written behind an unread request (the server's end is gone)
     /// is reported as a lost follow-up, which the round hands to the background clean-up.

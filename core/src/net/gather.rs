@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use redis::Value;
 
-use super::error::{Failure, NetError};
-use super::leg::{Answer, Leg, Raw, typed};
+use super::leg::{Leg, Raw, typed};
 use super::node::Node;
-use super::request::Request;
+use crate::wire::Answer;
+use crate::wire::Request;
+use crate::wire::{Failure, NetError};
 
 /// Puts the legs' answers back together, one answer per node in call order. Where a command
 /// without keys went to several masters, the smallest count (the weakest `WAIT`) or an error
@@ -118,7 +119,7 @@ fn weakest(
 mod tests {
     use super::*;
     use crate::net::endpoint::Setup;
-    use crate::net::request::Command;
+    use crate::wire::Command;
     use std::time::Duration;
 
     fn refused() -> NetError {

@@ -6,13 +6,10 @@ use std::time::{Duration, Instant};
 
 use redis::{RedisResult, Value};
 
+use super::classify::is_read_only;
 use super::conn::{Connection, receive, send};
 use super::endpoint::Endpoint;
-use super::error::{NetError, is_read_only};
-use super::request::Request;
-
-/// What one node answered: one reply per request, or why it could not be asked.
-pub(crate) type Answer = Result<Vec<Result<Value, NetError>>, NetError>;
+use crate::wire::{Answer, NetError, Request};
 
 /// A leg's answer as read, before the replies are typed: a cluster's redirections are
 /// followed on these.
@@ -136,7 +133,7 @@ pub(super) fn stale(e: &redis::RedisError) -> bool {
 /// before anything is written on it: see `Connection::closed_by_server`.)
 pub(super) fn broke_after_write(answer: &mut Raw) {
     if let Err(e) = answer
-        && e.failure() == super::error::Failure::Dropped
+        && e.failure() == crate::wire::Failure::Dropped
     {
         e.lose_followup();
     }

@@ -6,10 +6,10 @@
 //! and reports failures by kind ([`Failure`]), never as text to be searched.
 
 mod block;
+mod classify;
 mod cluster;
 mod conn;
 mod endpoint;
-mod error;
 mod fanout;
 mod frame;
 mod gather;
@@ -18,7 +18,6 @@ mod node;
 mod plain;
 mod poll;
 mod redirect;
-mod request;
 mod sentinel;
 mod slots;
 mod socket;
@@ -33,11 +32,9 @@ mod warm;
 pub(crate) use block::{Blocked, Blocking, block_then};
 pub(crate) use cluster::Cluster;
 pub(crate) use endpoint::{Probe, Setup};
-pub(crate) use error::{Failure, NetError};
 pub(crate) use fanout::{Enough, exchange, exchange_until};
-pub(crate) use leg::{Answer, unread_as_timeouts};
+pub(crate) use leg::unread_as_timeouts;
 pub(crate) use node::Node;
-pub(crate) use request::{Command, Decimal, Request, array, bulk};
 pub(crate) use sentinel::Sentinel;
 pub(crate) use slots::{hash_tag, key_slot};
 pub(crate) use url::redact;

@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use super::cluster::{self, Cluster};
 use super::endpoint::{Endpoint, Setup, Target};
-use super::error::NetError;
 use super::sentinel::{self, Sentinel};
 use super::url::{self, redact};
+use crate::wire::NetError;
 
 /// The states of a node's first connection: not tried, being opened, tried.
 const FRESH: u8 = 0;

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::classify::is_read_only;
 use super::cluster::{Cluster, Redirect};
 use super::conn::remaining;
-use super::error::is_read_only;
 use super::leg::{Leg, Raw, connect_and_run};
-use super::request::Request;
+use crate::wire::Request;
 
 /// Splits a cluster node's requests by the master that serves each request's slot. A
 /// request without keys (a `WAIT`) goes to every master that got a request before it.

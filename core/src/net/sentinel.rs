@@ -28,11 +28,11 @@ use std::time::{Duration, Instant};
 use redis::{RedisConnectionInfo, Value};
 
 use super::conn::{self, Connection, remaining, set_timeouts};
-use super::error::{Failure, NetError};
 use super::url::{
     Schemes, Tls, decode, fragment, has_scheme, host_port, parse_host, redact, tls_for,
     userinfo_settings,
 };
+use crate::wire::{Failure, NetError};
 
 /// The URL schemes of a node behind Redis Sentinel.
 pub(crate) const SCHEMES: Schemes = Schemes {

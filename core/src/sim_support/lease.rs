@@ -7,7 +7,7 @@ use crate::error::ErrorKind;
 use crate::lock::clock::Stamp;
 use crate::lock::proto::hold::{self, Extended, Hold as HoldState};
 use crate::lock::proto::release::ReleaseRound;
-use crate::net::NetError;
+use crate::wire::NetError;
 
 /// A lease's state (the core's `proto::hold::Hold`).
 pub struct Hold(HoldState);

@@ -8,8 +8,8 @@ use crate::lock::tally::Tally;
 use crate::lock::wait_server_block;
 use crate::lock::{Keys, Kind};
 use crate::lock::{extend_call, release_call, withdraw_calls};
-use crate::net::{Answer, NetError};
 use crate::options::MutexOptions;
+use crate::wire::{Answer, NetError};
 
 /// One lock as a simulated client uses it, on `n` nodes.
 pub struct Lock {

@@ -4,7 +4,7 @@ use super::lock::Lock;
 use super::wire::{Argv, Reply, answer, argv};
 use crate::lock::clock::Stamp;
 use crate::lock::proto::round::{self, AcquireRound, Requests};
-use crate::net::NetError;
+use crate::wire::NetError;
 
 /// One acquisition round (the core's `AcquireRound`) and what it sends.
 pub struct Round(pub(super) AcquireRound, pub(super) Requests);

@@ -7,7 +7,7 @@ use redis::Value;
 
 use crate::lock::scripts::Call;
 use crate::lock::tally::Seat;
-use crate::net::{Answer, Failure, NetError, Request};
+use crate::wire::{Answer, Failure, NetError, Request};
 
 /// Each Lua script the lock sends, by name (`acquire`, `release`, …), with its exact
 /// source text.

@@ -35,7 +35,7 @@ use redis::Value;
 use super::spec::Spec;
 use super::vote::Vote;
 use crate::lock::scripts::{Call, millis};
-use crate::net::{NetError, bulk};
+use crate::wire::{NetError, bulk};
 
 /// The commands, in the order they run.
 pub(crate) fn calls(spec: &Spec, token: &[u8], ttl: Duration) -> Vec<Call> {

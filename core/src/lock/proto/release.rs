@@ -18,7 +18,7 @@ use redis::Value;
 use super::{Controls, Spec};
 use crate::lock::clock::Stamp;
 use crate::lock::tally::{Seat, Tally};
-use crate::net::{Answer, Failure};
+use crate::wire::{Answer, Failure};
 
 /// The release of one lease on every node.
 pub(crate) struct ReleaseRound {
@@ -120,8 +120,8 @@ mod tests {
 
     use super::*;
     use crate::lock::Keys;
-    use crate::net::NetError;
     use crate::options::MutexOptions;
+    use crate::wire::NetError;
 
     struct N(&'static str);
     impl Seat for N {

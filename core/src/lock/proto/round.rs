@@ -15,8 +15,8 @@ use crate::lock::calls;
 use crate::lock::clock::Stamp;
 use crate::lock::scripts::{self, Call, millis};
 use crate::lock::tally::{Seat, Tally, replicas_outcome, unexpected};
-use crate::net::{Answer, Failure};
 use crate::options::drift;
+use crate::wire::{Answer, Failure};
 
 /// One round: the acquire script on every node (or an unfenced `try_lock`'s plain commands, see
 /// [`plain`]), counted as the answers arrive.

@@ -9,7 +9,7 @@ use redis::Value;
 use super::spec::Spec;
 use crate::lock::calls;
 use crate::lock::scripts::Call;
-use crate::net::Request;
+use crate::wire::Request;
 
 /// The release of a round's token, packed when it is first sent: most rounds never send it.
 pub(crate) struct Undo {

@@ -5,7 +5,7 @@
 use redis::Value;
 
 use crate::lock::reply::{bytes, int};
-use crate::net::NetError;
+use crate::wire::NetError;
 
 /// One node's vote in an acquire round.
 pub(crate) enum Vote<'a> {

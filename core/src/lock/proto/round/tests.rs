@@ -7,8 +7,8 @@ use redis::Value;
 use super::*;
 use crate::lock::Keys;
 use crate::lock::tally::Seat;
-use crate::net::Request;
 use crate::options::MutexOptions;
+use crate::wire::Request;
 
 /// An unfenced lock's caller that has not waited and will not wait (a `try_lock`) asks
 /// with plain commands, a fenced lock's with the acquire script and three keys and

@@ -1,10 +1,14 @@
-//! What can go wrong between the client and a server, typed where it happens.
+//! What a node answered: its replies, or what went wrong between the client and the server,
+//! typed where it happened. The transport makes these; the lock protocol's machines read them.
 
 use std::fmt;
 use std::io;
 use std::sync::Arc;
 
-use redis::RedisError;
+use redis::{RedisError, Value};
+
+/// What one node answered: one reply per request, or why it could not be asked.
+pub(crate) type Answer = Result<Vec<Result<Value, NetError>>, NetError>;
 
 /// The kinds of failure the transport reports. Callers decide by these, never by message text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +82,7 @@ impl NetError {
         self.followup_lost
     }
 
-    pub(super) fn lose_followup(&mut self) {
+    pub(crate) fn lose_followup(&mut self) {
         self.followup_lost = true;
     }
 
@@ -91,39 +95,10 @@ impl NetError {
     }
 }
 
-/// Whether an error reply says the server is a replica (`READONLY`): a master demoted by a
-/// failover. Redis 7 passes the error a script's `redis.call` raised through with its code;
-/// Redis 6 wraps it in an `ERR` that quotes it (`ERR Error running script (call to f_…):
-/// @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica.`).
-pub(crate) fn is_read_only(e: &RedisError) -> bool {
-    match e.code() {
-        Some("READONLY") => true,
-        Some("ERR") => e
-            .detail()
-            .is_some_and(|d| d.starts_with("Error running script") && d.contains(": -READONLY ")),
-        _ => false,
-    }
-}
-
-impl From<RedisError> for NetError {
-    fn from(e: RedisError) -> NetError {
-        let failure = if e.kind() == redis::ErrorKind::AuthenticationFailed
-            || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
-        {
-            Failure::Auth
-        } else if super::tls::is_unverified(&e) {
-            Failure::TlsUnverified
-        } else if e.is_timeout() {
-            Failure::Timeout
-        } else if e.is_connection_refusal() {
-            Failure::Refused
-        } else if e.is_io_error() && e.is_connection_dropped() {
-            Failure::Dropped
-        } else if e.is_io_error() || e.is_connection_dropped() {
-            Failure::Io
-        } else {
-            Failure::Server
-        };
+impl NetError {
+    /// A failure of kind `failure` that redis-rs reported as `e` (the transport tells the
+    /// kind: see `net/classify.rs`).
+    pub(crate) fn of_redis(failure: Failure, e: RedisError) -> NetError {
         NetError {
             failure,
             at: None,

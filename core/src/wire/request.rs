@@ -1,5 +1,6 @@
-//! What the transport sends: requests it knows only as RESP bytes, a key slot and how to
-//! re-send themselves; and the RESP pieces the layers above pack requests with.
+//! What is sent to a node: requests known only as RESP bytes, a key slot and how to re-send
+//! themselves; and the RESP pieces they are packed with. The lock protocol makes these; the
+//! transport sends them.
 
 use redis::Value;
 
