@@ -55,7 +55,7 @@
 //!
 //! | layer | files | what it may use |
 //! | --- | --- | --- |
-//! | public API | `lib.rs`; `client.rs` (`Client`, `ClientBuilder`), `sentinel_master.rs` (`SentinelMaster`), `mutex.rs` (`Mutex`), `guard.rs` (`MutexGuard`, the handle only), `semaphore.rs` (`Semaphore`, `Permit`), `rwlock.rs` (`RwLock`, `ReadGuard`, `WriteGuard`), `lease_guard.rs` (the guard methods and option setters these share, as macros) | the lock protocol, the transport (to open nodes), the vocabulary |
+//! | public API | `lib.rs`; `client.rs` (`Client`, `ClientBuilder`), `sentinel_master.rs` (`SentinelMaster`), `mutex.rs` (`Mutex`), `guard.rs` (`Guard` over the `kind` of lease, one type for every guard, with `MutexGuard`), `semaphore.rs` (`Semaphore`, `Permit`), `rwlock.rs` (`RwLock`, `ReadGuard`, `WriteGuard`), `setters.rs` (the option setters every handle shares, as a macro) | the lock protocol, the transport (to open nodes), the vocabulary |
 //! | vocabulary | `error.rs` (`Error`, `ErrorKind`, the per-node report), `options.rs` (`MutexOptions` and the bounds); the wire between the protocol and the transport: `wire/mod.rs` (declarations), `wire/request.rs` (what is sent: RESP bytes and a key slot), `wire/answer.rs` (what comes back: replies, or a failure by kind) | each other |
 //! | lock protocol, I/O-free (`lock/proto/`) | `lock/proto/mod.rs` (declarations); `lock/proto/spec.rs` (one lock as its calls see it), `lock/proto/round.rs` with `lock/proto/round/tests.rs` (one acquisition round with its verdict on the validity), `lock/proto/vote.rs` (what one answer says), `lock/proto/fence.rs` (the fence write-back), `lock/proto/plain.rs` (an unfenced `try_lock` as plain commands), `lock/proto/undo.rs` (a refused round's undo), `lock/proto/acquisition.rs` (a call across rounds), `lock/proto/hold.rs` (the lease's state), `lock/proto/release.rs` (the release round). They read no clock, draw no random number and touch no socket | the calls, the tally, the vocabulary (the wire: requests and answers), never the transport |
 //! | lock protocol (`lock/`) | `lock/mod.rs` (declarations); `lock/scripts.rs` (the Lua scripts and their invocations, with the `NOSCRIPT` reload), `lock/scripts/fence.rs` (the fence counter's Lua), `lock/scripts/shared.rs` (a semaphore's and a read lock's scripts), `lock/calls.rs` (which call each kind of lock sends), `lock/reply.rs`, `lock/keys.rs`, `lock/token.rs`, `lock/tally.rs` (votes and the quorum rule), `lock/clock.rs` (the lease clock), `lock/voters.rs` (a client's nodes), `lock/policy.rs` (the eviction check); the blocking drivers of the machines: `lock/acquire.rs`, `lock/wait.rs` (waiting for a release), `lock/lease.rs` (the lease with its clock, callbacks and waits), `lock/release.rs` (release and extension), `lock/renew.rs` with `lock/renew/tests.rs` (the renew thread), `lock/cleanup.rs` (token-checked releases sent again in the background); `lock/status.rs` (who holds a lock of each kind) | the transport's fan-out and blocking call, the vocabulary |
@@ -64,6 +64,25 @@
 //!
 //! `sync.rs` (the process-local locks) and `process.rs` (state that a forked child gets its
 //! own copy of) serve every layer and import nothing of the crate.
+//!
+//! ## Adding a lock kind
+//!
+//! A new kind of lease (say, a barrier) touches these files of the core:
+//!
+//! 1. `lock/proto/spec.rs`: a `Kind` variant, what the protocol tells apart;
+//! 2. `lock/scripts/`: its Lua scripts, in a file beside `shared.rs`, named in `scripts.rs`;
+//! 3. `lock/calls.rs`: which script it sends to acquire, extend, release and undo, and its
+//!    refusal; `preload` and `named` list the new scripts;
+//! 4. `lock/status.rs`: what its status query reads;
+//! 5. `guard.rs`: its marker in [`kind`] (one line): its guard is a [`Guard`] of that kind;
+//! 6. a file for its handle (`semaphore.rs` is the model: the handle, its calls, the guard's
+//!    alias), declared and exported in `lib.rs`.
+//!
+//! The rounds, the lease, renewal, release, loss and the waiting are the same machines for
+//! every kind. Outside the core: one arm in the C binding's `take.rs` and its functions
+//! (`ffi-c/src/lock.rs` or `shared.rs`), the C++ wrapper (`include/redmutex.hpp`), one
+//! `Source` in the Python binding (`py/src/lease.rs`) and its class, and the simulator's
+//! lock shape (`sim/`).
 //!
 //! Dependencies, each for its own job: `redis` for connections, RESP and URL parsing (only its
 //! `script` feature; TLS through `tls-rustls`), `rustls` with the `ring` provider for TLS (no
@@ -79,7 +98,6 @@
 mod client;
 mod error;
 mod guard;
-mod lease_guard;
 mod lock;
 mod mutex;
 mod net;
@@ -88,12 +106,13 @@ mod process;
 mod rwlock;
 mod semaphore;
 mod sentinel_master;
+mod setters;
 mod sync;
 mod wire;
 
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, MAX_NODES, MAX_OWNER_LEN};
 pub use error::{Error, ErrorKind, NodeOutcome, NodeReport, Result, TryLockError};
-pub use guard::MutexGuard;
+pub use guard::{Guard, MutexGuard, kind};
 pub use lock::{LockStatus, Released, RwLockStatus, SemaphoreStatus};
 pub use mutex::Mutex;
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};

@@ -11,6 +11,7 @@ use crate::error::{Error, TryLockError};
 use crate::guard::MutexGuard;
 use crate::lock::{Keys, LockStatus, Plan};
 use crate::options::MutexOptions;
+use crate::setters::option_setters;
 
 /// A distributed lock: a name (its Redis key) plus its options.
 ///
@@ -63,64 +64,15 @@ impl Client {
     }
 }
 
+option_setters!(Mutex);
+
 impl Mutex {
-    /// Sets the lease (default 30 s; 10 ms to 24 h).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.opts.ttl = ttl;
-        self
-    }
-
-    /// Whether the client's renew thread keeps the lock while the guard lives (default true).
-    pub fn auto_renew(mut self, on: bool) -> Self {
-        self.opts.auto_renew = on;
-        self
-    }
-
-    /// Stops renewal this long after the lock was taken (default: never stops).
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.opts.max_hold = Some(max_hold);
-        self
-    }
-
-    /// Whether grants carry fence numbers (default true).
-    pub fn fencing(mut self, on: bool) -> Self {
-        self.opts.fencing = on;
-        self
-    }
-
-    /// The per-node, per-request timeout (default derived from the TTL).
-    pub fn node_timeout(mut self, timeout: Duration) -> Self {
-        self.opts.node_timeout = Some(timeout);
-        self
-    }
-
     /// Replication safety: each grant and renewal counts on a node only once `n` of its
     /// replicas acknowledged the write within `timeout` (`WAIT`); see
     /// [`MutexOptions::min_replicas`] for what it does and does not guarantee.
     pub fn min_replicas(mut self, n: u32, timeout: Duration) -> Self {
         self.opts.min_replicas = Some((n, timeout));
         self
-    }
-
-    /// Replaces all options at once.
-    pub fn options(mut self, opts: MutexOptions) -> Self {
-        self.opts = opts;
-        self
-    }
-
-    /// The current options.
-    pub fn current_options(&self) -> &MutexOptions {
-        &self.opts
-    }
-
-    /// The lock's name (its Redis key).
-    pub fn name(&self) -> &[u8] {
-        &self.keys.lock
-    }
-
-    /// The client this lock belongs to.
-    pub fn client(&self) -> &Client {
-        &self.client
     }
 
     /// Blocks until the lock is held.
@@ -213,7 +165,7 @@ impl Mutex {
         interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<MutexGuard, TryLockError> {
         let lease = self.plan()?.acquire(deadline, interrupted)?;
-        Ok(MutexGuard { lease })
+        Ok(MutexGuard::new(lease))
     }
 }
 

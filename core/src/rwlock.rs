@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::error::{Error, TryLockError};
-use crate::lease_guard::{lease_guard, option_setters};
-use crate::lock::{Keys, Kind, Lease, Plan, RwLockStatus};
+use crate::guard::{Guard, kind};
+use crate::lock::{Keys, Kind, Plan, RwLockStatus};
 use crate::options::MutexOptions;
+use crate::setters::option_setters;
 
 /// A fleet-wide read-write lock: many readers or one writer of a name at a time.
 ///
@@ -199,7 +200,7 @@ impl RwLock {
         interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<ReadGuard, TryLockError> {
         let lease = self.plan(Kind::Read)?.acquire(deadline, interrupted)?;
-        Ok(ReadGuard { lease })
+        Ok(ReadGuard::new(lease))
     }
 
     fn take_write(
@@ -208,7 +209,7 @@ impl RwLock {
         interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<WriteGuard, TryLockError> {
         let lease = self.plan(Kind::Mutex)?.acquire(deadline, interrupted)?;
-        Ok(WriteGuard { lease })
+        Ok(WriteGuard::new(lease))
     }
 }
 
@@ -225,24 +226,14 @@ impl std::fmt::Debug for RwLock {
 ///
 /// It has the methods of a [`MutexGuard`](crate::MutexGuard) and the same promises (owned,
 /// `Send`, renewed while it lives, answered locally, released on drop). Its
-/// [`fence`](ReadGuard::fence) is that of the last write it may observe: the largest write
+/// [`fence`](Guard::fence) is that of the last write it may observe: the largest write
 /// fence granted before it (0 when there was none); it does not increase per reader.
-#[must_use = "if unused the RwLock will immediately release the read hold"]
-pub struct ReadGuard {
-    lease: Arc<Lease>,
-}
-
-lease_guard!(ReadGuard, "read hold");
+pub type ReadGuard = Guard<kind::Read>;
 
 /// The write hold of an [`RwLock`]: a mutex grant of the same name, until it is released or
 /// lost.
 ///
 /// It has the methods of a [`MutexGuard`](crate::MutexGuard) and the same promises. Its
-/// [`fence`](WriteGuard::fence) is strictly greater than that of every earlier write (and
+/// [`fence`](Guard::fence) is strictly greater than that of every earlier write (and
 /// mutex grant) of this name, and than every read guard's fence.
-#[must_use = "if unused the RwLock will immediately unlock"]
-pub struct WriteGuard {
-    lease: Arc<Lease>,
-}
-
-lease_guard!(WriteGuard, "write hold");
+pub type WriteGuard = Guard<kind::Write>;

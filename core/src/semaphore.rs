@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::error::{Error, TryLockError};
-use crate::lease_guard::{lease_guard, option_setters};
-use crate::lock::{Keys, Kind, Lease, Plan, SemaphoreStatus};
+use crate::guard::{Guard, kind};
+use crate::lock::{Keys, Kind, Plan, SemaphoreStatus};
 use crate::options::MutexOptions;
+use crate::setters::option_setters;
 
 /// A fleet-wide counting semaphore: at most `permits` holders of one name at a time.
 ///
@@ -170,7 +171,7 @@ impl Semaphore {
         interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<Permit, TryLockError> {
         let lease = self.plan()?.acquire(deadline, interrupted)?;
-        Ok(Permit { lease })
+        Ok(Permit::new(lease))
     }
 }
 
@@ -188,15 +189,10 @@ impl std::fmt::Debug for Semaphore {
 ///
 /// It has the methods of a [`MutexGuard`](crate::MutexGuard) and the same promises: it owns
 /// everything it needs, is `Send`, is renewed by the client's renew thread while it lives
-/// (unless auto-renew is off), answers [`is_held`](Permit::is_held) locally, and releases the
+/// (unless auto-renew is off), answers [`is_held`](Guard::is_held) locally, and releases the
 /// permit when dropped (best effort, bounded by the client's connect timeout, never panics).
 ///
-/// Its [`fence`](Permit::fence) is strictly greater than that of every earlier permit (and
+/// Its [`fence`](Guard::fence) is strictly greater than that of every earlier permit (and
 /// mutex grant) of this name; several permits are held at once, so a resource shared by the
 /// holders must accept each holder's own fence rather than only the largest.
-#[must_use = "if unused the permit will immediately be released"]
-pub struct Permit {
-    lease: Arc<Lease>,
-}
-
-lease_guard!(Permit, "permit");
+pub type Permit = Guard<kind::Permit>;

@@ -49,7 +49,13 @@ fn the_architecture_table_names_every_file_and_no_other() {
         .find("//! # Architecture")
         .expect("an Architecture section");
     let table = &lib[start..];
-    let table = &table[..table.find("\n#![").unwrap_or(table.len())];
+    // Up to the next section.
+    let end = ["\n//! ## ", "\n//! # ", "\n#!["]
+        .iter()
+        .filter_map(|m| table[1..].find(m).map(|i| i + 1))
+        .min()
+        .unwrap_or(table.len());
+    let table = &table[..end];
     let tree = files(&src());
     let missing: Vec<&String> = tree
         .iter()

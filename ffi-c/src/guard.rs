@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::held::Held;
 use crate::ptr::{Out, arg};
 use crate::result::{Failure, boundary, boundary_value, copy_str, redmutex_result};
+use redmutex::{Guard, kind};
 
 /// Called once when a held lock is lost (it expired, renewal failed, or another owner took
 /// it over), with the `user_data` given to `redmutex_guard_on_lost`.
@@ -47,7 +47,7 @@ pub type redmutex_lost_callback = Option<unsafe extern "C" fn(user_data: *mut c_
 /// A guard inherited by a child through `fork()` is a copy the child can only free: it never
 /// renews and never releases the parent's lock, and `redmutex_guard_is_held` is false there.
 pub struct redmutex_guard {
-    guard: Held,
+    guard: Guard<kind::Any>,
     callbacks: Arc<CallbackGate>,
     /// The process that took the lock; a forked child's copy skips the gate (see `close`).
     pid: u32,
@@ -125,7 +125,7 @@ impl LostCallback {
 }
 
 impl redmutex_guard {
-    pub(crate) fn new_raw(guard: Held) -> *mut redmutex_guard {
+    pub(crate) fn new_raw(guard: Guard<kind::Any>) -> *mut redmutex_guard {
         Box::into_raw(Box::new(redmutex_guard {
             guard,
             callbacks: Arc::new(CallbackGate {
@@ -137,7 +137,7 @@ impl redmutex_guard {
     }
 
     /// Takes ownership back from C and disarms the on-lost callbacks.
-    fn close(guard: *mut redmutex_guard) -> Option<Held> {
+    fn close(guard: *mut redmutex_guard) -> Option<Guard<kind::Any>> {
         if guard.is_null() {
             return None;
         }

@@ -20,8 +20,6 @@ mod shared;
 
 mod guard;
 
-mod held;
-
 mod take;
 
 mod ptr;

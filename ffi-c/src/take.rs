@@ -8,7 +8,6 @@ use redmutex::MutexOptions;
 
 use crate::client::redmutex_client;
 use crate::guard::redmutex_guard;
-use crate::held::Held;
 use crate::ptr::Out;
 use crate::result::Failure;
 
@@ -58,26 +57,26 @@ pub(crate) fn take(
     };
     let c = &client.client;
     let held = match kind {
-        Kind::Mutex => Held::Mutex(
-            c.mutex(name)
-                .options(opts)
-                .lock_interruptible(deadline, &mut interrupted)?,
-        ),
-        Kind::Semaphore(permits) => Held::Permit(
-            c.semaphore(name, permits)
-                .options(opts)
-                .acquire_interruptible(deadline, &mut interrupted)?,
-        ),
-        Kind::Read => Held::Read(
-            c.rwlock(name)
-                .options(opts)
-                .read_interruptible(deadline, &mut interrupted)?,
-        ),
-        Kind::Write => Held::Write(
-            c.rwlock(name)
-                .options(opts)
-                .write_interruptible(deadline, &mut interrupted)?,
-        ),
+        Kind::Mutex => c
+            .mutex(name)
+            .options(opts)
+            .lock_interruptible(deadline, &mut interrupted)?
+            .into_any(),
+        Kind::Semaphore(permits) => c
+            .semaphore(name, permits)
+            .options(opts)
+            .acquire_interruptible(deadline, &mut interrupted)?
+            .into_any(),
+        Kind::Read => c
+            .rwlock(name)
+            .options(opts)
+            .read_interruptible(deadline, &mut interrupted)?
+            .into_any(),
+        Kind::Write => c
+            .rwlock(name)
+            .options(opts)
+            .write_interruptible(deadline, &mut interrupted)?
+            .into_any(),
     };
     out.write(redmutex_guard::new_raw(held));
     Ok(())

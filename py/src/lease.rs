@@ -25,7 +25,7 @@ use crate::gate::Gate;
 use crate::interrupt::{self, SIGNAL_CHECK};
 use crate::sync::lock;
 
-/// A held lease of the core: `MutexGuard`, `Permit`, `ReadGuard` or `WriteGuard`.
+/// A held lease of the core: a `redmutex::Guard` of any kind.
 pub(crate) trait Guard: Send + Sync + 'static {
     fn fence(&self) -> u64;
     fn is_held(&self) -> bool;
@@ -37,43 +37,32 @@ pub(crate) trait Guard: Send + Sync + 'static {
     fn unlock(self) -> Result<(), Error>;
 }
 
-macro_rules! guard {
-    ($($guard:ty),*) => {$(
-        impl Guard for $guard {
-            fn fence(&self) -> u64 {
-                <$guard>::fence(self)
-            }
-            fn is_held(&self) -> bool {
-                <$guard>::is_held(self)
-            }
-            fn check(&self) -> Result<(), Error> {
-                <$guard>::check(self)
-            }
-            fn valid_until(&self) -> Instant {
-                <$guard>::valid_until(self)
-            }
-            fn extend(&self, ttl: Duration) -> Result<(), Error> {
-                <$guard>::extend(self, ttl)
-            }
-            fn on_lost(&self, callback: Box<dyn FnOnce() + Send + 'static>) {
-                <$guard>::on_lost(self, callback)
-            }
-            fn release(&self) -> Result<(), Error> {
-                <$guard>::release(self).map(drop)
-            }
-            fn unlock(self) -> Result<(), Error> {
-                <$guard>::unlock(self).map(drop)
-            }
-        }
-    )*};
+impl<K: redmutex::kind::Kind> Guard for redmutex::Guard<K> {
+    fn fence(&self) -> u64 {
+        redmutex::Guard::fence(self)
+    }
+    fn is_held(&self) -> bool {
+        redmutex::Guard::is_held(self)
+    }
+    fn check(&self) -> Result<(), Error> {
+        redmutex::Guard::check(self)
+    }
+    fn valid_until(&self) -> Instant {
+        redmutex::Guard::valid_until(self)
+    }
+    fn extend(&self, ttl: Duration) -> Result<(), Error> {
+        redmutex::Guard::extend(self, ttl)
+    }
+    fn on_lost(&self, callback: Box<dyn FnOnce() + Send + 'static>) {
+        redmutex::Guard::on_lost(self, callback)
+    }
+    fn release(&self) -> Result<(), Error> {
+        redmutex::Guard::release(self).map(drop)
+    }
+    fn unlock(self) -> Result<(), Error> {
+        redmutex::Guard::unlock(self).map(drop)
+    }
 }
-
-guard!(
-    redmutex::MutexGuard,
-    redmutex::Permit,
-    redmutex::ReadGuard,
-    redmutex::WriteGuard
-);
 
 /// What hands out one kind of guard: a mutex, a semaphore, one side of a read-write lock.
 pub(crate) trait Source: Clone + Send + 'static {

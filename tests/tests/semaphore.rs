@@ -428,3 +428,24 @@ fn eight_processes_killed_and_stopped_never_exceed_three_holds() {
     fences.dedup();
     assert_eq!(fences.len(), n, "a fence was handed out twice");
 }
+
+/// A permit kept as a guard of any kind (as a binding keeps every kind in one handle) is the
+/// same permit: the conversion sends nothing and releases nothing, the guard still names
+/// itself a permit, and dropping it gives the permit back.
+#[test]
+fn a_permit_kept_as_any_guard_is_the_same_permit() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let sem = client.semaphore("any:sem", 1);
+    let permit = sem.try_acquire().unwrap();
+    let fence = permit.fence();
+    let any: redmutex::Guard<redmutex::kind::Any> = permit.into_any();
+    assert!(any.is_held());
+    assert_eq!(any.fence(), fence);
+    assert_eq!(sem.status().unwrap().holders.len(), 1, "still held");
+    assert!(format!("{any:?}").starts_with("Permit {"), "{any:?}");
+    assert!(matches!(sem.try_acquire(), Err(TryLockError::WouldBlock)));
+    drop(any);
+    assert_eq!(sem.status().unwrap().holders.len(), 0, "given back on drop");
+    sem.try_acquire().unwrap().unlock().unwrap();
+}
