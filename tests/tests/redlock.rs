@@ -456,11 +456,7 @@ fn a_round_ends_at_its_majority_and_keeps_the_late_grants() {
             assert_eq!(late, i >= 3, "round {round}, node {i}: {released:?}");
         }
         assert!(
-            wait_until(Duration::from_secs(1), || servers.iter().all(|s| s
-                .conn()
-                .get::<_, Option<String>>("quorum:late")
-                .unwrap()
-                .is_none())),
+            released_everywhere(&servers, "quorum:late", Duration::from_secs(1)),
             "round {round}: the release reached every node"
         );
     }
@@ -722,11 +718,7 @@ fn a_fence_write_back_ends_at_its_quorum() {
     proxies.iter().for_each(|p| p.set_mode(Mode::Pass));
     guard.unlock().unwrap();
     assert!(
-        wait_until(Duration::from_secs(2), || servers.iter().all(|s| s
-            .conn()
-            .get::<_, Option<String>>(NAME)
-            .unwrap()
-            .is_none())),
+        released_everywhere(&servers, NAME, Duration::from_secs(2)),
         "the release reached every node"
     );
     for s in &servers[..2] {
@@ -739,6 +731,17 @@ fn a_fence_write_back_ends_at_its_quorum() {
         "a quorum of nodes that were behind"
     );
     later.unlock().unwrap();
+}
+
+/// Whether, within `within`, no node holds the key `name` any more: a release that ended at
+/// its quorum reached the slower nodes too.
+fn released_everywhere(servers: &RedisServers, name: &str, within: Duration) -> bool {
+    redmutex_tests::wait_until(within, || {
+        servers.iter().all(|s| {
+            let held: Option<String> = s.conn().get(name).unwrap();
+            held.is_none()
+        })
+    })
 }
 
 /// A node whose connections hang stays off the path: one of five nodes loses its pooled
@@ -758,11 +761,7 @@ fn a_node_whose_connections_hang_stays_off_the_path() {
     // The release ends at its quorum: the last node's may still be in the proxy, which would
     // drop it once it blackholes, and that node would keep the key for the whole TTL.
     assert!(
-        wait_until(Duration::from_secs(2), || servers.iter().all(|s| s
-            .conn()
-            .get::<_, Option<String>>("quorum:hanging")
-            .unwrap()
-            .is_none())),
+        released_everywhere(&servers, "quorum:hanging", Duration::from_secs(2)),
         "the release reached every node"
     );
     proxies[4].set_mode(Mode::Blackhole);

@@ -229,20 +229,11 @@ mod tests {
 
     use super::*;
     use crate::lock::Keys;
-    use crate::lock::tally::Seat;
     use crate::options::MutexOptions;
 
     const MS: Duration = Duration::from_millis(1);
 
-    struct N;
-    impl Seat for N {
-        fn name(&self) -> &str {
-            "n"
-        }
-        fn follows_failover(&self) -> bool {
-            false
-        }
-    }
+    use crate::lock::proto::testing::N;
 
     fn at(ms: u64) -> Stamp {
         Stamp::from_micros(ms * 1000)
@@ -264,7 +255,7 @@ mod tests {
     fn tally(outcomes: &[NodeOutcome]) -> Tally {
         let mut t = Tally::default();
         for o in outcomes {
-            t.push(&N, o.clone());
+            t.push(&N("n"), o.clone());
         }
         t
     }

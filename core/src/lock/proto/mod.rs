@@ -23,6 +23,8 @@ pub(crate) mod plain;
 pub(crate) mod release;
 pub(crate) mod round;
 mod spec;
+#[cfg(test)]
+mod testing;
 pub(crate) mod undo;
 pub(crate) mod vote;
 

@@ -123,15 +123,8 @@ mod tests {
     use crate::options::MutexOptions;
     use crate::wire::NetError;
 
-    struct N(&'static str);
-    impl Seat for N {
-        fn name(&self) -> &str {
-            self.0
-        }
-        fn follows_failover(&self) -> bool {
-            false
-        }
-    }
+    use crate::lock::proto::testing::N;
+
     const SEATS: [N; 3] = [N("n0"), N("n1"), N("n2")];
 
     fn round(n: usize) -> ReleaseRound {

@@ -6,7 +6,6 @@ use redis::Value;
 
 use super::*;
 use crate::lock::Keys;
-use crate::lock::tally::Seat;
 use crate::options::MutexOptions;
 use crate::wire::Request;
 
@@ -76,15 +75,7 @@ fn only_an_unfenced_try_lock_sends_plain_commands() {
     }
 }
 
-struct N;
-impl Seat for N {
-    fn name(&self) -> &str {
-        "n"
-    }
-    fn follows_failover(&self) -> bool {
-        false
-    }
-}
+use crate::lock::proto::testing::N;
 
 /// A round of an unfenced lock on three nodes, begun at 0, that has (`waited`) or has not
 /// waited, sending the script (it may wait).
@@ -121,10 +112,10 @@ fn taken() -> Answer {
 #[test]
 fn an_unread_node_is_undone_behind_its_request_or_by_the_verdict() {
     let mut round = round_of_three(true);
-    round.answer(0, &N, &granted());
-    round.answer(1, &N, &granted());
+    round.answer(0, &N("n"), &granted());
+    round.answer(1, &N("n"), &granted());
     assert!(round.decided() && !round.undo_behind_unread());
-    round.left_unread(2, &N);
+    round.left_unread(2, &N("n"));
     let late = Stamp::from_micros(3_600_000_000);
     let Err(refused) = round.finish(late, false) else {
         panic!("granted after its validity");
@@ -132,10 +123,10 @@ fn an_unread_node_is_undone_behind_its_request_or_by_the_verdict() {
     assert_eq!(refused.undo_on, [0, 1, 2]);
 
     let mut round = round_of_three(true);
-    round.answer(0, &N, &taken());
-    round.answer(1, &N, &taken());
+    round.answer(0, &N("n"), &taken());
+    round.answer(1, &N("n"), &taken());
     assert!(round.decided() && round.undo_behind_unread());
-    round.left_unread(2, &N);
+    round.left_unread(2, &N("n"));
     let Err(refused) = round.finish(Stamp::from_micros(1000), false) else {
         panic!("granted though taken");
     };
@@ -156,9 +147,9 @@ fn a_grant_withdraws_the_announcement_where_it_may_be_left() {
         (true, true, vec![2]),
     ] {
         let mut round = round_of_three(waited);
-        round.answer(0, &N, &granted());
-        round.answer(1, &N, &granted());
-        round.left_unread(2, &N);
+        round.answer(0, &N("n"), &granted());
+        round.answer(1, &N("n"), &granted());
+        round.left_unread(2, &N("n"));
         let Ok(grant) = round.finish(Stamp::from_micros(1000), announced) else {
             panic!("refused");
         };
