@@ -9,9 +9,9 @@ use super::calls::release_call;
 use super::clock::{Reading, Stamp};
 use super::lease::Lease;
 use super::proto::release::ReleaseRound;
-use super::renew::{Renewable, Renewal, fire};
-use super::scripts::{Call, only_to};
-use super::tally::{Confirmations, Tally};
+use super::renew::{Renewable, Renewal, extension_round, fire};
+use super::scripts::only_to;
+use super::tally::Tally;
 use super::token;
 use crate::error::{Error, ErrorKind, NodeReport};
 use crate::net::{self, Enough};
@@ -161,25 +161,10 @@ impl Lease {
         check_ttl(ttl)?;
         self.check()?;
         let op = self.op.lock();
-        let nodes = &self.voters.nodes;
-        let t0 = self.now();
-        let mut calls = vec![self.extend_request(ttl)];
-        let replicas = self.spec.opts.min_replicas;
-        if let Some((n, timeout)) = replicas {
-            calls.push(Call::wait(n, timeout));
-        }
-        let replicas = [replicas.map(|(n, _)| (1, n))];
-        // An extension ends at its quorum, like a round: the slower nodes still run it.
-        let mut confirmations = Confirmations::new(nodes.len(), &replicas);
-        let answers = net::exchange_until(
-            nodes,
-            &vec![&calls[..]; nodes.len()],
-            Instant::now() + self.spec.node_timeout + self.spec.opts.replica_wait(),
-            None,
-            &mut |_, answer| confirmations.count(answer),
-        );
-        let answers = net::unread_as_timeouts(answers);
-        let tally = Tally::of_ints(nodes, &answers, 0, replicas[0]);
+        let voters = &self.voters;
+        let lease: &dyn Renewable = &**self;
+        let (t0, mut tallies) = extension_round(&voters.nodes, &*voters.clock, &[(lease, ttl)]);
+        let tally = tallies.remove(0);
         let (result, callbacks) = self.settle_extend(t0, ttl, &tally, true);
         drop(op);
         fire(callbacks);

@@ -413,45 +413,11 @@ fn renew_batch(fleet: &Fleet, chunk: &[(Arc<dyn Renewable>, Duration, u64)], nex
     if held.is_empty() {
         return;
     }
-    let mut calls: Vec<_> = held
-        .iter()
-        .map(|(g, ttl, ..)| g.extend_call(*ttl))
-        .collect();
-    let timeout = held
-        .iter()
-        .map(|(g, ..)| g.node_timeout())
-        .max()
-        .unwrap_or(Duration::from_millis(100));
-    // Guards with min_replicas share one `WAIT` at the end of the pipeline: it waits for
-    // every earlier write of the connection, so its count holds for each of their
-    // extensions. It asks for the most replicas and waits the longest any of them asks.
-    let waits: Vec<_> = held.iter().filter_map(|(g, ..)| g.replica_wait()).collect();
-    let wait_at = calls.len();
-    let wait_timeout = waits.iter().map(|(_, t)| *t).max().unwrap_or_default();
-    if let Some(most) = waits.iter().map(|(n, _)| *n).max() {
-        calls.push(Call::wait(most, wait_timeout));
-    }
-    let timeout = timeout + wait_timeout;
-    let (nodes, t0) = (&fleet.nodes, fleet.clock.now());
-    let replicas: Vec<_> = held
-        .iter()
-        .map(|(g, ..)| g.replica_wait().map(|(n, _)| (wait_at, n)))
-        .collect();
-    // The pass ends at its quorum, like a round: the slower nodes still run the extensions,
-    // and their replies are read later.
-    let mut confirmations = Confirmations::new(nodes.len(), &replicas);
-    let answers = net::exchange_until(
-        nodes,
-        &vec![&calls[..]; nodes.len()],
-        Instant::now() + timeout,
-        None,
-        &mut |_, answer| confirmations.count(answer),
-    );
-    let answers = net::unread_as_timeouts(answers);
+    let leases: Vec<(&dyn Renewable, Duration)> =
+        held.iter().map(|(g, ttl, ..)| (&***g, *ttl)).collect();
+    let (t0, tallies) = extension_round(&fleet.nodes, &*fleet.clock, &leases);
     let mut callbacks = Vec::new();
-    for (j, (guard, ttl, op, generation)) in held.into_iter().enumerate() {
-        let replicas = replicas[j];
-        let tally = Tally::of_ints(nodes, &answers, j, replicas);
+    for ((guard, ttl, op, generation), tally) in held.into_iter().zip(tallies) {
         let (outcome, cbs) = guard.apply_extend(t0, ttl, &tally);
         drop(op);
         callbacks.extend(cbs);
@@ -463,6 +429,57 @@ fn renew_batch(fleet: &Fleet, chunk: &[(Arc<dyn Renewable>, Duration, u64)], nex
         }
     }
     fire(callbacks);
+}
+
+/// One round of extensions, pipelined per node: each lease's extension to its `ttl`, sent to
+/// every node, and its tally. Serves the renew thread (a batch of one client's leases) and
+/// [`Lease::extend`](super::lease::Lease) (a batch of one), so that both end their round the
+/// same way. Returns when the round was sent (`t0`, on the lease clock) and one tally per
+/// lease.
+///
+/// The round ends at its quorum, like an acquisition round: the slower nodes still run the
+/// extensions, and their replies are read later. Leases with `min_replicas` share one `WAIT`
+/// at the end of the pipeline: it waits for every earlier write of the connection, so its
+/// count holds for each of their extensions. It asks for the most replicas and waits the
+/// longest any of them asks.
+pub(super) fn extension_round(
+    nodes: &[Arc<Node>],
+    clock: &dyn Clock,
+    leases: &[(&dyn Renewable, Duration)],
+) -> (Stamp, Vec<Tally>) {
+    let mut calls: Vec<_> = leases.iter().map(|(g, ttl)| g.extend_call(*ttl)).collect();
+    let timeout = leases
+        .iter()
+        .map(|(g, _)| g.node_timeout())
+        .max()
+        .unwrap_or(Duration::from_millis(100));
+    let waits: Vec<_> = leases
+        .iter()
+        .filter_map(|(g, _)| g.replica_wait())
+        .collect();
+    let wait_at = calls.len();
+    let wait_timeout = waits.iter().map(|(_, t)| *t).max().unwrap_or_default();
+    if let Some(most) = waits.iter().map(|(n, _)| *n).max() {
+        calls.push(Call::wait(most, wait_timeout));
+    }
+    let t0 = clock.now();
+    let replicas: Vec<_> = leases
+        .iter()
+        .map(|(g, _)| g.replica_wait().map(|(n, _)| (wait_at, n)))
+        .collect();
+    let mut confirmations = Confirmations::new(nodes.len(), &replicas);
+    let answers = net::exchange_until(
+        nodes,
+        &vec![&calls[..]; nodes.len()],
+        Instant::now() + timeout + wait_timeout,
+        None,
+        &mut |_, answer| confirmations.count(answer),
+    );
+    let answers = net::unread_as_timeouts(answers);
+    let tallies = (0..leases.len())
+        .map(|j| Tally::of_ints(nodes, &answers, j, replicas[j]))
+        .collect();
+    (t0, tallies)
 }
 
 #[cfg(test)]
