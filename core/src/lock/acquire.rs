@@ -16,6 +16,7 @@ use super::renew::Renewable;
 use super::scripts::{Call, only_to};
 use super::token;
 use super::voters::Voters;
+use super::wait::WaitEnd;
 use crate::error::{Error, ErrorKind, TryLockError};
 use crate::net::{self, Enough, key_slot};
 use crate::options::{MAX_PERMITS, MutexOptions, default_node_timeout};
@@ -120,7 +121,14 @@ impl Plan {
                     node,
                     block,
                     will_wait,
-                } => made = self.wait_for_release(node, block, will_wait, *announced)?,
+                    behind,
+                } => match self.wait_for_release(node, block, (will_wait, behind), *announced)? {
+                    WaitEnd::Attempt(attempt) => made = Some(attempt),
+                    WaitEnd::Ended => {}
+                    WaitEnd::Broken { left } => {
+                        std::thread::sleep(call.pause_after_broken_wait(left, token::random()))
+                    }
+                },
             }
             drop(scope);
             if let Some(check) = interrupted.as_mut()

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use super::acquire::{Attempt, Plan};
 use super::calls::withdraw_calls;
 use super::cleanup::Cleanup;
-use super::token;
 use crate::error::Error;
 use crate::net::{self, Blocked, Blocking, key_slot};
 use crate::wire::Command;
@@ -25,26 +24,34 @@ pub(crate) fn server_block(block: Duration) -> Duration {
     }
 }
 
+/// How a wait for a release ended.
+pub(super) enum WaitEnd {
+    /// The round behind it was answered: its attempt.
+    Attempt(Attempt),
+    /// A release signal came, or the wait's time ran out: the call goes on with a round.
+    Ended,
+    /// Its connection broke (or the node could not be waited on), with this much of the wait
+    /// left: the call pauses (see `Acquisition::pause_after_broken_wait`).
+    Broken { left: Duration },
+}
+
 impl Plan {
-    /// Blocks on node `i` until a release signal, or `block` passes. Falls back to a
-    /// randomized sleep when the node cannot be waited on.
-    ///
-    /// With one node, the next attempt's requests are pipelined behind the `BLPOP`: Redis
-    /// runs them the moment the wait ends, so a waiter learns of a release and takes the lock
-    /// in one round trip. Their result is returned.
+    /// Blocks on node `i` until a release signal, or `block` passes, with the next round's
+    /// requests pipelined `behind` the `BLPOP` when the call says so (see `Then::Wait`):
+    /// their result is returned. A wait whose connection broke says how much of it was left.
     #[inline(never)]
     pub(super) fn wait_for_release(
         &self,
         i: usize,
         block: Duration,
-        will_wait: bool,
+        (will_wait, behind): (bool, bool),
         announced: bool,
-    ) -> Result<Option<Attempt>, Error> {
+    ) -> Result<WaitEnd, Error> {
         let nodes = &self.voters.nodes;
         let spec = &self.spec;
-        let mut round = match nodes.len() {
-            1 => Some(self.round(true, will_wait)?),
-            _ => None,
+        let mut round = match behind {
+            true => Some(self.round(true, will_wait)?),
+            false => None,
         };
         let started = Instant::now();
         // The wait must end on time (a crashed holder's key expires exactly then): a block
@@ -74,21 +81,21 @@ impl Plan {
         match (blocked, round.take()) {
             (Blocked::Ended(Some(answer)), Some((mut round, sent))) => {
                 super::calls::refusal(spec, std::slice::from_ref(&answer))?;
-                round.answer(0, &*nodes[0], &answer);
-                return Ok(Some(self.settle(round, &sent, &[], announced)));
+                round.answer(i, &*nodes[i], &answer);
+                return Ok(WaitEnd::Attempt(self.settle(round, &sent, &[], announced)));
             }
-            (Blocked::Ended(_) | Blocked::TimedOut, _) => return Ok(None),
+            (Blocked::Ended(_) | Blocked::TimedOut, _) => return Ok(WaitEnd::Ended),
             // The attempt behind the block may have run, and its undo could not follow it.
             (Blocked::Failed, Some((round, _))) => {
-                let until = started + spec.grant_ttl();
+                let until = self.voters.clock.instant_of(round.clean_until());
                 let cleanup = Cleanup::new(spec, round.token(), vec![i], until);
                 self.voters.renewer.clean_up(cleanup);
             }
             (Blocked::Failed, None) => {}
         }
-        let left = block.saturating_sub(started.elapsed());
-        std::thread::sleep(token::jitter(spec.opts.retry_delay).min(left));
-        Ok(None)
+        Ok(WaitEnd::Broken {
+            left: block.saturating_sub(started.elapsed()),
+        })
     }
 
     /// Takes this call's waiter announcement back on every node (best effort, within the

@@ -21,6 +21,8 @@ pub enum Step {
         block: u64,
         /// Whether the call may wait again afterwards.
         will_wait: bool,
+        /// Whether the next round goes right behind the wait (see the core's `Then::Wait`).
+        behind: bool,
     },
     /// Pause this long (µs).
     Pause(u64),
@@ -37,6 +39,11 @@ impl Acquisition {
             deadline.map(dur),
             dur(connect_timeout),
         ))
+    }
+
+    /// The pause (µs) after a wait whose connection broke, `left` µs of it left.
+    pub fn pause_after_broken_wait(&self, left: u64, random: u64) -> u64 {
+        us(self.0.pause_after_broken_wait(dur(left), random))
     }
 
     /// Whether the call has waited for a release.
@@ -63,10 +70,12 @@ impl Acquisition {
                 node,
                 block,
                 will_wait,
+                behind,
             } => Step::Wait {
                 node,
                 block: us(block),
                 will_wait,
+                behind,
             },
             Then::Pause(d) => Step::Pause(us(d)),
             Then::Again => Step::Again,

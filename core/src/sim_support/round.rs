@@ -68,6 +68,12 @@ impl Round {
         self.0.token()
     }
 
+    /// Until when (boot, µs) a clean-up of the round's token is worth sending, when its
+    /// requests went behind a wait that broke.
+    pub fn clean_until(&self) -> u64 {
+        self.0.clean_until().micros()
+    }
+
     /// What to send to every node.
     pub fn requests(&self) -> Vec<Argv> {
         self.1.calls.iter().map(argv).collect()

@@ -110,6 +110,8 @@ enum State {
         node: usize,
         /// With one node, the next round, sent right behind the wait on its connection.
         behind: Option<Behind>,
+        /// When the wait's time is up (monotonic µs).
+        ends: u64,
         /// The wait's time is up, and its end was asked for (`CLIENT UNBLOCK`).
         unblocking: bool,
     },
@@ -139,8 +141,6 @@ struct Behind {
     round: Round,
     /// When it began, in the call (monotonic µs since the call began).
     started: u64,
-    /// The boot clock's reading when it was made (its `t0`).
-    t0: u64,
     /// How many requests it sent.
     requests: usize,
 }

@@ -40,11 +40,17 @@ pub(crate) enum Then {
     /// Return this error.
     Fail(TryLockError),
     /// Block for a release signal on node `node` for at most `block`; `will_wait` says
-    /// whether the call may wait again after it.
+    /// whether the call may wait again after it. `behind`: the next round goes right behind
+    /// the wait on the same connection (with one node: Redis runs it the moment the wait
+    /// ends, so a waiter learns of a release and takes the lock in one round trip; its
+    /// clock reading comes before the wait, so its validity counts the wait, which is why
+    /// the wait is capped there; see `wait_cap`). With several nodes the wait ends first and
+    /// the round goes to every node after it.
     Wait {
         node: usize,
         block: Duration,
         will_wait: bool,
+        behind: bool,
     },
     /// Sleep this long, then go again.
     Pause(Duration),
@@ -83,6 +89,12 @@ impl Acquisition {
     /// refused (a certificate that does not verify, an outage) sends nothing more.
     pub(crate) fn announced(&self) -> bool {
         self.announced
+    }
+
+    /// The pause after a wait whose connection broke (no answer, nothing behind it read):
+    /// spread out by `random`, and never past the `left` of the wait.
+    pub(crate) fn pause_after_broken_wait(&self, left: Duration, random: u64) -> Duration {
+        jitter(self.retry_delay, random).min(left)
     }
 
     /// Whether a round begun at `now` may be followed by a wait (so it announces itself).
@@ -126,6 +138,7 @@ impl Acquisition {
                     node: pick(&wake_from, self.n, random),
                     block,
                     will_wait: self.deadline.is_none_or(|d| d > now + block),
+                    behind: self.n == 1,
                 }
             }
             Next::Unreachable(err) => {
@@ -203,7 +216,8 @@ mod tests {
                 node,
                 block,
                 will_wait,
-            } => assert_eq!((node, block, will_wait), (3, 70 * MS, true)),
+                behind,
+            } => assert_eq!((node, block, will_wait, behind), (3, 70 * MS, true, false)),
             other => panic!("{other:?}"),
         }
         assert!(call.waited);
@@ -214,6 +228,7 @@ mod tests {
                 node,
                 block,
                 will_wait,
+                ..
             } => assert_eq!((node, block, will_wait), (1, 80 * MS, false)),
             other => panic!("{other:?}"),
         }

@@ -189,6 +189,13 @@ impl AcquireRound {
         &self.token
     }
 
+    /// Until when a clean-up of this round's token is worth sending (its grants have expired
+    /// by themselves then): for a round whose requests went out behind a wait that broke, and
+    /// may have run with no undo able to follow.
+    pub(crate) fn clean_until(&self) -> Stamp {
+        self.t0 + self.ttl
+    }
+
     /// Notes that node `i`'s answer was left unread: the round was decided without it. A
     /// round decided without a grant reports it as not waited for; a granted one leaves it
     /// unanswered (its fence write-back and its late grant go there), and undoes it when the
@@ -387,6 +394,7 @@ impl AcquireRound {
     #[cold]
     #[inline(never)]
     fn refuse(self) -> Box<Refused> {
+        let clean_until = self.clean_until();
         // Not held: undo every grant, and on nodes whose script failed midway. Nodes that did
         // not answer in time have the undo queued behind our request, unless their connection
         // broke: they get it again on a fresh connection, in the background. Nodes that said
@@ -424,7 +432,7 @@ impl AcquireRound {
             )
         };
         Box::new(Refused {
-            clean_until: self.t0 + self.ttl,
+            clean_until,
             token: self.token,
             undo_on,
             clean_up: self.unanswered,

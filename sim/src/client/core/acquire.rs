@@ -114,12 +114,13 @@ impl CoreClient {
         if *n != node || (behind.is_none() && !answered) {
             return;
         }
-        let State::Waiting { behind, .. } = std::mem::replace(&mut self.state, State::Idle) else {
+        let State::Waiting { behind, ends, .. } = std::mem::replace(&mut self.state, State::Idle)
+        else {
             return;
         };
         match behind {
             Some(b) if answered => self.acquiring(b.round, b.started, b.requests, now, out),
-            Some(b) => self.behind_lost(node, b, now, rng, out),
+            Some(b) => self.behind_lost(node, b, ends, now, rng, out),
             None => self.start_round(now, rng, out),
         }
     }
@@ -142,7 +143,9 @@ impl CoreClient {
             self.wake(now.mono + self.opts.node_timeout, Timer::WaitOver(no), out);
             return;
         }
-        let State::Waiting { node, behind, .. } = std::mem::replace(&mut self.state, State::Idle)
+        let State::Waiting {
+            node, behind, ends, ..
+        } = std::mem::replace(&mut self.state, State::Idle)
         else {
             return;
         };
@@ -150,29 +153,34 @@ impl CoreClient {
             .retain(|_, p| !matches!(p.purpose, Purpose::Wait | Purpose::Acquire));
         out.push(Output::Reconnect { node });
         match behind {
-            Some(b) => self.behind_lost(node, b, now, rng, out),
+            Some(b) => self.behind_lost(node, b, ends, now, rng, out),
             None => self.start_round(now, rng, out),
         }
     }
 
     /// The round behind a wait may have run, and its undo can no longer follow it on that
     /// connection: it is undone on a new one, in the background (the library's failed
-    /// block), and the call goes on after a pause.
+    /// block), and the call goes on after the pause its call says (the wait ended at `ends`).
     fn behind_lost(
         &mut self,
         node: usize,
         b: Behind,
+        ends: u64,
         now: Now,
         rng: &mut Rng,
         out: &mut Vec<Output>,
     ) {
         self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
-        let until = b.t0 + self.opts.ttl_ms * 1000;
+        let until = b.round.clean_until();
         self.clean_up(b.round.undo(), vec![node], until, true, out);
         out.push(Output::Note(Note::AttemptOver {
             token: b.round.token().to_vec(),
         }));
-        let pause = core::jitter(self.opts.retry_max / 2 + 1, rng.next_u64());
+        let left = ends.saturating_sub(now.mono);
+        let pause = match &self.call {
+            Some((call, _)) => call.pause_after_broken_wait(left, rng.next_u64()),
+            None => 0,
+        };
         self.wake(now.mono + pause, Timer::Retry, out);
     }
 
@@ -384,11 +392,10 @@ impl CoreClient {
                 node,
                 block,
                 will_wait,
+                behind,
             } => {
-                // With one node the next round goes right behind the wait, as the library
-                // sends it: Redis runs it the moment the wait ends. Its clock reading comes
-                // before the wait, so its validity counts the wait.
-                let behind = (self.opts.nodes == 1)
+                // The next round right behind the wait when the call says so.
+                let behind = behind
                     .then(|| self.new_round(now, rng, Some(will_wait), out))
                     .flatten();
                 let no = self.fresh();
@@ -401,7 +408,6 @@ impl CoreClient {
                     Behind {
                         round,
                         started,
-                        t0: now.boot,
                         requests: requests.len(),
                     }
                 });
@@ -409,6 +415,7 @@ impl CoreClient {
                     no,
                     node,
                     behind,
+                    ends: now.mono + block,
                     unblocking: false,
                 };
                 self.wake(now.mono + block + 2_000, Timer::WaitOver(no), out);
