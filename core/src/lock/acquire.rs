@@ -4,7 +4,7 @@
 
 use std::cell::OnceCell;
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::cleanup::Cleanup;
 use super::keys::Keys;
@@ -16,7 +16,6 @@ use super::renew::Renewable;
 use super::scripts::{Call, only_to};
 use super::token;
 use super::voters::Voters;
-use super::wait::WaitEnd;
 use crate::error::{Error, ErrorKind, TryLockError};
 use crate::net::{self, Enough, key_slot};
 use crate::options::{MAX_PERMITS, MutexOptions, default_node_timeout};
@@ -27,6 +26,17 @@ pub(super) enum Attempt {
     Held(Arc<Lease>),
     /// Not taken: what to do next.
     Refused(Next),
+}
+
+/// How a wait for a release ended.
+pub(super) enum WaitEnd {
+    /// The round behind it was answered: its attempt.
+    Attempt(Attempt),
+    /// A release signal came, or the wait's time ran out: the call goes on with a round.
+    Ended,
+    /// Its connection broke (or the node could not be waited on), with this much of the wait
+    /// left: the call pauses (see `Acquisition::pause_after_broken_wait`).
+    Broken { left: Duration },
 }
 
 /// One call on a lock (an acquisition, a status query), with its arguments checked once.

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::acquire::{Attempt, Plan};
+use super::acquire::{Plan, WaitEnd};
 use super::calls::withdraw_calls;
 use super::cleanup::Cleanup;
 use crate::error::Error;
@@ -22,17 +22,6 @@ pub(crate) fn server_block(block: Duration) -> Duration {
     } else {
         block
     }
-}
-
-/// How a wait for a release ended.
-pub(super) enum WaitEnd {
-    /// The round behind it was answered: its attempt.
-    Attempt(Attempt),
-    /// A release signal came, or the wait's time ran out: the call goes on with a round.
-    Ended,
-    /// Its connection broke (or the node could not be waited on), with this much of the wait
-    /// left: the call pauses (see `Acquisition::pause_after_broken_wait`).
-    Broken { left: Duration },
 }
 
 impl Plan {
