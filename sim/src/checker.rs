@@ -13,7 +13,8 @@
 //!   is down counts: it grants nobody);
 //! - **use**: a client acts only inside its hold;
 //! - **no orphan**: a token's key is gone one TTL (plus the longest wait of a request before
-//!   it runs, and the drift allowance) after its attempt or hold ended;
+//!   it runs, and the drift allowance) after its attempt or hold ended; in worlds that lose
+//!   no message, a refused attempt's within a few node timeouts ([`Limits::undone_within`]);
 //! - **liveness**: once every fault has healed and stale keys have expired, a free lock that
 //!   someone waits for is granted within a bound; and no read hold is granted while a writer
 //!   has waited for longer than its first round takes (readers queue behind waiting writers).
@@ -22,6 +23,7 @@ use std::collections::BTreeMap;
 
 use crate::client::Note;
 
+mod orphans;
 mod vanish;
 
 /// What the clients of a world share: one mutex, one semaphore, or one read-write lock (its
@@ -110,6 +112,12 @@ pub struct Limits {
     /// How long after a writer began to wait its announcement may not have reached the
     /// nodes yet, in the quiet phase (µs): until then a reader may still go first.
     pub announced_after: u64,
+    /// In worlds where no message is lost (see [`Config::cutting`](crate::world::Config)):
+    /// how long after a refused attempt ended its token may stay on a node (µs). A late
+    /// grant is undone as it runs, by the undo written behind its request, or by a clean-up
+    /// on a new connection when that undo could not be written; either is far sooner than
+    /// the TTL that bounds an orphan otherwise.
+    pub undone_within: Option<u64>,
 }
 
 /// The checker's state.
@@ -120,6 +128,8 @@ pub struct Checker {
     claims: BTreeMap<usize, Claim>,
     /// When each token's attempt or hold ended (absent while it runs).
     ended: BTreeMap<Vec<u8>, Option<u64>>,
+    /// When each refused attempt ended, with [`Limits::undone_within`].
+    refused: BTreeMap<Vec<u8>, u64>,
     last_fence: u64,
     /// Every fence a semaphore's permit was granted with.
     permit_fences: std::collections::BTreeSet<u64>,
@@ -158,6 +168,7 @@ impl Checker {
             quorum: nodes / 2 + 1,
             claims: BTreeMap::new(),
             ended: BTreeMap::new(),
+            refused: BTreeMap::new(),
             last_fence: 0,
             permit_fences: Default::default(),
             last_use_fence: 0,
@@ -207,6 +218,9 @@ impl Checker {
             }
             Note::AttemptOver { token } => {
                 self.ended.insert(token.clone(), Some(t));
+                if self.limits.undone_within.is_some() {
+                    self.refused.insert(token.clone(), t);
+                }
             }
             Note::Acquired {
                 token,
@@ -426,21 +440,7 @@ impl Checker {
         for &c in &holders {
             self.check_lease(c, t, view);
         }
-        // No orphan outlives its attempt or hold by more than one TTL.
-        let grace = self.limits.ttl + self.limits.max_delay + self.limits.drift + 2_000;
-        for i in 0..view.nodes() {
-            for (token, _) in view.holds(i, t) {
-                if let Some(Some(end)) = self.ended.get(&token)
-                    && t > end + grace
-                {
-                    let (token, end) = (String::from_utf8_lossy(&token).into_owned(), *end);
-                    self.fail(
-                        t,
-                        format!("node {i} still has {token:?}, whose holder ended at {end} µs"),
-                    );
-                }
-            }
-        }
+        self.check_orphans(t, view);
         // Free: a permit left, or nobody holding a mutex or a read-write lock (a reader may
         // rightly wait behind a waiting writer while others read).
         let free = match self.shape {

@@ -48,6 +48,15 @@ pub enum Input {
         /// The request.
         id: RequestId,
     },
+    /// Request `id` to node `node` could not be written: it was to follow request `after`
+    /// on the same connection (see [`Output::Send`]), and that connection has closed since.
+    /// Nothing of it reached the node.
+    Unwritten {
+        /// The node.
+        node: usize,
+        /// The request.
+        id: RequestId,
+    },
     /// A timer the client set with [`Output::WakeAt`] fired.
     Wake {
         /// The token given with [`Output::WakeAt`].
@@ -66,6 +75,11 @@ pub enum Output {
         id: RequestId,
         /// The command and its arguments.
         argv: Vec<Vec<u8>>,
+        /// The earlier request it must follow on the same connection (an undo behind the
+        /// first of a round's requests whose answers were left unread): when that connection
+        /// has closed since, the write fails ([`Input::Unwritten`]) rather than going out on a
+        /// new one.
+        after: Option<RequestId>,
     },
     /// Close my connection to `node` (requests written on it still run there; their replies
     /// are lost); the next send opens a new one.
@@ -136,6 +150,7 @@ impl fmt::Display for Input {
             Input::Start => f.write_str("start"),
             Input::Reply { node, id, reply } => write!(f, "reply n{node}#{id} {reply}"),
             Input::Failed { node, id } => write!(f, "failed n{node}#{id}"),
+            Input::Unwritten { node, id } => write!(f, "unwritten n{node}#{id}"),
             Input::Wake { token } => write!(f, "wake {token}"),
         }
     }

@@ -88,6 +88,8 @@ pub(crate) struct Node {
     /// Connections closed while their BLPOP waited: Redis freed the client with what it had
     /// not run yet, so whatever else was written on them never runs.
     freed: std::collections::BTreeSet<u64>,
+    /// Connections that loaded the scripts as they opened (with [`Config::preload`]).
+    preloaded: std::collections::BTreeSet<u64>,
 }
 
 pub(crate) struct Slot {
@@ -112,6 +114,9 @@ pub struct World {
     pub(crate) clients: Vec<Slot>,
     /// Requests in flight: (client, id) → (node, epoch).
     inflight: BTreeMap<(usize, RequestId), (usize, u64)>,
+    /// The connection (epoch) each request was written on: a request that must follow
+    /// another on its connection is not written once that one has closed.
+    written_on: BTreeMap<(usize, RequestId), u64>,
     /// The last arrival per connection and direction, so each stays in order (TCP).
     last_arrival: BTreeMap<(usize, usize, u64, bool), u64>,
     checker: Checker,
@@ -160,6 +165,7 @@ impl World {
                 blocked: BTreeMap::new(),
                 held: BTreeMap::new(),
                 freed: Default::default(),
+                preloaded: Default::default(),
             })
             .collect();
         let clients = (0..cfg.clients)
@@ -207,6 +213,7 @@ impl World {
             quiet_from: healed + ttl + cfg.network.late_max + drift_us(cfg.ttl_ms),
             liveness: ttl / 2,
             announced_after: cfg.model().node_timeout + 2 * cfg.network.quiet_max,
+            undone_within: cfg.undone_within,
         };
         let mut checker = Checker::new(cfg.nodes, cfg.shape, limits);
         checker.fences_kept = cfg.fencing;
@@ -218,6 +225,7 @@ impl World {
             nodes,
             clients,
             inflight: BTreeMap::new(),
+            written_on: BTreeMap::new(),
             last_arrival: BTreeMap::new(),
             checker,
             holders: holders_key(&cfg.model(), cfg.shape),

@@ -169,23 +169,30 @@ fn a_plain_incr_fence_counter_is_caught() {
     );
 }
 
-/// A control of the core's clients with one old rule plugged into their lock (`old`), in the
-/// world family made for it (`family`): caught within `budget` seeds as a property about
-/// holders, fences or releases (not liveness) whose failure says `expect`; the failure
-/// replays, and the same seed keeps every property with the rule as it is.
+/// The core's client `i` of `cfg`'s world with one old rule plugged into its lock (`old`).
+fn with_old_rule(cfg: &Config, i: usize, old: fn(Lock) -> Lock) -> CoreClient {
+    let (write, read) = locks(&cfg.model(), cfg.fencing, cfg.shape);
+    CoreClient::with_locks(i, cfg.model(), old(write), read)
+}
+
+/// A control of the core's clients with one old rule plugged in (`broken` makes them), in
+/// the world family made for it (`family`): caught within `budget` seeds as a property about
+/// holders, fences, releases or leftover keys (not liveness) whose failure says `expect`; the
+/// failure replays, and the same seed keeps every property with the rule as it is.
 fn family_control_caught(
     name: &str,
     family: fn(u64) -> Config,
     budget: u64,
-    old: fn(Lock) -> Lock,
+    broken: fn(&Config, usize) -> CoreClient,
     expect: &str,
 ) {
-    let run_with = |seed: u64, broken: bool| {
+    let run_with = |seed: u64, old: bool| {
         let cfg = family(seed);
         World::with_clients(cfg.clone(), |i| {
-            let (write, read) = locks(&cfg.model(), cfg.fencing, cfg.shape);
-            let write = if broken { old(write) } else { write };
-            Box::new(CoreClient::with_locks(i, cfg.model(), write, read))
+            Box::new(match old {
+                true => broken(&cfg, i),
+                false => CoreClient::new(i, cfg.model(), cfg.fencing, cfg.shape),
+            })
         })
         .run()
     };
@@ -221,7 +228,7 @@ fn a_write_back_that_counts_refusing_nodes_is_caught() {
         "a write-back that counts refusing nodes",
         Config::overlapping,
         OVERLAPPING_BUDGET,
-        Lock::fence_counts_refusing,
+        |cfg, i| with_old_rule(cfg, i, Lock::fence_counts_refusing),
         "fence went back",
     );
 }
@@ -235,8 +242,40 @@ fn a_release_that_reads_every_missing_as_released_is_caught() {
         "a release that reads every missing as released",
         Config::vanishing,
         BUDGET,
-        Lock::missing_is_released,
+        |cfg, i| with_old_rule(cfg, i, Lock::missing_is_released),
         "reported clean",
+    );
+}
+
+/// The clean-up's old rule: a node that answers "another owner's" is done at once. The late
+/// request it cleans up after can still come after that owner released, and take the lock for
+/// nobody: in the worlds where connections are cut right after writes, the checker must see a
+/// refused attempt's token outlive its undo's bound.
+#[test]
+fn a_clean_up_that_believes_another_owner_at_once_is_caught() {
+    family_control_caught(
+        "a clean-up that believes another owner at once",
+        Config::cutting,
+        BUDGET,
+        |cfg, i| with_old_rule(cfg, i, Lock::another_owner_ends_cleanup),
+        "not undone within",
+    );
+}
+
+/// The transport's old rule: an undo that cannot be written behind the request it follows
+/// (its connection closed between the poll and the write) is dropped, so a late grant there
+/// stays for a whole TTL. In the worlds where connections are cut right after writes, the
+/// checker must see a refused attempt's token outlive its undo's bound.
+#[test]
+fn an_undo_whose_failed_write_is_dropped_is_caught() {
+    family_control_caught(
+        "an undo whose failed write is dropped",
+        Config::cutting,
+        BUDGET,
+        |cfg, i| {
+            CoreClient::new(i, cfg.model(), cfg.fencing, cfg.shape).forgetting_unwritten_undos()
+        },
+        "not undone within",
     );
 }
 

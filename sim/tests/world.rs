@@ -116,6 +116,15 @@ fn the_core_protocol_keeps_every_property_when_rounds_overlap() {
     family_keeps_every_property("overlapping", Config::overlapping, 150);
 }
 
+/// The worlds where connections are cut right after writes and no message is lost
+/// ([`Config::cutting`]): a refused attempt's late grant is undone within a few node timeouts,
+/// also where its undo could not be written behind its request (its negative control, an
+/// undo whose failed write is dropped, fails in them).
+#[test]
+fn the_core_protocol_keeps_every_property_when_connections_are_cut() {
+    family_keeps_every_property("cutting", Config::cutting, 150);
+}
+
 /// The worlds where someone outside the lock empties a node's keyspace
 /// ([`Config::vanishing`]): a holder whose key vanished from too many nodes learns it (its
 /// negative control, a release that reads every "missing" as released, fails in them), and
@@ -291,6 +300,7 @@ impl Client for Scripted {
                     node: 0,
                     id: token,
                     argv,
+                    after: None,
                 });
             }
             Input::Reply { id, reply, .. } => {
@@ -298,7 +308,7 @@ impl Client for Scripted {
                     .borrow_mut()
                     .push((id, now.mono - self.sent[&id], reply))
             }
-            Input::Failed { .. } => panic!("no faults in this run"),
+            Input::Failed { .. } | Input::Unwritten { .. } => panic!("no faults in this run"),
         }
     }
 }

@@ -256,24 +256,23 @@ impl Plan {
     }
 
     /// Undoes what a refused round may have stored: now where it is known, in the background
-    /// where the connection broke.
+    /// where the connection broke, and where the undo sent now failed (its connection broke
+    /// or the node did not answer in time: the grant may still be there).
     #[cold]
     pub(super) fn undo(&self, refused: &Refused, undo: &Call) {
         let inner = &*self.voters;
-        if !refused.clean_up.is_empty() {
-            let cleanup = Cleanup::new(
-                &self.spec,
-                &refused.token,
-                refused.clean_up.clone(),
-                inner.clock.instant_of(refused.clean_until),
-            );
-            inner.renewer.clean_up(cleanup);
-        }
+        let mut later = refused.clean_up.clone();
         if !refused.undo_on.is_empty() {
             let nodes = &inner.nodes;
             let calls = only_to(nodes.len(), &refused.undo_on, undo);
             let deadline = Instant::now() + self.spec.node_timeout;
-            net::exchange(nodes, &calls, deadline, None);
+            let answers = net::exchange(nodes, &calls, deadline, None);
+            later.extend(refused.undo_on.iter().filter(|&&i| answers[i].is_err()));
+        }
+        if !later.is_empty() {
+            let until = inner.clock.instant_of(refused.clean_until);
+            let cleanup = Cleanup::new(&self.spec, &refused.token, later, until);
+            inner.renewer.clean_up(cleanup);
         }
     }
 }

@@ -6,12 +6,11 @@
 //! anyway.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use redis::Value;
+use std::time::Instant;
 
 use super::calls::{release_call, withdraw_calls};
 use super::proto::Spec;
+use super::proto::cleanup::Tries;
 use super::scripts::Call;
 use super::token;
 use crate::net::{self, Node};
@@ -27,13 +26,11 @@ pub(crate) struct Cleanup {
     pub(crate) at: Instant,
     /// After this the key has expired by itself: nothing is left to remove.
     pub(crate) until: Instant,
-    /// Before this, a node that says the key is missing is asked again: the request being
-    /// cleaned up after may still be on its way (a node timeout after it was given up).
-    pub(crate) settled_after: Instant,
-    /// Each try's per-node timeout.
-    pub(crate) node_timeout: Duration,
-    /// The base of the pause between tries (jittered).
-    pub(crate) retry_delay: Duration,
+    /// When it began: what a node's "missing" means depends on how long after this a try
+    /// was sent.
+    began: Instant,
+    /// When a node is done, and the pause between tries.
+    tries: Tries,
 }
 
 impl Cleanup {
@@ -56,20 +53,16 @@ impl Cleanup {
             nodes,
             at: now,
             until,
-            settled_after: now + spec.node_timeout,
-            node_timeout: spec.node_timeout,
-            retry_delay: spec.opts.retry_delay,
+            began: now,
+            tries: Tries::new(spec.node_timeout, spec.opts.retry_delay)
+                .with_controls(spec.controls),
         }
     }
 }
 
 /// Sends every due clean-up in one round (pipelined per node), and returns those that some
-/// node has not answered yet while there is time left, each to be tried again later.
-///
-/// The pause doubles from the retry delay, but never past two thirds of the node timeout (its
-/// jitter adds up to half): a node that comes back is cleaned up within one node timeout and
-/// one round trip, however long it was gone. What an unreachable node costs meanwhile is one
-/// try per node timeout, batched with every other due clean-up.
+/// node has not answered yet while there is time left, each to be tried again later (see
+/// [`Tries`] for when a node is done and how long the pause is).
 pub(crate) fn run(due: Vec<Cleanup>, nodes: &[Arc<Node>]) -> Vec<Cleanup> {
     let mut calls: Vec<Vec<&Call>> = vec![Vec::new(); nodes.len()];
     for c in &due {
@@ -78,32 +71,22 @@ pub(crate) fn run(due: Vec<Cleanup>, nodes: &[Arc<Node>]) -> Vec<Cleanup> {
         }
     }
     let slices: Vec<&[&Call]> = calls.iter().map(Vec::as_slice).collect();
-    let timeout = due.iter().map(|c| c.node_timeout).max().unwrap_or_default();
-    let answers = net::exchange(nodes, &slices, Instant::now() + timeout, None);
+    let timeout = due.iter().map(|c| c.tries.node_timeout()).max();
+    let sent = Instant::now();
+    let answers = net::exchange(nodes, &slices, sent + timeout.unwrap_or_default(), None);
     // Each node's replies come in the order its calls were added: clean-up by clean-up.
     let mut next_reply = vec![0usize; nodes.len()];
     let now = Instant::now();
     let mut again = Vec::new();
     for mut c in due {
-        let settled = now >= c.settled_after;
+        let sent_after = sent.saturating_duration_since(c.began);
         c.nodes.retain(|&i| {
             let k = next_reply[i];
             next_reply[i] += c.calls.len();
-            // Released (withdrawn), or another owner's now: done. Gone already: done once the
-            // request cleaned up after can no longer arrive behind us.
-            match &answers[i] {
-                Ok(v) => match v.get(k) {
-                    Some(Ok(Value::Int(0))) => !settled,
-                    Some(Ok(_)) => false,
-                    _ => true,
-                },
-                Err(_) => true,
-            }
+            let reply = answers[i].as_ref().ok().and_then(|v| v.get(k));
+            !c.tries.done(reply, sent_after)
         });
-        c.retry_delay = (c.retry_delay * 2)
-            .min(c.node_timeout * 2 / 3)
-            .max(Duration::from_millis(2));
-        c.at = now + token::jitter(c.retry_delay);
+        c.at = now + c.tries.next_pause(token::random());
         if !c.nodes.is_empty() && c.at < c.until {
             again.push(c);
         }

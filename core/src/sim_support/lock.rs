@@ -94,6 +94,14 @@ impl Lock {
         self
     }
 
+    /// The same lock with the clean-up's old rule plugged back in, for the negative
+    /// controls: a node that answers "another owner's" is done at once, also before the
+    /// request cleaned up after can no longer arrive.
+    pub fn another_owner_ends_cleanup(mut self) -> Lock {
+        self.spec.controls.another_owner_ends_cleanup = true;
+        self
+    }
+
     fn with_keys(mut self, change: impl FnOnce(&mut Keys)) -> Lock {
         let mut keys = Keys::new(&self.spec.keys.lock);
         change(&mut keys);

@@ -6,12 +6,14 @@
 //! microseconds. Every decision stays in the machines.
 
 mod acquisition;
+mod cleanup;
 mod lease;
 mod lock;
 mod round;
 mod wire;
 
 pub use acquisition::{Acquisition, Step, jitter};
+pub use cleanup::CleanupTries;
 pub use lease::{Due, Hold, Release, Renewal};
 pub use lock::Lock;
 pub use round::{Grant, Next, Refused, Round};

@@ -12,9 +12,9 @@
 //!
 //! What the driver does as the core's transport does: a round is sent to every node at once
 //! and ends when its answers decide it, or at its deadline; a node that did not answer in
-//! time gets the round's undo queued behind its request on the same connection; a node whose
-//! connection broke gets it on a new connection, again until it answers or the key would
-//! have expired; a script the server lost is sent again with its text; with one node, the
+//! time gets the round's undo queued behind its requests on the same connection, and when
+//! that connection has closed (the write fails), or its connection broke, a clean-up on new
+//! connections, tried as the core's clean-up machine says; a script the server lost is sent again with its text; with one node, the
 //! next round goes right behind the wait on its connection, its clock read before the wait.
 //! A wait whose time is up is ended early from another connection (`CLIENT UNBLOCK`), and
 //! its replies (and the round's behind it) are then read on its own connection; when they do
@@ -22,12 +22,15 @@
 //! and it is undone on a new connection).
 
 mod acquire;
+mod cleanup;
 mod hold;
 
 use std::collections::BTreeMap;
 
 use redis::Value;
-use redmutex::sim_support::{self as core, Acquisition, Argv, Hold, Lock, Release, Round};
+use redmutex::sim_support::{
+    self as core, Acquisition, Argv, CleanupTries, Hold, Lock, Release, Round,
+};
 
 use super::model::ModelOptions;
 use super::{Client, Input, Note, Now, Output, RequestId};
@@ -41,12 +44,21 @@ pub use super::model::LOCK;
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Purpose {
     Acquire,
-    Undo,
+    /// A refused round's undo: written `behind` the request of a node left unread, or sent
+    /// to a node that granted. A clean-up takes over until `until` (boot µs) when one behind
+    /// cannot be written, or when one sent to a granting node fails (as the library's undo
+    /// does); a failure after one behind was written is not seen (the library's connection
+    /// owes its reply).
+    Undo {
+        until: u64,
+        behind: bool,
+    },
     Fence,
     Wait,
     Extend,
     Release,
-    Cleanup,
+    /// Try `.1` of clean-up `.0`.
+    Cleanup(u64, u64),
     /// Taking a call's waiter announcement back as it gives up (best effort).
     Withdraw,
 }
@@ -73,6 +85,7 @@ enum Timer {
     ReleaseDeadline(u64),
     ReleaseAgain(u64),
     Cleanup(u64),
+    CleanupTryOver(u64, u64),
 }
 
 /// A renewal in flight.
@@ -103,7 +116,7 @@ enum State {
         /// Nodes that get the undo behind their requests when the round is refused: those
         /// that did not answer in time (the fan-out's deadline queues it there), and those
         /// left unread when the round says so ([`Round::undo_behind_unread`]).
-        undo_behind: Vec<usize>,
+        undo_behind: Vec<(usize, RequestId)>,
     },
     Waiting {
         no: u64,
@@ -145,12 +158,22 @@ struct Behind {
     requests: usize,
 }
 
-/// A clean-up: an undo that must reach some nodes on new connections.
+/// A clean-up: an undo or a withdrawal that must reach some nodes on new connections (see
+/// `cleanup.rs`).
 struct Cleanup {
     argv: Argv,
+    /// The nodes whose part is not done.
     nodes: Vec<usize>,
     /// The key has expired by itself once the boot clock reads this.
     until: u64,
+    /// When it began (monotonic µs).
+    began: u64,
+    tries: CleanupTries,
+    /// The current try's number, and when it was sent (monotonic µs).
+    tri: u64,
+    sent: u64,
+    /// The current try's nodes that have not answered; `None` between tries.
+    waiting: Option<Vec<usize>>,
 }
 
 /// The client.
@@ -172,6 +195,9 @@ pub struct CoreClient {
     timers: BTreeMap<u64, Timer>,
     cleanups: BTreeMap<u64, Cleanup>,
     next: u64,
+    /// A negative control: an undo that cannot be written behind its request is dropped
+    /// rather than handed to a clean-up.
+    forgets_unwritten_undos: bool,
 }
 
 /// How long a call rides over an outage (µs).
@@ -205,7 +231,16 @@ impl CoreClient {
             timers: BTreeMap::new(),
             cleanups: BTreeMap::new(),
             next: 0,
+            forgets_unwritten_undos: false,
         }
+    }
+
+    /// The same client with the transport's old rule plugged back in, for a negative
+    /// control: an undo that cannot be written behind the request it follows is forgotten,
+    /// so a late grant there stays for a whole TTL.
+    pub fn forgetting_unwritten_undos(mut self) -> CoreClient {
+        self.forgets_unwritten_undos = true;
+        self
     }
 
     /// Whether the current call's lock hands out shared holds (a permit, a read hold).
@@ -230,11 +265,25 @@ impl CoreClient {
     }
 
     fn send(&mut self, node: usize, argv: Argv, purpose: Purpose, out: &mut Vec<Output>) {
+        self.send_after(node, argv, purpose, None, out);
+    }
+
+    /// Sends `argv` to `node`, behind request `after` on its connection when given (see
+    /// [`Output::Send`]).
+    fn send_after(
+        &mut self,
+        node: usize,
+        argv: Argv,
+        purpose: Purpose,
+        after: Option<RequestId>,
+        out: &mut Vec<Output>,
+    ) {
         let id = self.fresh();
         out.push(Output::Send {
             node,
             id,
             argv: argv.clone(),
+            after,
         });
         self.pending.insert(
             id,
@@ -264,26 +313,6 @@ impl CoreClient {
         self.wake(at, Timer::Think, out);
     }
 
-    /// Sends `argv` to `nodes` on new connections (on the current ones unless `fresh`: their
-    /// connections did not break), again on new ones until each answers or `until`.
-    fn clean_up(
-        &mut self,
-        argv: Argv,
-        nodes: Vec<usize>,
-        until: u64,
-        fresh: bool,
-        out: &mut Vec<Output>,
-    ) {
-        let no = self.fresh();
-        for &node in &nodes {
-            if fresh {
-                out.push(Output::Reconnect { node });
-            }
-            self.send(node, argv.clone(), Purpose::Cleanup, out);
-        }
-        self.cleanups.insert(no, Cleanup { argv, nodes, until });
-    }
-
     fn on_timer(&mut self, t: Timer, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
         let phase = self.phase();
         let idle = matches!(self.state, State::Idle);
@@ -299,23 +328,9 @@ impl CoreClient {
             Timer::HoldOver(no) if no == phase => self.release(now, rng, out),
             Timer::ReleaseDeadline(no) if no == phase => self.release_over(now, rng, out),
             Timer::ReleaseAgain(no) if no == phase => self.send_release(now, out),
-            Timer::Cleanup(no) => self.cleanup_again(no, now, out),
+            Timer::Cleanup(no) => self.cleanup_try(no, true, now, out),
+            Timer::CleanupTryOver(no, tri) => self.cleanup_try_over(no, tri, now, rng, out),
             _ => {}
-        }
-    }
-
-    fn cleanup_again(&mut self, no: u64, now: Now, out: &mut Vec<Output>) {
-        let Some(c) = self.cleanups.get(&no) else {
-            return;
-        };
-        if now.boot >= c.until || c.nodes.is_empty() {
-            self.cleanups.remove(&no);
-            return;
-        }
-        let (argv, nodes) = (c.argv.clone(), c.nodes.clone());
-        for node in nodes {
-            out.push(Output::Reconnect { node });
-            self.send(node, argv.clone(), Purpose::Cleanup, out);
         }
     }
 
@@ -340,28 +355,16 @@ impl CoreClient {
             Purpose::Wait => self.wait_reply(p.node, reply.is_some(), now, rng, out),
             Purpose::Extend => self.extend_reply(p.node, reply, now, rng, out),
             Purpose::Release => self.release_reply(p.node, reply, now, rng, out),
-            Purpose::Cleanup => {
-                let answered = reply.is_some();
-                for c in self.cleanups.values_mut() {
-                    if c.argv == p.argv && answered {
-                        c.nodes.retain(|n| *n != p.node);
-                    }
-                }
-                if !answered {
-                    let at = now.mono + self.opts.retry_max / 2 + 1;
-                    let nos: Vec<u64> = self
-                        .cleanups
-                        .iter()
-                        .filter(|(_, c)| c.argv == p.argv)
-                        .map(|(no, _)| *no)
-                        .collect();
-                    for no in nos {
-                        self.wake(at, Timer::Cleanup(no), out);
-                    }
-                }
-                self.cleanups.retain(|_, c| !c.nodes.is_empty());
+            Purpose::Cleanup(no, tri) => {
+                self.cleanup_reply((no, tri), p.node, reply.as_ref(), now, rng, out)
             }
-            Purpose::Undo | Purpose::Withdraw => {}
+            Purpose::Undo {
+                until,
+                behind: false,
+            } if reply.is_none() => {
+                self.clean_up(p.argv, vec![p.node], until, true, now, out);
+            }
+            Purpose::Undo { .. } | Purpose::Withdraw => {}
         }
     }
 }
@@ -430,6 +433,7 @@ impl Client for CoreClient {
             }
             Input::Reply { id, reply, .. } => self.on_reply(id, Some(reply), now, rng, out),
             Input::Failed { id, .. } => self.on_reply(id, None, now, rng, out),
+            Input::Unwritten { id, .. } => self.undo_unwritten(id, now, out),
         }
     }
 }

@@ -243,6 +243,7 @@ impl ModelClient {
             node,
             id,
             argv: argv.clone(),
+            after: None,
         });
         self.pending.insert(
             id,
@@ -365,6 +366,7 @@ impl Client for ModelClient {
             }
             Input::Reply { id, reply, .. } => self.on_reply(id, reply, now, rng, out),
             // A failed request is a silent node for this round; the timers move on.
+            Input::Unwritten { .. } => {}
             Input::Failed { id, .. } => {
                 self.pending.remove(&id);
             }

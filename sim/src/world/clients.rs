@@ -67,8 +67,25 @@ impl World {
     pub(super) fn output(&mut self, client: usize, o: Output) {
         let now = self.now;
         match o {
-            Output::Send { node, id, argv } => {
+            Output::Send {
+                node,
+                id,
+                argv,
+                after,
+            } => {
                 let epoch = self.clients[client].epoch[node];
+                // The library writes a follow-up on the connection of the request it follows;
+                // once that connection has closed, the write fails at once.
+                if let Some(after) = after
+                    && self.written_on.get(&(client, after)) != Some(&epoch)
+                {
+                    self.log(|| {
+                        format!("{now} c{client}#{id} unwritten (#{after}'s connection closed)")
+                    });
+                    let input = Input::Unwritten { node, id };
+                    return self.tell(now, client, input, None);
+                }
+                self.written_on.insert((client, id), epoch);
                 let life = self.nodes[node].life;
                 self.inflight.insert((client, id), (node, epoch));
                 let request = Request {

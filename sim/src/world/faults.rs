@@ -149,6 +149,7 @@ impl World {
                 n.blocked.clear();
                 n.held.clear();
                 n.freed.clear();
+                n.preloaded.clear();
                 n.server.restart(persist);
                 // A lost counter starts again at the server's time in µs: above every
                 // earlier fence of one node, whose clock does not step back. Over several

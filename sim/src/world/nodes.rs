@@ -42,6 +42,17 @@ impl World {
             ..
         } = r;
         n.server.set_now_us(n.clock.at(now));
+        // A new connection of the library loads the scripts before its first request.
+        if self.cfg.preload && n.preloaded.insert(conn) {
+            for (_, source) in redmutex::sim_support::scripts() {
+                let load = [
+                    b"SCRIPT".to_vec(),
+                    b"LOAD".to_vec(),
+                    source.as_bytes().to_vec(),
+                ];
+                n.server.exec(conn, &load);
+            }
+        }
         let reply = n.server.exec(conn, &argv);
         if reply.is_none() {
             if self.clients[client].epoch[node] == epoch {

@@ -15,8 +15,11 @@
 //! - [`hold`]: the lease's state: when to renew, what a renewal's answers mean, why it was
 //!   lost.
 //! - [`release`]: the release round: what counts as released, and whom to ask again.
+//! - [`cleanup`]: a clean-up's tries on fresh connections: when a node is done, the pause
+//!   before the next try.
 
 pub(crate) mod acquisition;
+pub(crate) mod cleanup;
 pub(crate) mod fence;
 pub(crate) mod hold;
 pub(crate) mod plain;

@@ -31,6 +31,9 @@ pub(crate) struct Controls {
     /// The release reads every "missing" within the validity as its own earlier release,
     /// also a first answer (see [`super::release`]).
     pub(crate) missing_is_released: bool,
+    /// A clean-up believes "another owner's" at once, before the request it cleans up after
+    /// can no longer arrive (see [`super::cleanup`]).
+    pub(crate) another_owner_ends_cleanup: bool,
 }
 
 impl Controls {
@@ -38,6 +41,7 @@ impl Controls {
     pub(crate) const RIGHT: Controls = Controls {
         fence_counts_refusing: false,
         missing_is_released: false,
+        another_owner_ends_cleanup: false,
     };
 }
 

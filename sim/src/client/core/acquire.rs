@@ -172,7 +172,7 @@ impl CoreClient {
     ) {
         self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
         let until = b.round.clean_until();
-        self.clean_up(b.round.undo(), vec![node], until, true, out);
+        self.clean_up(b.round.undo(), vec![node], until, true, now, out);
         out.push(Output::Note(Note::AttemptOver {
             token: b.round.token().to_vec(),
         }));
@@ -260,9 +260,19 @@ impl CoreClient {
         else {
             return;
         };
+        // Each unread node's first request of the round: its undo is written behind the
+        // round's requests on the same connection, which must still be the first one's (a
+        // connection that closed between them took the first ones with it).
+        let silent: Vec<(usize, RequestId)> = (0..answered.len())
+            .filter(|&n| !answered[n])
+            .filter_map(|n| {
+                let mut sent = self.pending.iter();
+                sent.find(|(_, p)| p.purpose == Purpose::Acquire && p.node == n)
+                    .map(|(id, _)| (n, *id))
+            })
+            .collect();
         self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
-        let silent: Vec<usize> = (0..answered.len()).filter(|&n| !answered[n]).collect();
-        for &node in &silent {
+        for &(node, _) in &silent {
             round.left_unread(&self.lock, node);
         }
         let undo_behind = match timed_out || round.undo_behind_unread() {
@@ -340,7 +350,8 @@ impl CoreClient {
                     let until = now.boot + self.lock.announce_us();
                     let reading = self.other.is_some() && self.shared();
                     for argv in self.lock.withdraw(&self.waiter_id(reading)) {
-                        self.clean_up(argv, grant.withdraw_on.clone(), until, false, out);
+                        let on = grant.withdraw_on.clone();
+                        self.clean_up(argv, on, until, false, now, out);
                     }
                 }
                 return self.hold(no, grant, now, rng, out);
@@ -348,25 +359,28 @@ impl CoreClient {
             Err(refused) => refused,
         };
         // Behind a request whose answer did not come, in order on the same connection: a
-        // late grant is undone as it runs.
-        let mut undo_on = undo_behind;
+        // late grant is undone as it runs. Where it cannot be written there, a clean-up
+        // takes over (see `undo_unwritten`).
+        let until = refused.clean_until;
+        for &(node, after) in &undo_behind {
+            let purpose = Purpose::Undo {
+                until,
+                behind: true,
+            };
+            self.send_after(node, refused.undo.clone(), purpose, Some(after), out);
+        }
         for &node in &refused.undo_on {
-            if !undo_on.contains(&node) {
-                undo_on.push(node);
+            if !undo_behind.iter().any(|(n, _)| *n == node) {
+                let purpose = Purpose::Undo {
+                    until,
+                    behind: false,
+                };
+                self.send(node, refused.undo.clone(), purpose, out);
             }
         }
-        for node in undo_on {
-            self.send(node, refused.undo.clone(), Purpose::Undo, out);
-        }
         if !refused.clean_up.is_empty() {
-            let until = refused.clean_until;
-            self.clean_up(
-                refused.undo.clone(),
-                refused.clean_up.clone(),
-                until,
-                true,
-                out,
-            );
+            let (argv, nodes) = (refused.undo.clone(), refused.clean_up.clone());
+            self.clean_up(argv, nodes, refused.clean_until, true, now, out);
         }
         out.push(Output::Note(Note::AttemptOver { token }));
         let Some((call, begun)) = &mut self.call else {

@@ -143,7 +143,7 @@ impl CoreClient {
         self.pending.retain(|_, p| p.purpose != Purpose::Extend);
         let argv = self.lock.release(&token, false);
         let until = now.boot + self.opts.ttl_ms * 1000 + self.opts.node_timeout;
-        self.clean_up(argv, (0..self.opts.nodes).collect(), until, true, out);
+        self.clean_up(argv, (0..self.opts.nodes).collect(), until, true, now, out);
         self.think(now, rng, out);
     }
 
