@@ -261,18 +261,27 @@ impl Plan {
     #[cold]
     pub(super) fn undo(&self, refused: &Refused, undo: &Call) {
         let inner = &*self.voters;
-        let mut later = refused.clean_up.clone();
+        let until = inner.clock.instant_of(refused.clean_until);
+        let later = |nodes: Vec<usize>| {
+            if !nodes.is_empty() {
+                let cleanup = Cleanup::new(&self.spec, &refused.token, nodes, until);
+                inner.renewer.clean_up(cleanup);
+            }
+        };
+        later(refused.clean_up.clone());
         if !refused.undo_on.is_empty() {
             let nodes = &inner.nodes;
             let calls = only_to(nodes.len(), &refused.undo_on, undo);
             let deadline = Instant::now() + self.spec.node_timeout;
             let answers = net::exchange(nodes, &calls, deadline, None);
-            later.extend(refused.undo_on.iter().filter(|&&i| answers[i].is_err()));
-        }
-        if !later.is_empty() {
-            let until = inner.clock.instant_of(refused.clean_until);
-            let cleanup = Cleanup::new(&self.spec, &refused.token, later, until);
-            inner.renewer.clean_up(cleanup);
+            later(
+                refused
+                    .undo_on
+                    .iter()
+                    .copied()
+                    .filter(|&i| answers[i].is_err())
+                    .collect(),
+            );
         }
     }
 }
