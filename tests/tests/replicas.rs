@@ -93,7 +93,9 @@ fn too_few_replicas_fail_the_acquisition_and_leave_no_key() {
     let mutex = client
         .mutex("rep-2")
         .ttl(Duration::from_secs(10))
-        .min_replicas(2, Duration::from_millis(100));
+        // Long enough for the one replica to acknowledge on a loaded machine (`WAIT` asks it
+        // with `REPLCONF GETACK`): the shortfall is then exactly one of two.
+        .min_replicas(2, Duration::from_millis(400));
 
     // A short WAIT is a failed grant, like an unreachable node: lock() rides over it for the
     // connect timeout, then reports NoQuorum with the node's shortfall.
