@@ -47,8 +47,8 @@ const WAITER: &[u8] = b"bare-template-waiter";
 
 impl Templates {
     fn new(lock: &Lock, wait_cap: Duration) -> Templates {
-        let requests = |waited, announce| {
-            Round::new(lock, TOKEN.to_vec(), 0, waited, announce, WAITER).requests()
+        let requests = |waited: bool, announce| {
+            Round::new(lock, TOKEN.to_vec(), 0, (waited, false), announce, WAITER).requests()
         };
         let acquire = |waited, announce| requests(waited, announce).remove(0);
         Templates {

@@ -117,6 +117,7 @@ fn run(args: &Args) -> Result<(), String> {
     let renew = phase::renew::run(&ctx)?;
     ctx.probe(&mut drift)?;
     let waiters = phase::waiters::run(&ctx, &peers, &mut notes)?;
+    let readers = phase::readers::run(&ctx)?;
     let load_end = report::loadavg();
 
     let base = ctx.base;
@@ -125,6 +126,7 @@ fn run(args: &Args) -> Result<(), String> {
     rows.extend(contended.rows);
     rows.extend(renew.rows);
     rows.extend(waiters.rows);
+    rows.extend(readers.rows);
     let summary = report::summary(&rows, base);
     for n in closing_notes(&latency.data, &handoff.data, &renew.data, &drift) {
         notes.push(n);

@@ -688,7 +688,7 @@ fn try_round(name: &str, token: &[u8]) -> (redmutex::sim_support::Lock, Round) {
         5_000,
     )
     .fencing(false);
-    let round = Round::new(&lock, token.to_vec(), 0, false, false, b"");
+    let round = Round::new(&lock, token.to_vec(), 0, (false, false), false, b"");
     (lock, round)
 }
 

@@ -447,3 +447,82 @@ fn a_released_longer_read_hold_leaves_the_key_to_the_dead_shorter_one() {
     );
     write.unwrap().unlock().unwrap();
 }
+
+/// How many `RPUSH`es the server has run, scripts' included (`INFO commandstats`): a wake-up
+/// signal is one.
+fn pushes(server: &RedisServer) -> u64 {
+    server
+        .info("commandstats", "cmdstat_rpush")
+        .and_then(|s| s.strip_prefix("calls=")?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// While a reader holds and a writer waits behind it, readers that come later wait behind the
+/// writer; when their waits run out (every 30 ms here) they create no wake-up signal: only a
+/// release does. A reader passes a wake-up on only when it was woken by one (it may have
+/// taken the waiting writer's). Before, each reader whose wait simply timed out pushed one,
+/// and the readers woke each other in a storm while nothing was released. Once the holder
+/// releases, everyone gets in: the writer first, then the readers.
+#[test]
+fn readers_whose_waits_run_out_push_no_wake_up_while_nothing_is_released() {
+    let server = RedisServer::start();
+    let opts = redmutex::MutexOptions::default().with_wait_cap(Duration::from_millis(30));
+    let name = "storm:rw";
+    let holder = Client::open(&server.url()).unwrap().rwlock(name);
+    let read = holder.read().unwrap();
+    let writer = Client::open(&server.url())
+        .unwrap()
+        .rwlock(name)
+        .options(opts.clone());
+    let waiting_writer = std::thread::spawn(move || {
+        writer
+            .try_write_for(Duration::from_secs(10))
+            .map(|w| w.unlock().unwrap())
+    });
+    // The writer is announced before the readers come (they then queue behind it).
+    let waiters = format!("{{{name}}}:waitq");
+    let mut conn = server.conn();
+    let announced = Instant::now();
+    while conn.zcard::<_, u64>(&waiters).unwrap() == 0 {
+        assert!(
+            announced.elapsed() < Duration::from_secs(5),
+            "the writer never announced itself"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let lock = Client::open(&server.url())
+                .unwrap()
+                .rwlock(name)
+                .options(opts.clone());
+            std::thread::spawn(move || {
+                lock.try_read_for(Duration::from_secs(10))
+                    .map(|r| r.unlock().unwrap())
+            })
+        })
+        .collect();
+    // Every reader is announced too, and has had many waits run out.
+    while conn.zcard::<_, u64>(&waiters).unwrap() < 5 {
+        assert!(
+            announced.elapsed() < Duration::from_secs(5),
+            "the readers never announced themselves"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let before = pushes(&server);
+    std::thread::sleep(Duration::from_millis(600));
+    let pushed = pushes(&server) - before;
+    read.unlock().unwrap();
+    waiting_writer
+        .join()
+        .unwrap()
+        .expect("the waiting writer got in");
+    for r in readers {
+        r.join().unwrap().expect("a waiting reader got in");
+    }
+    assert_eq!(
+        pushed, 0,
+        "waits that ran out pushed {pushed} wake-ups while nothing was released"
+    );
+}

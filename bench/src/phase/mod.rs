@@ -7,12 +7,14 @@
 //! - [`contended`]: processes taking one lock in a loop;
 //! - [`renew`]: thousands of renewed locks, and memory kept by lock churn;
 //! - [`waiters`]: connections a blocked waiter opens per second (Rust, C, Python);
+//! - [`readers`]: Redis's commands per second while readers wait behind a writer;
 //! - [`peers`]: the rows of the locks users would pick instead, from what the others measured.
 
 pub mod contended;
 pub mod handoff;
 pub mod latency;
 pub mod peers;
+pub mod readers;
 pub mod renew;
 pub mod waiters;
 

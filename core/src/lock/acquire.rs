@@ -32,8 +32,9 @@ pub(super) enum Attempt {
 pub(super) enum WaitEnd {
     /// The round behind it was answered: its attempt.
     Attempt(Attempt),
-    /// A release signal came, or the wait's time ran out: the call goes on with a round.
-    Ended,
+    /// A release signal came (`woken`), or the wait's time ran out, or it was ended early:
+    /// the call goes on with a round.
+    Ended { woken: bool },
     /// Its connection broke (or the node could not be waited on), with this much of the wait
     /// left: the call pauses (see `Acquisition::pause_after_broken_wait`).
     Broken { left: Duration },
@@ -115,7 +116,11 @@ impl Plan {
             let started = begun.elapsed();
             let attempt = match made.take() {
                 Some(a) => a,
-                None => self.attempt(call.waited, call.will_wait(started), call.announced())?,
+                None => self.attempt(
+                    (call.waited, call.woken()),
+                    call.will_wait(started),
+                    call.announced(),
+                )?,
             };
             let next = match attempt {
                 Attempt::Held(guard) => return Ok(guard),
@@ -134,7 +139,7 @@ impl Plan {
                     behind,
                 } => match self.wait_for_release(node, block, (will_wait, behind), *announced)? {
                     WaitEnd::Attempt(attempt) => made = Some(attempt),
-                    WaitEnd::Ended => {}
+                    WaitEnd::Ended { woken } => call.wait_ended(woken),
                     WaitEnd::Broken { left } => {
                         std::thread::sleep(call.pause_after_broken_wait(left, token::random()))
                     }
@@ -152,7 +157,12 @@ impl Plan {
     /// One Redlock round: ask every node at once, count the grants as they come, and stop
     /// reading once they decide the round (a quorum granted, or too few nodes are left to
     /// make one): the slower nodes' replies are read before their connections' next use.
-    fn attempt(&self, waited: bool, will_wait: bool, announced: bool) -> Result<Attempt, Error> {
+    fn attempt(
+        &self,
+        waited: (bool, bool),
+        will_wait: bool,
+        announced: bool,
+    ) -> Result<Attempt, Error> {
         let nodes = &self.voters.nodes;
         // Before t0: opening a fresh client's first connections is not the lease's time.
         let slot = key_slot(&self.spec.keys.lock);
@@ -183,14 +193,16 @@ impl Plan {
     }
 
     /// A new round: a fresh token, the lease clock read just before it is sent.
+    /// `waited`: whether the call has waited, and whether its last wait was woken by a
+    /// wake-up signal.
     pub(super) fn round(
         &self,
-        waited: bool,
+        waited: (bool, bool),
         will_wait: bool,
     ) -> Result<(AcquireRound, Requests), Error> {
         let token = token::new_token(self.voters.label())?;
         // This call's announcements all go by the token of its first round that announced.
-        let waiter: &[u8] = if will_wait || waited {
+        let waiter: &[u8] = if will_wait || waited.0 {
             self.waiter.get_or_init(|| token.clone())
         } else {
             b""

@@ -51,22 +51,27 @@ pub(crate) fn named() -> Vec<(&'static str, &'static str)> {
 }
 
 /// The acquire script call of a lease other than the mutex's (`None` for the mutex, whose
-/// call the round makes itself). Arguments as for the mutex's acquire.
+/// call the round makes itself). Arguments as for the mutex's acquire; a read lock's also
+/// says whether the call's last wait was `woken` by a wake-up signal.
 pub(crate) fn acquire_call(
     spec: &Spec,
     token: &[u8],
-    waited: bool,
+    (waited, woken): (bool, bool),
     announce: Duration,
     waiter: &[u8],
 ) -> Option<Call> {
     let (opts, keys) = (&spec.opts, &spec.keys);
     let flag = |on: bool| if on { &b"1"[..] } else { &b"0"[..] };
     let ttl = millis(spec.grant_ttl());
+    let waited = match spec.kind {
+        Kind::Read if waited && woken => &b"2"[..],
+        _ => flag(waited),
+    };
     let common: [&[u8]; 6] = [
         token,
         &ttl,
         flag(opts.fencing),
-        flag(waited),
+        waited,
         &millis(announce),
         waiter,
     ];

@@ -39,7 +39,8 @@ impl Plan {
         let nodes = &self.voters.nodes;
         let spec = &self.spec;
         let mut round = match behind {
-            true => Some(self.round(true, will_wait)?),
+            // Only a call that cannot be told how the wait ends sends its round behind it.
+            true => Some(self.round((true, false), will_wait)?),
             false => None,
         };
         let started = Instant::now();
@@ -68,12 +69,19 @@ impl Plan {
                 .map(|(_, sent)| &sent.undo as &dyn crate::wire::Request),
         );
         match (blocked, round.take()) {
-            (Blocked::Ended(Some(answer)), Some((mut round, sent))) => {
+            (
+                Blocked::Ended {
+                    behind: Some(answer),
+                    ..
+                },
+                Some((mut round, sent)),
+            ) => {
                 super::calls::refusal(spec, std::slice::from_ref(&answer))?;
                 round.answer(i, &*nodes[i], &answer);
                 return Ok(WaitEnd::Attempt(self.settle(round, &sent, &[], announced)));
             }
-            (Blocked::Ended(_) | Blocked::TimedOut, _) => return Ok(WaitEnd::Ended),
+            (Blocked::Ended { woken, .. }, _) => return Ok(WaitEnd::Ended { woken }),
+            (Blocked::TimedOut, _) => return Ok(WaitEnd::Ended { woken: false }),
             // The attempt behind the block may have run, and its undo could not follow it.
             (Blocked::Failed, Some((round, _))) => {
                 let until = self.voters.clock.instant_of(round.clean_until());

@@ -16,8 +16,9 @@ use crate::wire::{Failure, NetError};
 /// How a blocking command ended.
 pub(crate) enum Blocked {
     /// It returned (or timed out on the server, or was ended early from another
-    /// connection); the answer to the requests behind it, if there were any.
-    Ended(Option<Answer>),
+    /// connection): `woken` when it returned an element (a `BLPOP` that popped one); the
+    /// answer to the requests `behind` it, if there were any.
+    Ended { woken: bool, behind: Option<Answer> },
     /// It did not end by our own deadline: the connection was dropped (the requests behind
     /// it still run when the server ends the block, followed by `on_fail`). Or the deadline
     /// passed before it could be written: then nothing was sent.
@@ -90,6 +91,9 @@ pub(crate) fn block_then<R: Request>(
     // connection (and open a new one for the next call), end the block now from another
     // connection. Its late reply is then sure to come, and redis-rs skips it (the reply to a
     // read that timed out) before the next one.
+    // A block ended early is not known to have taken an element (its late reply is skipped).
+    let woken = matches!(waited, Ok(redis::Value::Array(_)));
+    let read = waited.is_ok();
     if let Err(e) = waited {
         let unblocked = e.failure() == Failure::Timeout
             && conn.id.zip(conn.peer()).is_some_and(|(id, peer)| {
@@ -100,19 +104,31 @@ pub(crate) fn block_then<R: Request>(
         }
     }
     if then.is_empty() {
-        // A reply to read behind the block's, which the connection skips: then it is clean.
-        let clean: Result<redis::Value, NetError> =
-            set_timeouts(&conn, Instant::now() + then_timeout)
-                .and_then(|()| Ok(redis::cmd("PING").query(&mut conn)?));
+        // A block whose reply was read leaves the connection clean. One ended early has its
+        // reply still to come: a reply to read behind it, which the connection skips, makes
+        // it clean. (Only then: a `PING` after every wait would cost each waiter one more
+        // command and a round trip before its next round.)
+        let clean: Result<(), NetError> = match read {
+            true => Ok(()),
+            false => set_timeouts(&conn, Instant::now() + then_timeout)
+                .and_then(|()| Ok(redis::cmd("PING").query::<redis::Value>(&mut conn)?))
+                .map(drop),
+        };
         if clean.is_ok() {
             endpoint.put(conn);
         }
-        return Blocked::Ended(None);
+        return Blocked::Ended {
+            woken,
+            behind: None,
+        };
     }
     let deadline = Instant::now() + then_timeout;
     let mut answer = receive(&mut conn, then, false, deadline).map_err(Into::into);
     finish(&endpoint, conn, &mut answer, on_fail);
-    Blocked::Ended(Some(typed(answer)))
+    Blocked::Ended {
+        woken,
+        behind: Some(typed(answer)),
+    }
 }
 
 /// A block that failed: the requests behind it still run when the server ends it (or have

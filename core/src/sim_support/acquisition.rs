@@ -46,9 +46,15 @@ impl Acquisition {
         us(self.0.pause_after_broken_wait(dur(left), random))
     }
 
-    /// Whether the call has waited for a release.
-    pub fn waited(&self) -> bool {
-        self.0.waited
+    /// Whether the call has waited for a release, and whether its last wait was ended by a
+    /// wake-up signal (until the round after it).
+    pub fn waited(&self) -> (bool, bool) {
+        (self.0.waited, self.0.woken())
+    }
+
+    /// A wait ended, by a wake-up signal it took (`woken`) or not.
+    pub fn wait_ended(&mut self, woken: bool) {
+        self.0.wait_ended(woken);
     }
 
     /// Whether a refused round announced the call as a waiter: it takes the announcement back

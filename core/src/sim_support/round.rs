@@ -42,12 +42,13 @@ pub struct Refused {
 pub struct Next(pub(super) round::Next);
 
 impl Round {
-    /// A round with `token` whose clock read `t0` (boot, µs).
+    /// A round with `token` whose clock read `t0` (boot, µs); `waited`: whether the call has
+    /// waited, and whether its last wait was woken (see `Acquisition::waited`).
     pub fn new(
         lock: &Lock,
         token: Vec<u8>,
         t0: u64,
-        waited: bool,
+        waited: (bool, bool),
         will_wait: bool,
         waiter: &[u8],
     ) -> Round {
@@ -58,7 +59,7 @@ impl Round {
             Stamp::from_micros(t0),
             waited,
             announce,
-            if will_wait || waited { waiter } else { b"" },
+            if will_wait || waited.0 { waiter } else { b"" },
         );
         Round(round, sent)
     }

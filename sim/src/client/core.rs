@@ -352,7 +352,7 @@ impl CoreClient {
         match p.purpose {
             Purpose::Acquire => self.acquire_reply(p.node, reply, now, rng, out),
             Purpose::Fence => self.fence_reply(p.node, reply, now, rng, out),
-            Purpose::Wait => self.wait_reply(p.node, reply.is_some(), now, rng, out),
+            Purpose::Wait => self.wait_reply(p.node, reply.as_ref(), now, rng, out),
             Purpose::Extend => self.extend_reply(p.node, reply, now, rng, out),
             Purpose::Release => self.release_reply(p.node, reply, now, rng, out),
             Purpose::Cleanup(no, tri) => {

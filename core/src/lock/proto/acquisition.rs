@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::round::Next;
-use super::spec::Spec;
+use super::spec::{Kind, Spec};
 use crate::error::{NodeOutcome, TryLockError};
 use crate::options::drift;
 
@@ -28,6 +28,10 @@ pub(crate) struct Acquisition {
     /// Whether the call has waited for a release (only such callers may take a lock that is
     /// being handed off).
     pub(crate) waited: bool,
+    /// Whether its last wait was ended by a wake-up signal, until the round after it.
+    woken: bool,
+    /// Whether the next round goes right behind a wait (see `Then::Wait`).
+    pipelines: bool,
     /// Whether a refused round announced the call as a waiter somewhere (a node said
     /// "taken"; such a node stores the announcement, also when too few nodes answered for the
     /// round to count as busy).
@@ -78,8 +82,25 @@ impl Acquisition {
             n: spec.n,
             unreachable_since: None,
             waited: false,
+            woken: false,
+            // A reader must know whether its wait was woken before its next round is written
+            // (see `wait_ended`): it never sends it behind the wait.
+            pipelines: spec.n == 1 && spec.kind != Kind::Read,
             announced: false,
         }
+    }
+
+    /// A wait ended: by a wake-up signal it took (`woken`), or as it ran out or was ended
+    /// early. The round after it says so: a reader woken by a signal that must still yield
+    /// to a waiting writer passes the signal on (it may have taken the writer's); one whose
+    /// wait ran out creates none.
+    pub(crate) fn wait_ended(&mut self, woken: bool) {
+        self.woken = woken;
+    }
+
+    /// Whether the next round comes right after a wait that a wake-up signal ended.
+    pub(crate) fn woken(&self) -> bool {
+        self.woken
     }
 
     /// Whether a refused round of this call announced it as a waiter: a call that gives up
@@ -111,6 +132,7 @@ impl Acquisition {
         now: Duration,
         random: u64,
     ) -> Then {
+        self.woken = false;
         self.announced |= match &next {
             Next::Busy { .. } => true,
             Next::Unreachable(e) => e
@@ -138,7 +160,7 @@ impl Acquisition {
                     node: pick(&wake_from, self.n, random),
                     block,
                     will_wait: self.deadline.is_none_or(|d| d > now + block),
-                    behind: self.n == 1,
+                    behind: self.pipelines,
                 }
             }
             Next::Unreachable(err) => {
@@ -299,6 +321,32 @@ mod tests {
             Then::Wait { block, .. } => assert_eq!(block, s.opts.wait_cap),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A reader's round after a wait says whether a wake-up signal ended the wait (it passes
+    /// one on only then), so it is never written behind the wait, before anyone knows; and
+    /// the "woken" lasts for the round right after the wait only.
+    #[test]
+    fn a_reader_learns_how_its_wait_ended_before_its_next_round() {
+        let mut s = spec(1, MutexOptions::default());
+        s.kind = Kind::Read;
+        let mut call = Acquisition::new(&s, None, 10_000 * MS);
+        match call.after(busy(None, vec![0]), MS, MS, 0) {
+            Then::Wait { behind, .. } => assert!(!behind, "a reader's round went behind"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!call.woken());
+        call.wait_ended(true);
+        assert!(call.woken() && call.waited);
+        let _ = call.after(busy(None, vec![0]), 2 * MS, 2 * MS, 0);
+        assert!(!call.woken(), "woken outlived the round after the wait");
+        // A mutex with one node still sends its round behind the wait.
+        let s = spec(1, MutexOptions::default());
+        let mut call = Acquisition::new(&s, None, 10_000 * MS);
+        assert!(matches!(
+            call.after(busy(None, vec![0]), MS, MS, 0),
+            Then::Wait { behind: true, .. }
+        ));
     }
 
     /// Pauses are spread over `[base/2, base*3/2]`.

@@ -113,14 +113,15 @@ pub(crate) enum Next {
 
 impl AcquireRound {
     /// A round with `token`, its clock read at `t0`. `waited` says whether this call has
-    /// waited for a release (only such callers may take a lock that is being handed off);
+    /// waited for a release (only such callers may take a lock that is being handed off), and
+    /// whether its last wait was woken by a wake-up signal (see `Acquisition::wait_ended`);
     /// `announce` how long to announce this call as a waiter (zero: it will not wait), by
     /// the id `waiter`. Returns the round and what it sends.
     pub(crate) fn new(
         spec: &Spec,
         token: Vec<u8>,
         t0: Stamp,
-        waited: bool,
+        (waited, woken): (bool, bool),
         announce: Duration,
         waiter: &[u8],
     ) -> (AcquireRound, Requests) {
@@ -129,7 +130,7 @@ impl AcquireRound {
         let ttl = spec.grant_ttl();
         let waits = waited || !announce.is_zero();
         // Other kinds of lease (a semaphore's permit, a read lock) take their own scripts.
-        let other_kind = calls::acquire_call(spec, &token, waited, announce, waiter);
+        let other_kind = calls::acquire_call(spec, &token, (waited, woken), announce, waiter);
         // A fenced lock keeps the script: its counter moves only on a grant.
         let plain = other_kind.is_none() && !waits && !opts.fencing;
         // A waited round's grant takes its announcement back (the acquire script); a round

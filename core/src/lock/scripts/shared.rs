@@ -65,15 +65,19 @@ return {0, -1, ''}
 /// Takes a read hold of a read-write lock.
 ///
 /// KEYS: lock, fence, waiters, readq, readers, wake. ARGV: token, ttl ms, fencing (0/1), has
-/// waited (0/1), waiter announcement ms (0 = do not announce), waiter id.
+/// waited (0: no; 1: yes, and its last wait ran out or is not known to have been woken; 2:
+/// yes, and its last wait on this node was woken by a wake-up signal), waiter announcement ms
+/// (0 = do not announce), waiter id.
 ///
 /// Refused (`{0, pttl, holder}`, like the mutex's acquire) while the lock key exists (a
 /// writer, a mutex or any `SET NX` holder), during a release's hand-off window (the lock key's
 /// empty value) to callers that have not waited, and while a writer waits: announced waiters that are not readers (a
 /// waiting reader is announced in `waiters` and in `readq`, so a writer's release wakes it,
 /// and writers are the members of `waiters` not in `readq`). A waiting reader never holds a
-/// writer up. A reader that waited and must still yield to a waiting writer passes the
-/// wake-up on (it may have taken the writer's). Granted: the fence counter's current value
+/// writer up. A reader that was woken by a wake-up and must still yield to a waiting writer
+/// passes it on (it may have taken the writer's); one whose wait ran out creates none (a
+/// release does: otherwise waiting readers wake each other in a storm while nothing is
+/// released). Granted: the fence counter's current value
 /// (the last write it may observe; not incremented), and a waiter's grant passes one wake-up
 /// on to the next waiting reader.
 pub(crate) static READ_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
@@ -100,19 +104,21 @@ local function refuse(pttl, holder)
   return {0, pttl, holder}
 end
 local holder = redis.pcall('GET', KEYS[1])
-if holder and not (holder == '' and ARGV[4] == '1') then
+if holder and not (holder == '' and ARGV[4] ~= '0') then
   if type(holder) ~= 'string' then holder = '' end
   return refuse(redis.call('PTTL', KEYS[1]), holder)
 end
-local fence = 0
-if ARGV[3] == '1' then fence = tonumber(redis.call('GET', KEYS[2]) or '0') or 0 end
+local function fence()
+  if ARGV[3] ~= '1' then return 0 end
+  return tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+end
 local mine = redis.call('ZSCORE', KEYS[5], ARGV[1])
-if mine and tonumber(mine) > now then return fence end
+if mine and tonumber(mine) > now then return fence() end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
   if redis.call('ZCARD', KEYS[3]) > redis.call('ZCARD', KEYS[4]) then
-    if ARGV[4] == '1' then wake_one() end
+    if ARGV[4] == '2' then wake_one() end
     return refuse(-1, '')
   end
 end
@@ -120,12 +126,12 @@ redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 redis.call('ZADD', KEYS[5], now + tonumber(ARGV[2]), ARGV[1])
 local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
 redis.call('PEXPIREAT', KEYS[5], last[2])
-if ARGV[4] == '1' then
+if ARGV[4] ~= '0' then
   redis.call('ZREM', KEYS[3], ARGV[6])
   redis.call('ZREM', KEYS[4], ARGV[6])
   if redis.call('ZCARD', KEYS[4]) > 0 then wake_one() end
 end
-return fence
+return fence()
 ",
     )
 });

@@ -61,7 +61,7 @@ impl CoreClient {
         // The library's round goes with the call's waiter id only when it may wait or has
         // waited.
         let waited = call.waited();
-        self.has_waiter_id |= will_wait || waited;
+        self.has_waiter_id |= will_wait || waited.0;
         out.push(Output::Note(Note::Attempt {
             token: token.clone(),
         }));
@@ -99,11 +99,12 @@ impl CoreClient {
     pub(super) fn wait_reply(
         &mut self,
         node: usize,
-        answered: bool,
+        reply: Option<&core::Reply>,
         now: Now,
         rng: &mut Rng,
         out: &mut Vec<Output>,
     ) {
+        let answered = reply.is_some();
         let State::Waiting {
             node: n, behind, ..
         } = &self.state
@@ -121,7 +122,14 @@ impl CoreClient {
         match behind {
             Some(b) if answered => self.acquiring(b.round, b.started, b.requests, now, out),
             Some(b) => self.behind_lost(node, b, ends, now, rng, out),
-            None => self.start_round(now, rng, out),
+            None => {
+                // As the library reads it: woken when the `BLPOP` popped an element.
+                let woken = matches!(reply, Some(Ok(Value::Array(_))));
+                if let Some((call, _)) = &mut self.call {
+                    call.wait_ended(woken);
+                }
+                self.start_round(now, rng, out)
+            }
         }
     }
 

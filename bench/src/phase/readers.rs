@@ -1,0 +1,100 @@
+//! What waiting costs Redis when readers wait behind a writer: the server's commands per second
+//! while one writer and 16 readers wait behind a held read lock, against 17 writers waiting
+//! behind a held write lock (one process, one client, default options). A waiting reader that
+//! must yield to a waiting writer passes a wake-up on only when it took one; before, each
+//! reader whose wait ran out pushed one, and the readers woke each other while nothing was
+//! released.
+
+use std::time::{Duration, Instant};
+
+use redmutex::Client;
+
+use crate::phase::{Ctx, Phase, progress};
+use crate::report::{Mark, Row};
+
+/// How many wait in each case.
+const WAITERS: usize = 17;
+
+pub fn run(ctx: &Ctx) -> Result<Phase<()>, String> {
+    let url = ctx.url.as_str();
+    let wait = ctx.counts.waiter_wait;
+    progress("waiting cost: 17 writers");
+    let writers = commands_per_second(url, "bench:waiting:writers", false, wait)?;
+    progress("waiting cost: 1 writer + 16 readers");
+    let readers = commands_per_second(url, "bench:waiting:readers", true, wait)?;
+    let mark = if readers <= writers {
+        Mark::Pass
+    } else {
+        Mark::Miss
+    };
+    let rows = vec![
+        Row::value(
+            "waiting: 17 writers behind a write hold, Redis commands/s",
+            format!("{writers:.0}/s"),
+        ),
+        Row::value(
+            "waiting: 1 writer + 16 readers behind a read hold, Redis commands/s",
+            format!("{readers:.0}/s"),
+        )
+        .target(format!("≤ 17 writers' ({writers:.0}/s)"), mark),
+    ];
+    Ok(Phase { rows, data: () })
+}
+
+/// Holds `name` (a read hold when `readers`, else the write side), lets [`WAITERS`] threads
+/// wait on it (the first a writer, the others readers when `readers`, else writers), and
+/// counts the commands Redis ran per second over `wait` once all of them wait. Then it
+/// releases, and every waiter must get in.
+fn commands_per_second(
+    url: &str,
+    name: &str,
+    readers: bool,
+    wait: Duration,
+) -> Result<f64, String> {
+    let client = Client::open(url).map_err(|e| e.to_string())?;
+    let lock = client.rwlock(name).ttl(Duration::from_secs(30));
+    let (read, write) = match readers {
+        true => (Some(lock.read().map_err(|e| e.to_string())?), None),
+        false => (None, Some(lock.write().map_err(|e| e.to_string())?)),
+    };
+    let mut info = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
+    let patience = wait + Duration::from_secs(10);
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|i| {
+            let lock = client.rwlock(name).ttl(Duration::from_secs(30));
+            // The writer first, so the readers queue behind it.
+            std::thread::sleep(Duration::from_millis(if i == 1 { 50 } else { 0 }));
+            std::thread::spawn(move || match readers && i > 0 {
+                true => lock.try_read_for(patience).map(drop),
+                false => lock.try_write_for(patience).map(drop),
+            })
+        })
+        .collect();
+    // Every waiter is blocked by now, several waits in.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = commands(&mut info)?;
+    let started = Instant::now();
+    std::thread::sleep(wait);
+    let per_second = (commands(&mut info)? - before) as f64 / started.elapsed().as_secs_f64();
+    drop((read, write));
+    for w in waiters {
+        w.join()
+            .map_err(|_| "a waiter panicked".to_owned())?
+            .map_err(|e| format!("a waiter of {name} did not get in: {e}"))?;
+    }
+    Ok(per_second)
+}
+
+/// The server's count of commands run so far.
+fn commands(info: &mut redis::Connection) -> Result<u64, String> {
+    let text: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(info)
+        .map_err(|e| e.to_string())?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| "INFO stats has no total_commands_processed".to_owned())
+}
