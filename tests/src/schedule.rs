@@ -232,6 +232,7 @@ impl Schedule {
                 Action::Proxy(_, Mode::CutAfterRequest) => "proxy: cut after request",
                 Action::Proxy(_, Mode::ResetAfterRequest) => "proxy: reset after request",
                 Action::Proxy(_, Mode::CutThenBlackhole) => "proxy: cut, then blackhole",
+                Action::Proxy(_, Mode::CutThenDelayRequests(_)) => "proxy: cut, then delay",
                 Action::Proxy(_, Mode::DropReplies) => "proxy: drop replies",
                 Action::Proxy(_, Mode::Blackhole) => "proxy: blackhole",
             };

@@ -78,6 +78,10 @@ pub enum Mode {
     ResetAfterRequest,
     /// Forward the next request, cut its connection, and from then on forward nothing.
     CutThenBlackhole,
+    /// Close the client's connection as each request arrives, and deliver the request this
+    /// long after (Redis runs what reached its socket): the client learns at once that its
+    /// request may have run and that nothing can follow it, and it runs late.
+    CutThenDelayRequests(Duration),
 }
 
 struct Shared {
@@ -314,6 +318,12 @@ fn serve(client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
                     *s.mode.lock().unwrap_or_else(|p| p.into_inner()) = Mode::Blackhole;
                     c.store(true, Ordering::SeqCst);
                     (now, After::Cut)
+                }
+                Mode::CutThenDelayRequests(d) => {
+                    c.store(true, Ordering::SeqCst);
+                    s.cut.fetch_add(1, Ordering::SeqCst);
+                    let _ = from.shutdown(Shutdown::Both);
+                    (now + d, After::Nothing)
                 }
             };
             req_tx
