@@ -172,6 +172,47 @@ fn a_release_without_a_signal_costs_at_most_the_cap() {
     assert!(at - freed <= cap() + SLACK, "{:?}", at - freed);
 }
 
+/// An operator (or a proxy, or Redis's `timeout`) kills the connection a waiter is blocked on
+/// (`CLIENT KILL`): the waiter opens another and waits again, and still gets the lock after
+/// the release, within its wait cap. Its request behind the block is undone or never ran:
+/// nobody else holds the lock meanwhile.
+#[test]
+fn a_waiter_whose_blocked_connection_is_killed_still_gets_the_lock() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = client.mutex("killed:lock").lock().unwrap();
+    let waiter = Waiter::start(&server.url(), "killed:lock");
+    assert!(wait_until(Duration::from_secs(5), || someone_blocked(
+        &server
+    )));
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.conn())
+        .unwrap();
+    let blocked = list
+        .lines()
+        .find(|l| l.contains("cmd=blpop"))
+        .and_then(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .expect("the blocked connection's id")
+        .to_owned();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&blocked)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(killed, 1, "the blocked connection was not killed");
+    // The waiter waits again on a new connection; the holder still holds.
+    assert!(wait_until(Duration::from_secs(5), || someone_blocked(
+        &server
+    )));
+    assert!(guard.is_held());
+    guard.unlock().unwrap();
+    let released = Instant::now();
+    let at = waiter.locked.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(at - released <= cap() + SLACK, "{:?}", at - released);
+}
+
 #[test]
 fn a_waiter_survives_its_node_restarting() {
     let mut server = RedisServer::start();
