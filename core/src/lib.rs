@@ -55,11 +55,11 @@
 //!
 //! | layer | files | what it may use |
 //! | --- | --- | --- |
-//! | public API | `lib.rs`; `client.rs` (`Client`, `ClientBuilder`), `sentinel_master.rs` (`SentinelMaster`), `mutex.rs` (`Mutex`), `guard.rs` (`Guard` over the `kind` of lease, one type for every guard, with `MutexGuard`), `semaphore.rs` (`Semaphore`, `Permit`), `rwlock.rs` (`RwLock`, `ReadGuard`, `WriteGuard`), `setters.rs` (the option setters every handle shares, as a macro) | the lock protocol, the transport (to open nodes), the vocabulary |
+//! | public API | `lib.rs`; `client.rs` (`Client`, `ClientBuilder`), `sentinel_master.rs` (`SentinelMaster`), `mutex.rs` (`Mutex`), `guard.rs` (`Guard` over the `kind` of lease, one type for every guard, with `MutexGuard`), `semaphore.rs` (`Semaphore`, `Permit`), `rwlock.rs` (`RwLock`, `ReadGuard`, `WriteGuard`), `setters.rs` (the option setters every handle shares, as a macro), `wake.rs` (`wake_on`: a descriptor that ends waits at once) | the lock protocol, the transport (to open nodes), the vocabulary |
 //! | vocabulary | `error.rs` (`Error`, `ErrorKind`, the per-node report), `options.rs` (`MutexOptions` and the bounds); the wire between the protocol and the transport: `wire/mod.rs` (declarations), `wire/request.rs` (what is sent: RESP bytes and a key slot), `wire/answer.rs` (what comes back: replies, or a failure by kind) | each other |
 //! | lock protocol, I/O-free (`lock/proto/`) | `lock/proto/mod.rs` (declarations); `lock/proto/spec.rs` (one lock as its calls see it), `lock/proto/round.rs` with `lock/proto/round/tests.rs` (one acquisition round with its verdict on the validity), `lock/proto/vote.rs` (what one answer says), `lock/proto/fence.rs` (the fence write-back), `lock/proto/plain.rs` (an unfenced `try_lock` as plain commands), `lock/proto/undo.rs` (a refused round's undo), `lock/proto/acquisition.rs` (a call across rounds), `lock/proto/hold.rs` (the lease's state), `lock/proto/release.rs` (the release round), `lock/proto/cleanup.rs` (a clean-up's tries: when a node is done, the pause between tries), `lock/proto/testing.rs` (what their unit tests share). They read no clock, draw no random number and touch no socket | the calls, the tally, the vocabulary (the wire: requests and answers), never the transport |
 //! | lock protocol (`lock/`) | `lock/mod.rs` (declarations); `lock/scripts.rs` (the Lua scripts and their invocations, with the `NOSCRIPT` reload), `lock/scripts/fence.rs` (the fence counter's Lua), `lock/scripts/shared.rs` (a semaphore's and a read lock's scripts), `lock/calls.rs` (which call each kind of lock sends), `lock/reply.rs`, `lock/keys.rs`, `lock/token.rs`, `lock/tally.rs` (votes and the quorum rule), `lock/clock.rs` (the lease clock), `lock/voters.rs` (a client's nodes), `lock/policy.rs` (the eviction check); the blocking drivers of the machines: `lock/acquire.rs`, `lock/wait.rs` (waiting for a release), `lock/lease.rs` (the lease with its clock, callbacks and waits), `lock/release.rs` (release and extension), `lock/renew.rs` with `lock/renew/tests.rs` (the renew thread), `lock/cleanup.rs` (token-checked releases sent again in the background); `lock/status.rs` (who holds a lock of each kind) | the transport's fan-out and blocking call, the vocabulary |
-//! | transport (`net/`) | `net/mod.rs` (declarations); `net/frame.rs` (where a reply ends), `net/socket.rs`, `net/plain.rs`, `net/tls_session.rs` and `net/tls.rs` (a connection's socket, plain or TLS), `net/conn.rs` (deadlines, pipelines), `net/poll.rs`, `net/endpoint.rs` (a pool per server), `net/node.rs`, `net/sentinel.rs`, `net/cluster.rs` with `net/cluster/tests.rs`, `net/slots.rs` and `net/redirect.rs` (routing), `net/url.rs`, `net/fanout.rs`, `net/leg.rs`, `net/wait.rs` and `net/gather.rs` (one round to every node under one deadline, ending early once its answers decide it), `net/warm.rs` (a fresh client's first connections), `net/block.rs` (a blocking pop with requests behind it), `net/classify.rs` (which failure a redis-rs error is), `net/testing.rs` (real servers for its own tests) | nothing above it: it knows no lock, token or fence |
+//! | transport (`net/`) | `net/mod.rs` (declarations); `net/frame.rs` (where a reply ends), `net/socket.rs`, `net/plain.rs`, `net/tls_session.rs` and `net/tls.rs` (a connection's socket, plain or TLS), `net/conn.rs` (deadlines, pipelines), `net/poll.rs`, `net/endpoint.rs` (a pool per server), `net/node.rs`, `net/sentinel.rs`, `net/cluster.rs` with `net/cluster/tests.rs`, `net/slots.rs` and `net/redirect.rs` (routing), `net/url.rs`, `net/fanout.rs`, `net/leg.rs`, `net/wait.rs` and `net/gather.rs` (one round to every node under one deadline, ending early once its answers decide it), `net/warm.rs` (a fresh client's first connections), `net/block.rs` (a blocking pop with requests behind it), `net/wake.rs` (the calling thread's wake-up descriptor), `net/classify.rs` (which failure a redis-rs error is), `net/testing.rs` (real servers for its own tests) | nothing above it: it knows no lock, token or fence |
 //! | the simulator's view (`sim_support/`, with the `sim-support` feature only) | `sim_support/mod.rs` (declarations); `sim_support/wire.rs`, `sim_support/lock.rs`, `sim_support/round.rs`, `sim_support/acquisition.rs`, `sim_support/lease.rs`, `sim_support/cleanup.rs`: the machines with the simulator's types | the lock protocol |
 //!
 //! `sync.rs` (the process-local locks) and `process.rs` (state that a forked child gets its
@@ -108,6 +108,7 @@ mod semaphore;
 mod sentinel_master;
 mod setters;
 mod sync;
+mod wake;
 mod wire;
 
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, MAX_NODES, MAX_OWNER_LEN};
@@ -118,6 +119,7 @@ pub use mutex::Mutex;
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use sentinel_master::SentinelMaster;
+pub use wake::wake_on;
 #[cfg(feature = "sim-support")]
 #[doc(hidden)]
 pub mod sim_support;

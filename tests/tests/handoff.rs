@@ -267,3 +267,81 @@ fn an_attempt_queued_behind_a_cut_wait_leaves_no_ghost_holder() {
     assert!(matches!(result, Ok(Ok(_))), "{result:?}");
     assert!(at - resumed <= cap() + SLACK, "{:?}", at - resumed);
 }
+
+/// A wait for a release ends the moment this thread's wake-up descriptor becomes readable
+/// (`redmutex::wake_on`), not at its wait cap (10 s here): the interrupt check then runs and
+/// ends the call with `Interrupted`. The holder still holds, and the waiter took nothing.
+#[test]
+fn a_wait_ends_when_its_wake_up_descriptor_becomes_readable() {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = client.mutex("wake:lock").lock().unwrap();
+    let waiter = Client::open(&server.url())
+        .unwrap()
+        .mutex("wake:lock")
+        .options(MutexOptions::default().with_wait_cap(Duration::from_secs(10)));
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let poked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = poked.clone();
+    let poke = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        writer.write_all(b"!").unwrap();
+        writer
+    });
+    let started = Instant::now();
+    let mut interrupted = || poked.load(std::sync::atomic::Ordering::SeqCst);
+    let taken = redmutex::wake_on(reader.as_fd(), || {
+        waiter.lock_interruptible(None, &mut interrupted)
+    })
+    .unwrap();
+    let took = started.elapsed();
+    let _writer = poke.join().unwrap();
+    match taken {
+        Err(redmutex::TryLockError::Error(e)) => {
+            assert_eq!(e.kind(), redmutex::ErrorKind::Interrupted, "{e}")
+        }
+        other => panic!("expected Interrupted, got {other:?}"),
+    }
+    assert!(
+        took < Duration::from_secs(5),
+        "the wait ran {took:?}, to its cap"
+    );
+    assert!(guard.is_held());
+    guard.unlock().unwrap();
+    // The waiter's connections are in step: the late reply of its wait was skipped, not read
+    // as the answer to a later request.
+    for _ in 0..3 {
+        let g = waiter.try_lock_for(Duration::from_secs(2)).unwrap();
+        assert!(g.is_held());
+        g.unlock().unwrap();
+    }
+}
+
+/// Under a wake-up descriptor that never becomes readable, waits end as before: at their cap
+/// or their holder's expiry, their late replies skipped, and the lock is taken once the
+/// foreign holder's key (which never signals) expires.
+#[test]
+fn waits_under_a_quiet_wake_up_descriptor_end_as_before() {
+    use std::os::fd::AsFd;
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("quiet:lock")
+        .arg("foreign")
+        .arg("PX")
+        .arg(700)
+        .query(&mut conn)
+        .unwrap();
+    let waiter = Client::open(&server.url()).unwrap().mutex("quiet:lock");
+    let (reader, _writer) = std::io::pipe().unwrap();
+    let taken = redmutex::wake_on(reader.as_fd(), || {
+        waiter.try_lock_for(Duration::from_secs(5))
+    })
+    .unwrap();
+    let guard = taken.expect("the lock, once the foreign key expired");
+    assert!(guard.is_held());
+    guard.unlock().unwrap();
+}

@@ -9,6 +9,8 @@ use super::endpoint::Endpoint;
 use super::leg::finish;
 use super::leg::typed;
 use super::node::Node;
+use super::poll::{self, Either};
+use super::wake;
 use crate::wire::Answer;
 use crate::wire::{Command, Request};
 use crate::wire::{Failure, NetError};
@@ -84,6 +86,7 @@ pub(crate) fn block_then<R: Request>(
         .set_read_timeout(Some(left))
         .and_then(|()| conn.set_write_timeout(Some(write)))
         .and_then(|()| conn.send_packed_command(&packed))
+        .and_then(|()| until_woken(&conn, until))
         .and_then(|()| conn.recv_response())
         .map_err(NetError::from);
     // Redis ends a blocking command's timeout on its cron tick (every 100 ms at the default
@@ -128,6 +131,23 @@ pub(crate) fn block_then<R: Request>(
     Blocked::Ended {
         woken,
         behind: Some(typed(answer)),
+    }
+}
+
+/// Waits for the block's reply, or for this thread's wake-up descriptor (see
+/// [`crate::wake_on`]): woken first, the read that follows is given no more time, so the
+/// block ends as one whose time ran out (ended early from another connection, its late reply
+/// skipped), and the call's interrupt check decides what comes next.
+fn until_woken(conn: &Connection, until: Instant) -> redis::RedisResult<()> {
+    let (Some(fd), Some(socket)) = (wake::fd(), conn.socket()) else {
+        return Ok(());
+    };
+    if conn.holds(1) {
+        return Ok(());
+    }
+    match poll::socket_or(socket, &fd, until.saturating_duration_since(Instant::now())) {
+        Either::Socket => Ok(()),
+        Either::Woken | Either::TimedOut => conn.set_read_timeout(Some(Duration::from_micros(100))),
     }
 }
 

@@ -27,6 +27,7 @@ mod tls;
 mod tls_session;
 mod url;
 mod wait;
+mod wake;
 mod warm;
 
 pub(crate) use block::{Blocked, Blocking, block_then};
@@ -38,4 +39,5 @@ pub(crate) use node::Node;
 pub(crate) use sentinel::Sentinel;
 pub(crate) use slots::{hash_tag, key_slot};
 pub(crate) use url::redact;
+pub(crate) use wake::scoped as wake_on;
 pub(crate) use warm::warm_up;

@@ -36,6 +36,41 @@ pub(super) fn readable(_: &[&Socket], _: Duration, _: &mut Vec<usize>) -> bool {
     false
 }
 
+/// How a wait on a socket and a wake-up descriptor ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Either {
+    /// The socket has something to read (or has ended), or the wait failed: read it.
+    Socket,
+    /// The wake-up descriptor is readable, and the socket is not.
+    Woken,
+    /// Neither, by the end of the timeout.
+    TimedOut,
+}
+
+/// Waits up to `timeout` for `socket` or `wake` to become readable. Interrupted by a signal,
+/// it says `Socket`: the read that follows waits on, and ends as it would have.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) fn socket_or(socket: &Socket, wake: &std::os::fd::OwnedFd, timeout: Duration) -> Either {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [
+        PollFd::new(socket, PollFlags::IN),
+        PollFd::new(wake, PollFlags::IN),
+    ];
+    let Ok(timeout) = Timespec::try_from(timeout) else {
+        return Either::Socket;
+    };
+    match poll(&mut fds, Some(&timeout)) {
+        Ok(0) => Either::TimedOut,
+        Ok(_) if fds[0].revents().is_empty() => Either::Woken,
+        _ => Either::Socket,
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(super) fn socket_or(_: &Socket, _: &std::os::fd::OwnedFd, _: Duration) -> Either {
+    Either::Socket
+}
+
 /// Whether `socket` has something to read (or has ended) right now, without waiting: for an
 /// idle connection that owes no reply, that is the server having closed it.
 #[cfg(any(target_os = "linux", target_os = "android"))]
