@@ -376,119 +376,6 @@ redmutex_result redmutex_client_server(const struct redmutex_client *client,
                                        size_t *out_n);
 
 /**
- * Takes the lock named by the NUL-terminated UTF-8 string `name` (its Redis key), with a
- * lease of `ttl_ms` milliseconds (10 ms to 24 h) that the client's renew thread extends
- * every `ttl_ms / 3` while the guard lives.
- *
- * `wait_ms`: `-1` waits as long as it takes, `0` makes one attempt, a positive value waits
- * at most that many milliseconds. Waiters are woken by the release, not by polling. Even
- * `-1` gives up with `REDMUTEX_RESULT_CONNECTION` / `REDMUTEX_RESULT_NO_QUORUM` when no
- * majority of the nodes could be reached for the client's connect timeout.
- *
- * On success writes a new guard to `*out_guard`: the caller owns it and ends it with
- * `redmutex_unlock` (or `redmutex_guard_free`). On failure leaves `*out_guard` alone.
- *
- * Returns `REDMUTEX_RESULT_OK`; `REDMUTEX_RESULT_WOULD_BLOCK` when someone else held the lock
- * for the whole wait; `REDMUTEX_RESULT_NO_QUORUM`, `REDMUTEX_RESULT_CONNECTION`,
- * `REDMUTEX_RESULT_AUTH`, `REDMUTEX_RESULT_SERVER`; `REDMUTEX_RESULT_NULL_PARAMETER`,
- * `REDMUTEX_RESULT_INVALID_UTF8`; `REDMUTEX_RESULT_INVALID_ARGUMENT` for an empty name or one
- * over 512 bytes, a TTL out of range or `wait_ms < -1`.
- *
- * Thread-safety: any number of threads may lock through one client at once.
- */
-redmutex_result redmutex_lock(const struct redmutex_client *client,
-                              const char *name,
-                              uint64_t ttl_ms,
-                              int64_t wait_ms,
-                              struct redmutex_guard **out_guard);
-
-/**
- * Like `redmutex_lock`, for a name of `name_len` arbitrary bytes (it may hold NUL bytes and
- * need not be UTF-8).
- */
-redmutex_result redmutex_lock_bytes(const struct redmutex_client *client,
-                                    const uint8_t *name,
-                                    size_t name_len,
-                                    uint64_t ttl_ms,
-                                    int64_t wait_ms,
-                                    struct redmutex_guard **out_guard);
-
-/**
- * Like `redmutex_lock_bytes`, with the TTL and every other setting taken from `options`
- * (see `redmutex_lock_options_new`). Also returns `REDMUTEX_RESULT_INTERRUPTED` when the
- * options' interrupt check stopped the wait, and `REDMUTEX_RESULT_INVALID_ARGUMENT` for a
- * setting out of range.
- */
-redmutex_result redmutex_lock_with_options(const struct redmutex_client *client,
-                                           const uint8_t *name,
-                                           size_t name_len,
-                                           const struct redmutex_lock_options *options,
-                                           int64_t wait_ms,
-                                           struct redmutex_guard **out_guard);
-
-/**
- * Asks Redis whether anyone holds the lock named by the NUL-terminated UTF-8 string `name`
- * (a redmutex holder or any client that locks with `SET NX`). The answer may be stale by
- * the time the caller reads it; use it for monitoring, never instead of taking the lock.
- *
- * On success writes the answer to `*out_locked`. Returns `REDMUTEX_RESULT_OK`,
- * `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION` when too few nodes answered,
- * `REDMUTEX_RESULT_NULL_PARAMETER`, `REDMUTEX_RESULT_INVALID_UTF8` or
- * `REDMUTEX_RESULT_INVALID_ARGUMENT`.
- */
-redmutex_result redmutex_is_locked(const struct redmutex_client *client,
-                                   const char *name,
-                                   bool *out_locked);
-
-/**
- * Like `redmutex_is_locked`, for a name of `name_len` arbitrary bytes.
- */
-redmutex_result redmutex_is_locked_bytes(const struct redmutex_client *client,
-                                         const uint8_t *name,
-                                         size_t name_len,
-                                         bool *out_locked);
-
-/**
- * Asks Redis who holds the lock named by the NUL-terminated UTF-8 string `name`, for how
- * long, and which fence number it last granted: what `redmutex status` shows. Like
- * `redmutex_is_locked`, the answer may be stale by the time the caller reads it.
- *
- * On success: the holder's value (for redmutex holders `owner-label:random-hex`, so it
- * tells who holds it; empty when the lock is free) is copied into `holder_buf` as a
- * NUL-terminated string of at most `holder_len - 1` bytes, and `*out_holder_n` is set to
- * its full length (cut short when `*out_holder_n >= holder_len`; 0 when free);
- * `*out_ttl_ms` to the holder's remaining lease in milliseconds (-1 when the lock is free
- * or never expires); `*out_fence` to the last fence number granted for the name (0 when
- * none was). `holder_buf` may be NULL only when `holder_len` is 0. Nothing is written on
- * failure.
- *
- * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
- * when too few nodes answered, `REDMUTEX_RESULT_NULL_PARAMETER`,
- * `REDMUTEX_RESULT_INVALID_UTF8` or `REDMUTEX_RESULT_INVALID_ARGUMENT`.
- *
- * Thread-safety: any number of threads may ask through one client at once.
- */
-redmutex_result redmutex_status(const struct redmutex_client *client,
-                                const char *name,
-                                char *holder_buf,
-                                size_t holder_len,
-                                size_t *out_holder_n,
-                                int64_t *out_ttl_ms,
-                                uint64_t *out_fence);
-
-/**
- * Like `redmutex_status`, for a name of `name_len` arbitrary bytes.
- */
-redmutex_result redmutex_status_bytes(const struct redmutex_client *client,
-                                      const uint8_t *name,
-                                      size_t name_len,
-                                      char *holder_buf,
-                                      size_t holder_len,
-                                      size_t *out_holder_n,
-                                      int64_t *out_ttl_ms,
-                                      uint64_t *out_fence);
-
-/**
  * Makes lock options with the defaults: TTL 30 s, auto-renew on, no max hold, fencing on,
  * per-node timeout from the client or derived from the TTL, no interrupt check.
  *
@@ -604,6 +491,136 @@ redmutex_result redmutex_lock_options_set_handoff_window(struct redmutex_lock_op
 redmutex_result redmutex_lock_options_set_interrupt(struct redmutex_lock_options *options,
                                                     redmutex_interrupt_callback callback,
                                                     void *user_data);
+
+/**
+ * Also ends a wait for a release the moment `fd` becomes readable, instead of at the wait
+ * cap: typically the read end of a self-pipe that your signal handler writes to. The
+ * interrupt check (`redmutex_lock_options_set_interrupt`, which these options must also
+ * have) then runs at once and decides whether the call returns
+ * `REDMUTEX_RESULT_INTERRUPTED`. Keep `fd` readable only while that check says to stop
+ * (drain it when you decide to go on), or every wait ends at once; keep it open while you
+ * lock with these options. A round already sent finishes first (within the node timeout).
+ * `-1` removes it.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL, or
+ * `REDMUTEX_RESULT_INVALID_ARGUMENT` for a negative `fd` other than -1. A lock call with a
+ * descriptor and no interrupt check returns `REDMUTEX_RESULT_INVALID_ARGUMENT`.
+ */
+redmutex_result redmutex_lock_options_set_interrupt_fd(struct redmutex_lock_options *options,
+                                                       int fd);
+
+/**
+ * Takes the lock named by the NUL-terminated UTF-8 string `name` (its Redis key), with a
+ * lease of `ttl_ms` milliseconds (10 ms to 24 h) that the client's renew thread extends
+ * every `ttl_ms / 3` while the guard lives.
+ *
+ * `wait_ms`: `-1` waits as long as it takes, `0` makes one attempt, a positive value waits
+ * at most that many milliseconds. Waiters are woken by the release, not by polling. Even
+ * `-1` gives up with `REDMUTEX_RESULT_CONNECTION` / `REDMUTEX_RESULT_NO_QUORUM` when no
+ * majority of the nodes could be reached for the client's connect timeout.
+ *
+ * On success writes a new guard to `*out_guard`: the caller owns it and ends it with
+ * `redmutex_unlock` (or `redmutex_guard_free`). On failure leaves `*out_guard` alone.
+ *
+ * Returns `REDMUTEX_RESULT_OK`; `REDMUTEX_RESULT_WOULD_BLOCK` when someone else held the lock
+ * for the whole wait; `REDMUTEX_RESULT_NO_QUORUM`, `REDMUTEX_RESULT_CONNECTION`,
+ * `REDMUTEX_RESULT_AUTH`, `REDMUTEX_RESULT_SERVER`; `REDMUTEX_RESULT_NULL_PARAMETER`,
+ * `REDMUTEX_RESULT_INVALID_UTF8`; `REDMUTEX_RESULT_INVALID_ARGUMENT` for an empty name or one
+ * over 512 bytes, a TTL out of range or `wait_ms < -1`.
+ *
+ * Thread-safety: any number of threads may lock through one client at once.
+ */
+redmutex_result redmutex_lock(const struct redmutex_client *client,
+                              const char *name,
+                              uint64_t ttl_ms,
+                              int64_t wait_ms,
+                              struct redmutex_guard **out_guard);
+
+/**
+ * Like `redmutex_lock`, for a name of `name_len` arbitrary bytes (it may hold NUL bytes and
+ * need not be UTF-8).
+ */
+redmutex_result redmutex_lock_bytes(const struct redmutex_client *client,
+                                    const uint8_t *name,
+                                    size_t name_len,
+                                    uint64_t ttl_ms,
+                                    int64_t wait_ms,
+                                    struct redmutex_guard **out_guard);
+
+/**
+ * Like `redmutex_lock_bytes`, with the TTL and every other setting taken from `options`
+ * (see `redmutex_lock_options_new`). Also returns `REDMUTEX_RESULT_INTERRUPTED` when the
+ * options' interrupt check stopped the wait, and `REDMUTEX_RESULT_INVALID_ARGUMENT` for a
+ * setting out of range.
+ */
+redmutex_result redmutex_lock_with_options(const struct redmutex_client *client,
+                                           const uint8_t *name,
+                                           size_t name_len,
+                                           const struct redmutex_lock_options *options,
+                                           int64_t wait_ms,
+                                           struct redmutex_guard **out_guard);
+
+/**
+ * Asks Redis whether anyone holds the lock named by the NUL-terminated UTF-8 string `name`
+ * (a redmutex holder or any client that locks with `SET NX`). The answer may be stale by
+ * the time the caller reads it; use it for monitoring, never instead of taking the lock.
+ *
+ * On success writes the answer to `*out_locked`. Returns `REDMUTEX_RESULT_OK`,
+ * `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION` when too few nodes answered,
+ * `REDMUTEX_RESULT_NULL_PARAMETER`, `REDMUTEX_RESULT_INVALID_UTF8` or
+ * `REDMUTEX_RESULT_INVALID_ARGUMENT`.
+ */
+redmutex_result redmutex_is_locked(const struct redmutex_client *client,
+                                   const char *name,
+                                   bool *out_locked);
+
+/**
+ * Like `redmutex_is_locked`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_is_locked_bytes(const struct redmutex_client *client,
+                                         const uint8_t *name,
+                                         size_t name_len,
+                                         bool *out_locked);
+
+/**
+ * Asks Redis who holds the lock named by the NUL-terminated UTF-8 string `name`, for how
+ * long, and which fence number it last granted: what `redmutex status` shows. Like
+ * `redmutex_is_locked`, the answer may be stale by the time the caller reads it.
+ *
+ * On success: the holder's value (for redmutex holders `owner-label:random-hex`, so it
+ * tells who holds it; empty when the lock is free) is copied into `holder_buf` as a
+ * NUL-terminated string of at most `holder_len - 1` bytes, and `*out_holder_n` is set to
+ * its full length (cut short when `*out_holder_n >= holder_len`; 0 when free);
+ * `*out_ttl_ms` to the holder's remaining lease in milliseconds (-1 when the lock is free
+ * or never expires); `*out_fence` to the last fence number granted for the name (0 when
+ * none was). `holder_buf` may be NULL only when `holder_len` is 0. Nothing is written on
+ * failure.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
+ * when too few nodes answered, `REDMUTEX_RESULT_NULL_PARAMETER`,
+ * `REDMUTEX_RESULT_INVALID_UTF8` or `REDMUTEX_RESULT_INVALID_ARGUMENT`.
+ *
+ * Thread-safety: any number of threads may ask through one client at once.
+ */
+redmutex_result redmutex_status(const struct redmutex_client *client,
+                                const char *name,
+                                char *holder_buf,
+                                size_t holder_len,
+                                size_t *out_holder_n,
+                                int64_t *out_ttl_ms,
+                                uint64_t *out_fence);
+
+/**
+ * Like `redmutex_status`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_status_bytes(const struct redmutex_client *client,
+                                      const uint8_t *name,
+                                      size_t name_len,
+                                      char *holder_buf,
+                                      size_t holder_len,
+                                      size_t *out_holder_n,
+                                      int64_t *out_ttl_ms,
+                                      uint64_t *out_fence);
 
 /**
  * Takes one of the `permits` permits of the semaphore named by the NUL-terminated UTF-8

@@ -135,6 +135,13 @@ struct LockOptions {
    * it throws also stops the wait, and is rethrown by the lock call.
    */
   std::function<bool()> interrupt;
+  /**
+   * A descriptor whose readability ends a wait for a release at once (the read end of a
+   * self-pipe your signal handler writes to): `interrupt` then runs at once. Needs
+   * `interrupt`; keep it readable only while `interrupt` says to stop, and open while
+   * locking (see redmutex_lock_options_set_interrupt_fd).
+   */
+  std::optional<int> interrupt_fd;
 };
 
 /**
@@ -564,6 +571,9 @@ class Client {
     if (options.interrupt) {
       detail::check(redmutex_lock_options_set_interrupt(opts.get(), &Client::call_interrupt,
                                                         &interrupt));
+    }
+    if (options.interrupt_fd) {
+      detail::check(redmutex_lock_options_set_interrupt_fd(opts.get(), *options.interrupt_fd));
     }
     redmutex_guard* guard = nullptr;
     const std::uint8_t* n = bytes(name);

@@ -14,6 +14,8 @@ mod result;
 
 mod client;
 
+mod options;
+
 mod lock;
 
 mod shared;
@@ -27,6 +29,7 @@ mod ptr;
 pub use client::*;
 pub use guard::*;
 pub use lock::*;
+pub use options::*;
 pub use result::*;
 pub use shared::*;
 

@@ -1,37 +1,17 @@
 //! Taking a lock: `redmutex_lock*`, `redmutex_is_locked*`, `redmutex_status*` and
 //! `redmutex_lock_options`.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_char;
 use std::time::Duration;
 
 use redmutex::{LockStatus, MAX_NAME_LEN, MutexOptions};
 
 use crate::client::redmutex_client;
 use crate::guard::redmutex_guard;
-use crate::ptr::{Out, arg, bytes, c_str, free_box};
+use crate::options::redmutex_lock_options;
+use crate::ptr::{Out, arg, bytes, c_str};
 use crate::result::{Failure, boundary, copy_bytes, redmutex_result};
-use crate::take::{Interrupt, Kind, take};
-
-/// Called by a blocking `redmutex_lock_with_options` on the calling thread after every
-/// wake-up, so at least once per wait cap (250 ms unless set with
-/// `redmutex_lock_options_set_wait_cap`); returning true stops the wait with
-/// `REDMUTEX_RESULT_INTERRUPTED`. Use it to honour a shutdown flag or a signal. It must
-/// return quickly and must not call into this library for the same lock.
-pub type redmutex_interrupt_callback = Option<unsafe extern "C" fn(user_data: *mut c_void) -> bool>;
-
-/// Settings of one lock for `redmutex_lock_with_options`: TTL, auto-renew, max hold, fencing,
-/// timeouts and an interrupt check. Every default is a finite lease.
-///
-/// Thread-safety: none of its own; do not change an options handle while another thread uses
-/// it. Several threads may lock with the same options at once.
-///
-/// Ownership: made by `redmutex_lock_options_new`, freed exactly once by
-/// `redmutex_lock_options_free`. A lock call copies the settings, so the options may be
-/// changed or freed as soon as it returns.
-pub struct redmutex_lock_options {
-    pub(crate) opts: MutexOptions,
-    pub(crate) interrupt: Option<Interrupt>,
-}
+use crate::take::{Kind, take};
 
 /// Takes the lock named by the NUL-terminated UTF-8 string `name` (its Redis key), with a
 /// lease of `ttl_ms` milliseconds (10 ms to 24 h) that the client's renew thread extends
@@ -120,7 +100,7 @@ pub extern "C" fn redmutex_lock_with_options(
             name,
             Kind::Mutex,
             options.opts.clone(),
-            options.interrupt,
+            options.interruption()?,
             wait_ms,
             out,
         )
@@ -262,196 +242,4 @@ impl StatusOut {
         self.ttl_ms.write(ttl);
         self.fence.write(status.fence);
     }
-}
-
-/// Makes lock options with the defaults: TTL 30 s, auto-renew on, no max hold, fencing on,
-/// per-node timeout from the client or derived from the TTL, no interrupt check.
-///
-/// On success writes the new options to `*out_options` (free them with
-/// `redmutex_lock_options_free`). Returns `REDMUTEX_RESULT_OK`, or
-/// `REDMUTEX_RESULT_NULL_PARAMETER` when `out_options` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_new(
-    out_options: *mut *mut redmutex_lock_options,
-) -> redmutex_result {
-    boundary(|| {
-        let out = Out::new(out_options, "out_options")?;
-        out.write(Box::into_raw(Box::new(redmutex_lock_options {
-            opts: MutexOptions::default(),
-            interrupt: None,
-        })));
-        Ok(())
-    })
-}
-
-/// Frees lock options. Must be called at most once per options handle. NULL is a no-op.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_free(options: *mut redmutex_lock_options) {
-    let _ = boundary(|| {
-        free_box(options);
-        Ok(())
-    });
-}
-
-/// Sets the lease in milliseconds: how long the lock survives its holder's silence (default
-/// 30000; 10 ms to 24 h, checked by the lock call).
-///
-/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_set_ttl(
-    options: *mut redmutex_lock_options,
-    ttl_ms: u64,
-) -> redmutex_result {
-    set(options, |o| o.ttl = Duration::from_millis(ttl_ms))
-}
-
-/// Turns renewal by the client's renew thread on (the default) or off. Without it the lock
-/// ends after its TTL unless `redmutex_guard_extend` is called.
-///
-/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_set_auto_renew(
-    options: *mut redmutex_lock_options,
-    on: bool,
-) -> redmutex_result {
-    set(options, |o| o.auto_renew = on)
-}
-
-/// Stops renewal `max_hold_ms` milliseconds after the lock was taken, so a stuck holder
-/// loses the lock then; `0` means no limit (the default). Checked by the lock call.
-///
-/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_set_max_hold(
-    options: *mut redmutex_lock_options,
-    max_hold_ms: u64,
-) -> redmutex_result {
-    set(options, |o| {
-        o.max_hold = (max_hold_ms != 0).then(|| Duration::from_millis(max_hold_ms));
-    })
-}
-
-/// Turns fence numbers on (the default) or off. With fencing off, `redmutex_guard_fence`
-/// returns 0; turn it off for names of unbounded cardinality, since each name keeps one
-/// counter key that never expires.
-///
-/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_set_fencing(
-    options: *mut redmutex_lock_options,
-    on: bool,
-) -> redmutex_result {
-    set(options, |o| o.fencing = on)
-}
-
-/// Sets the per-node, per-request timeout in milliseconds (1 ms up to the TTL, checked by
-/// the lock call); `0` restores the default (the client's setting, else 2 % of the TTL
-/// between 50 and 250 ms).
-///
-/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_set_node_timeout(
-    options: *mut redmutex_lock_options,
-    timeout_ms: u64,
-) -> redmutex_result {
-    set(options, |o| {
-        o.node_timeout = (timeout_ms != 0).then(|| Duration::from_millis(timeout_ms));
-    })
-}
-
-/// Replication safety: each grant and renewal counts on a node only once `n` of that node's
-/// replicas acknowledged the write within `timeout_ms` (`WAIT n timeout_ms`); a grant that
-/// falls short is undone there. `n == 0` turns it off (the default). Otherwise the timeout
-/// must be 1 ms to half the TTL, checked by the lock call. It guarantees that the lock's
-/// write reached `n` replicas before the lock counted as held, so a failover to one of them
-/// keeps it; not that every failover does (`WAIT` is not consensus). Costs a round trip plus
-/// replica lag per grant and renewal. An ACL user needs `+wait`.
-///
-/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_set_min_replicas(
-    options: *mut redmutex_lock_options,
-    n: u32,
-    timeout_ms: u64,
-) -> redmutex_result {
-    set(options, |o| {
-        o.min_replicas = (n != 0).then(|| (n, Duration::from_millis(timeout_ms)));
-    })
-}
-
-/// Sets the base of the randomized retry delay in milliseconds (default 50; 1 ms to 60 s),
-/// used when no wake-up signal can be awaited and between renewal retries.
-///
-/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_set_retry_delay(
-    options: *mut redmutex_lock_options,
-    delay_ms: u64,
-) -> redmutex_result {
-    set(options, |o| o.retry_delay = Duration::from_millis(delay_ms))
-}
-
-/// Sets the longest a waiter blocks for a wake-up signal before it tries again, in
-/// milliseconds (default 250; 1 ms to 60 s): the most a lost wake-up can cost, and how
-/// often the interrupt check runs.
-///
-/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_set_wait_cap(
-    options: *mut redmutex_lock_options,
-    cap_ms: u64,
-) -> redmutex_result {
-    set(options, |o| o.wait_cap = Duration::from_millis(cap_ms))
-}
-
-/// Sets how long, after a release that had waiters, newcomers must leave the lock to a
-/// waiter, in milliseconds (default 20; 0 turns the hand-off off; at most 60000, and a release
-/// uses at most the TTL of it). It stops
-/// a holder that re-locks at once from starving the waiters.
-///
-/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_set_handoff_window(
-    options: *mut redmutex_lock_options,
-    window_ms: u64,
-) -> redmutex_result {
-    set(options, |o| {
-        o.handoff_window = Duration::from_millis(window_ms)
-    })
-}
-
-/// Sets an interrupt check for blocking lock calls with these options (see
-/// `redmutex_interrupt_callback`); `user_data` is passed to it as is and may be NULL.
-///
-/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` or
-/// `callback` is NULL.
-#[unsafe(no_mangle)]
-pub extern "C" fn redmutex_lock_options_set_interrupt(
-    options: *mut redmutex_lock_options,
-    callback: redmutex_interrupt_callback,
-    user_data: *mut c_void,
-) -> redmutex_result {
-    boundary(|| {
-        let options = options_mut(options)?;
-        let check = callback.ok_or_else(|| Failure::null("callback"))?;
-        options.interrupt = Some(Interrupt { check, user_data });
-        Ok(())
-    })
-}
-
-fn set(
-    options: *mut redmutex_lock_options,
-    change: impl FnOnce(&mut MutexOptions),
-) -> redmutex_result {
-    boundary(|| {
-        change(&mut options_mut(options)?.opts);
-        Ok(())
-    })
-}
-
-fn options_mut<'a>(
-    options: *mut redmutex_lock_options,
-) -> Result<&'a mut redmutex_lock_options, Failure> {
-    // SAFETY: a non-NULL handle from redmutex_lock_options_new, not shared with a writer.
-    unsafe { options.as_mut() }.ok_or_else(|| Failure::null("options"))
 }

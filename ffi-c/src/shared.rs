@@ -10,7 +10,7 @@ use redmutex::{MAX_NAME_LEN, MutexOptions};
 
 use crate::client::redmutex_client;
 use crate::guard::redmutex_guard;
-use crate::lock::redmutex_lock_options;
+use crate::options::redmutex_lock_options;
 use crate::ptr::{Out, arg, bytes, c_str};
 use crate::result::{Failure, boundary, redmutex_result};
 use crate::take::{Kind, take};
@@ -66,7 +66,7 @@ fn with_options(
         let name = bytes(name, name_len, MAX_NAME_LEN, "name")?;
         let options = arg(options, "options")?;
         let out = Out::new(out_guard, "out_guard")?;
-        let (opts, interrupt) = (options.opts.clone(), options.interrupt);
+        let (opts, interrupt) = (options.opts.clone(), options.interruption()?);
         take(client, name, kind, opts, interrupt, wait_ms, out)
     })
 }

@@ -2,6 +2,7 @@
 //! `redmutex_read_lock*`, `redmutex_write_lock*`): the wait, the interrupt check, the guard.
 
 use std::ffi::c_void;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use redmutex::MutexOptions;
@@ -11,11 +12,13 @@ use crate::guard::redmutex_guard;
 use crate::ptr::Out;
 use crate::result::Failure;
 
-/// The interrupt check of `redmutex_lock_options_set_interrupt`.
+/// The interrupt check of `redmutex_lock_options_set_interrupt`, with the descriptor of
+/// `redmutex_lock_options_set_interrupt_fd`.
 #[derive(Clone, Copy)]
 pub(crate) struct Interrupt {
     pub(crate) check: unsafe extern "C" fn(user_data: *mut c_void) -> bool,
     pub(crate) user_data: *mut c_void,
+    pub(crate) wake_fd: Option<RawFd>,
 }
 
 /// What a lock call takes.
@@ -56,27 +59,37 @@ pub(crate) fn take(
         None => false,
     };
     let c = &client.client;
-    let held = match kind {
-        Kind::Mutex => c
-            .mutex(name)
-            .options(opts)
-            .lock_interruptible(deadline, &mut interrupted)?
-            .into_any(),
-        Kind::Semaphore(permits) => c
-            .semaphore(name, permits)
-            .options(opts)
-            .acquire_interruptible(deadline, &mut interrupted)?
-            .into_any(),
-        Kind::Read => c
-            .rwlock(name)
-            .options(opts)
-            .read_interruptible(deadline, &mut interrupted)?
-            .into_any(),
-        Kind::Write => c
-            .rwlock(name)
-            .options(opts)
-            .write_interruptible(deadline, &mut interrupted)?
-            .into_any(),
+    let wake_fd = interrupt.and_then(|i| i.wake_fd);
+    let call = move || -> Result<_, Failure> {
+        Ok(match kind {
+            Kind::Mutex => c
+                .mutex(name)
+                .options(opts)
+                .lock_interruptible(deadline, &mut interrupted)?
+                .into_any(),
+            Kind::Semaphore(permits) => c
+                .semaphore(name, permits)
+                .options(opts)
+                .acquire_interruptible(deadline, &mut interrupted)?
+                .into_any(),
+            Kind::Read => c
+                .rwlock(name)
+                .options(opts)
+                .read_interruptible(deadline, &mut interrupted)?
+                .into_any(),
+            Kind::Write => c
+                .rwlock(name)
+                .options(opts)
+                .write_interruptible(deadline, &mut interrupted)?
+                .into_any(),
+        })
+    };
+    let held = match wake_fd {
+        None => call()?,
+        // SAFETY: the caller keeps the descriptor it gave open while it locks with these
+        // options (`redmutex_lock_options_set_interrupt_fd` says so); the core duplicates it
+        // for the call.
+        Some(fd) => redmutex::wake_on(unsafe { BorrowedFd::borrow_raw(fd) }, call)??,
     };
     out.write(redmutex_guard::new_raw(held));
     Ok(())

@@ -100,6 +100,33 @@ static void test_interrupt_stops_a_wait() {
   CHECK(holder.is_held());
 }
 
+// A wait with a 10 s cap ends when its interrupt descriptor becomes readable, and the
+// interrupt check then stops it: long before the cap.
+static void test_interrupt_fd_ends_a_wait_at_once() {
+  redmutex::Client client = test_client();
+  std::string name = unique_name("interrupt-fd");
+  redmutex::Guard holder = client.lock(name, 30s);
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  std::atomic<bool> poked{false};
+  redmutex::LockOptions options;
+  options.wait_cap = 10s;
+  options.interrupt_fd = fds[0];
+  options.interrupt = [&] { return poked.load(); };
+  std::thread poker([&] {
+    std::this_thread::sleep_for(100ms);
+    poked = true;
+    CHECK(write(fds[1], "!", 1) == 1);
+  });
+  auto start = std::chrono::steady_clock::now();
+  CHECK(code_of([&] { (void)client.lock(name, options); }) == REDMUTEX_RESULT_INTERRUPTED);
+  poker.join();
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  CHECK(holder.is_held());
+  close(fds[0]);
+  close(fds[1]);
+}
+
 static void test_lock_options_reach_the_library() {
   redmutex::Client client = test_client();
   std::string name = unique_name("options");
@@ -184,6 +211,7 @@ int main() {
   RUN(test_release_ends_a_watchdog_wait);
   RUN(test_guard_adopts_a_c_handle);
   RUN(test_interrupt_stops_a_wait);
+  RUN(test_interrupt_fd_ends_a_wait_at_once);
   RUN(test_lock_options_reach_the_library);
   RUN(test_tls_ca_option_reaches_the_library);
   RUN(test_on_lost_that_throws_registers_nothing);

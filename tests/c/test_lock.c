@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "redmutex.h"
 #include "support.h"
@@ -425,6 +427,72 @@ static void test_interrupt_check_stops_a_blocking_wait(void) {
   redmutex_client_free(client);
 }
 
+/* A wait with a 10 s wait cap ends as soon as its interrupt descriptor becomes readable (a
+ * self-pipe a signal handler would write to), not at its cap: the interrupt check then runs
+ * at once and stops the call. A descriptor without a check is refused. */
+struct pipe_poke {
+  int fd;
+  volatile bool poked;
+};
+
+static void *poke_after_100ms(void *arg) {
+  struct pipe_poke *poke = arg;
+  struct timespec pause = {0, 100 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  poke->poked = true;
+  if (write(poke->fd, "!", 1) != 1) {
+    poke->poked = false;
+  }
+  return NULL;
+}
+
+static bool poked(void *user_data) { return ((struct pipe_poke *)user_data)->poked; }
+
+static void test_interrupt_fd_ends_a_wait_before_its_cap(void) {
+  char name[128];
+  int fds[2];
+  pthread_t poker;
+  struct timespec before, after;
+  redmutex_client *client = test_client();
+  redmutex_lock_options *options = NULL;
+  redmutex_guard *held = NULL;
+  redmutex_guard *waiter = NULL;
+  struct pipe_poke poke = {-1, false};
+  CHECK(client != NULL);
+  CHECK(pipe(fds) == 0);
+  poke.fd = fds[1];
+  unique_name(name, sizeof name, "interrupt-fd");
+
+  CHECK_OK(redmutex_lock(client, name, 30000, 0, &held));
+  CHECK_OK(redmutex_lock_options_new(&options));
+  CHECK_OK(redmutex_lock_options_set_wait_cap(options, 10000));
+  CHECK_RESULT(redmutex_lock_options_set_interrupt_fd(options, -2),
+               REDMUTEX_RESULT_INVALID_ARGUMENT);
+  CHECK_OK(redmutex_lock_options_set_interrupt_fd(options, fds[0]));
+  /* No interrupt check yet: refused, nothing sent. */
+  CHECK_RESULT(redmutex_lock_with_options(client, (const uint8_t *)name, strlen(name), options,
+                                          -1, &waiter),
+               REDMUTEX_RESULT_INVALID_ARGUMENT);
+  CHECK(last_error_contains("interrupt check"));
+  CHECK_OK(redmutex_lock_options_set_interrupt(options, poked, &poke));
+  CHECK(pthread_create(&poker, NULL, poke_after_100ms, &poke) == 0);
+  clock_gettime(CLOCK_MONOTONIC, &before);
+  CHECK_RESULT(redmutex_lock_with_options(client, (const uint8_t *)name, strlen(name), options,
+                                          -1, &waiter),
+               REDMUTEX_RESULT_INTERRUPTED);
+  clock_gettime(CLOCK_MONOTONIC, &after);
+  pthread_join(poker, NULL);
+  CHECK(poke.poked);
+  CHECK(waiter == NULL);
+  /* Well before the 10 s cap, when the interrupt check would first have run. */
+  CHECK(after.tv_sec - before.tv_sec < 5);
+  redmutex_lock_options_free(options);
+  CHECK_OK(redmutex_unlock(held));
+  close(fds[0]);
+  close(fds[1]);
+  redmutex_client_free(client);
+}
+
 static void test_auth_failure_is_reported_as_auth(void) {
   /* The test server has no password, so any AUTH is refused. */
   char url[256];
@@ -483,6 +551,7 @@ int main(void) {
   RUN(test_max_hold_ends_the_lock_despite_renewal);
   RUN(test_owner_label_starts_the_token);
   RUN(test_interrupt_check_stops_a_blocking_wait);
+  RUN(test_interrupt_fd_ends_a_wait_before_its_cap);
   RUN(test_auth_failure_is_reported_as_auth);
   RUN(test_unreachable_server_is_a_connection_error);
   return TESTING_SUMMARY();
