@@ -10,7 +10,6 @@ use redmutex::MutexOptions;
 
 use crate::args;
 use crate::errors;
-use crate::interrupt::SIGNAL_CHECK;
 use crate::lock::Lock;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
@@ -257,7 +256,6 @@ fn lease_options(
         .with_auto_renew(auto_renew)
         .with_max_hold(max_hold)
         .with_fencing(fencing)
-        .with_wait_cap(SIGNAL_CHECK)
         .with_min_replicas(args::min_replicas(min_replicas)?);
     opts.validate().map_err(|e| errors::to_py(py, e))?;
     Ok(opts)

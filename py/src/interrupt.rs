@@ -10,8 +10,12 @@
 //! than a round trip to a local Redis. A call takes it out of its slot and puts it back when
 //! done, so a call that a signal handler makes meanwhile gets a helper of its own; an
 //! interrupted call leaves its helper to finish the work in the background, and the next call
-//! starts another.
+//! starts another. The helper waits for a release with a wake-up pipe (`redmutex::wake_on`)
+//! that an interrupted call writes to: its wait ends at once rather than at the core's wait
+//! cap, so the wait cap stays the core's (a waiting thread costs Redis one round per cap).
 
+use std::io::{PipeWriter, Write};
+use std::os::fd::AsFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
@@ -25,8 +29,7 @@ use pyo3::prelude::*;
 use crate::sync::lock;
 
 /// The longest a blocking call waits without running Python's signal handlers, so that
-/// Ctrl-C interrupts it well within 100 ms. It is also the lock's `wait_cap`: a waiter blocks
-/// on Redis at most this long before it tries again.
+/// Ctrl-C interrupts it well within 100 ms.
 pub(crate) const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -36,6 +39,9 @@ struct Helper {
     /// The process that started it: a forked child inherits the slot but not the thread.
     pid: u32,
     jobs: Sender<Job>,
+    /// The write end of the pipe that ends the helper's wait for a release: written once,
+    /// by the call that was interrupted, which then lets the helper go.
+    wake: PipeWriter,
 }
 
 /// The idle helper, if any.
@@ -59,16 +65,31 @@ impl Helper {
 
     fn start(pid: u32) -> PyResult<Helper> {
         let (jobs, queue) = mpsc::channel::<Job>();
+        let (woken, wake) = std::io::pipe()
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot make a pipe: {e}")))?;
         thread::Builder::new()
             .name("redmutex-call".into())
             .spawn(move || {
                 for job in queue {
                     // A panic drops the job's answer sender: its caller sees an error.
-                    let _ = catch_unwind(AssertUnwindSafe(job));
+                    let _ = catch_unwind(AssertUnwindSafe(|| {
+                        let mut job = Some(job);
+                        let _ = redmutex::wake_on(woken.as_fd(), || job.take().map(|j| j()));
+                        // The pipe could not be used (no descriptor left): wait as before.
+                        if let Some(job) = job {
+                            job();
+                        }
+                    }));
                 }
             })
             .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
-        Ok(Helper { pid, jobs })
+        Ok(Helper { pid, jobs, wake })
+    }
+
+    /// Ends the helper's wait for a release now: its interrupted call needs it no more.
+    fn wake(&self) {
+        // A full pipe (it is written once) would mean it was woken already.
+        let _ = (&self.wake).write(b"!");
     }
 
     /// Runs `job` on this helper, or on a new one if this one is gone (it cannot be, short
@@ -126,6 +147,7 @@ pub(crate) fn call<T: Send + 'static>(
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if let Err(e) = py.check_signals() {
                     cancel.store(true, Ordering::SeqCst);
+                    helper.wake();
                     // The helper finishes `work`, then ends: its queue closes here.
                     drop(helper);
                     return Err(e);
