@@ -48,8 +48,18 @@ pub fn run(events: &Events, client: &Client, plan: &Plan) -> i32 {
         .with_max_hold(plan.max_hold)
         .with_min_replicas(plan.min_replicas);
     let deadline = plan.wait.map(|w| Instant::now() + w);
-    let mut stop = || sys::pending_signal().is_some();
-    let guard = match hold::take(client, &plan.key, plan.kind, opts, deadline, &mut stop) {
+    // A signal ends the wait at once (the self-pipe wakes it); a wake-up for anything else is
+    // emptied, or it would end every wait.
+    let mut stop = || {
+        if sys::pending_signal().is_some() {
+            return true;
+        }
+        events.drain();
+        sys::pending_signal().is_some()
+    };
+    let take = || hold::take(client, &plan.key, plan.kind, opts, deadline, &mut stop);
+    let taken = redmutex::wake_on(events.fd(), take).unwrap_or_else(|e| Err(e.into()));
+    let guard = match taken {
         Ok(g) => g,
         Err(TryLockError::WouldBlock) => {
             fail(hold::conflict_line(client, &plan.key, plan.kind, plan.wait));

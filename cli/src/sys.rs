@@ -152,6 +152,17 @@ impl Events {
         }
     }
 
+    /// The self-pipe's read end: readable once something was signalled, until emptied. A
+    /// wait for the lock ends at once when it becomes readable (`redmutex::wake_on`).
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.read)
+    }
+
+    /// Empties the pipe without waiting.
+    pub fn drain(&self) {
+        self.wait(Some(Duration::ZERO));
+    }
+
     /// Blocks until something was signalled or `timeout` (`None`: no bound) passed, then
     /// empties the pipe. The caller re-checks every condition afterwards.
     pub fn wait(&self, timeout: Option<Duration>) {

@@ -493,6 +493,39 @@ fn a_signal_while_waiting_gives_up_without_running_the_command() {
     assert_eq!(get(&server, "busy").as_deref(), Some("someone-else"));
 }
 
+/// Ctrl-C ends a wait for the lock at once: the signal wakes the wait itself (the wait cap,
+/// 250 ms, is not waited out), and the lock stays the other holder's.
+#[test]
+fn a_signal_ends_the_wait_at_once() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    set(&server, "busy", "someone-else", Some(20_000));
+    let run = Redmutex::new(dir.path(), &[server.url()])
+        .args(["run", "--key", "busy", "--", "touch", "ran"])
+        .spawn();
+    let pid = run.pid();
+    // Blocked in a wait for the release.
+    assert!(wait_until(BOUND, || {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut server.conn())
+            .unwrap();
+        list.lines()
+            .any(|l| l.contains(&format!(":{pid} ")) && l.contains("cmd=blpop"))
+    }));
+    let sent = std::time::Instant::now();
+    run.signal(libc::SIGINT);
+    let r = run.finish();
+    let took = sent.elapsed();
+    assert_eq!(r.code, 128 + libc::SIGINT, "{r:?}");
+    assert!(
+        took < Duration::from_millis(150),
+        "exited {took:?} after SIGINT"
+    );
+    assert!(!dir.path().join("ran").exists());
+    assert_eq!(get(&server, "busy").as_deref(), Some("someone-else"));
+}
+
 #[test]
 fn an_unreachable_redis_fails_fast_in_one_line_without_running_the_command() {
     let dir = TempDir::new("redmutex-cli");
