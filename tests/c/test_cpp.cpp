@@ -200,7 +200,12 @@ static void test_a_node_not_waited_for_is_named_so() {
   pid_t frozen = freezable_pid();
   CHECK(frozen > 1);
   std::string name = unique_name("not-waited-for");
-  redmutex::Client client(urls, test_options());
+  // A node timeout far above the round's real length: under valgrind, the first run of the
+  // failure paths is slow enough that a 1 s deadline could pass before the two failures are
+  // read (the frozen node would then be reported timed out rather than not waited for).
+  redmutex::ClientOptions options = test_options();
+  options.node_timeout = 5s;
+  redmutex::Client client(urls, options);
   // Pooled connections to every node.
   CHECK(code_of([&] { client.lock(name, 10s).unlock(); }) == REDMUTEX_RESULT_OK);
   CHECK(break_fence(urls[0].c_str(), name.c_str()));
