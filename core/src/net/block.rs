@@ -89,14 +89,15 @@ pub(crate) fn block_then<R: Request>(
         .and_then(|()| until_woken(&conn, until))
         .and_then(|()| conn.recv_response())
         .map_err(NetError::from);
+    // Woken: the block popped an element. One ended early is not known to have taken one
+    // (its late reply is skipped).
+    let woken = matches!(waited, Ok(redis::Value::Array(_)));
+    let read = waited.is_ok();
     // Redis ends a blocking command's timeout on its cron tick (every 100 ms at the default
     // hz 10), so a short block is often still pending at our deadline. Rather than drop the
     // connection (and open a new one for the next call), end the block now from another
     // connection. Its late reply is then sure to come, and redis-rs skips it (the reply to a
     // read that timed out) before the next one.
-    // A block ended early is not known to have taken an element (its late reply is skipped).
-    let woken = matches!(waited, Ok(redis::Value::Array(_)));
-    let read = waited.is_ok();
     if let Err(e) = waited {
         let unblocked = e.failure() == Failure::Timeout
             && conn.id.zip(conn.peer()).is_some_and(|(id, peer)| {
