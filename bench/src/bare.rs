@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use redis::Value;
-use redmutex::sim_support::{self, Argv, Lock, Round};
+use redmutex::sim_support::{self, Argv, Lock};
 
 use crate::lockers::{Locker, TTL};
 
@@ -47,9 +47,8 @@ const WAITER: &[u8] = b"bare-template-waiter";
 
 impl Templates {
     fn new(lock: &Lock, wait_cap: Duration) -> Templates {
-        let requests = |waited: bool, announce| {
-            Round::new(lock, TOKEN.to_vec(), 0, (waited, false), announce, WAITER).requests()
-        };
+        let requests =
+            |waited: bool, announce| lock.round_requests(TOKEN, waited, announce, WAITER);
         let acquire = |waited, announce| requests(waited, announce).remove(0);
         Templates {
             try_acquire: acquire(false, false),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redmutex::Client;
-use redmutex::sim_support::Round;
+use redmutex::sim_support::{Acquisition, Argv, Verdict};
 use redmutex_tests::{FaultProxy, Mode, RedisServer, wait_until};
 
 /// The library's script `name`, as it sends it.
@@ -676,8 +676,9 @@ fn a_release_with_a_waiter_leaves_one_wake_up_signal_whatever_the_key_held() {
 }
 
 /// An unfenced `try_lock`'s round on one node, as the library makes and judges it (through the
-/// simulator's interface to the core's round), on the lock `name` with a 10 s TTL.
-fn try_round(name: &str, token: &[u8]) -> (redmutex::sim_support::Lock, Round) {
+/// simulator's interface to the core's call), on the lock `name` with a 10 s TTL: the lock,
+/// the call with the round in flight, and the round's requests.
+fn try_round(name: &str, token: &[u8]) -> (redmutex::sim_support::Lock, Acquisition, Vec<Argv>) {
     let lock = redmutex::sim_support::Lock::new(
         name.as_bytes(),
         1,
@@ -688,8 +689,9 @@ fn try_round(name: &str, token: &[u8]) -> (redmutex::sim_support::Lock, Round) {
         5_000,
     )
     .fencing(false);
-    let round = Round::new(&lock, token.to_vec(), 0, (false, false), false, b"");
-    (lock, round)
+    let mut call = Acquisition::new(&lock, Some(0), 1_000_000);
+    let requests = call.begin(&lock, token.to_vec(), (0, 0), None, b"");
+    (lock, call, requests)
 }
 
 /// Runs one of the library's requests as it sends it; an error reply as its text.
@@ -714,13 +716,12 @@ fn a_reader_between_a_try_locks_commands_never_overlaps_it() {
     let server = RedisServer::start();
     let client = Client::open(&server.url()).unwrap();
     let mut conn = server.conn();
-    let (_, round) = try_round("hardening:between", b"probe");
-    let commands = round.requests().len();
+    let (_, _, requests) = try_round("hardening:between", b"probe");
+    let commands = requests.len();
     assert!(commands >= 3, "a try_lock asks with {commands} requests");
     for at in 0..=commands {
         let name = format!("hardening:between:{at}");
-        let (lock, mut round) = try_round(&name, b"writer:1:00ff");
-        let requests = round.requests();
+        let (lock, mut round, requests) = try_round(&name, b"writer:1:00ff");
         assert_ne!(requests[0][0], b"EVALSHA", "a try_lock sends no script");
         let reader = client.rwlock(name.as_str()).auto_renew(false);
         let mut read = None;
@@ -735,9 +736,9 @@ fn a_reader_between_a_try_locks_commands_never_overlaps_it() {
             read = reader.try_read().ok();
         }
         round.answer(&lock, 0, Some(replies));
-        let written = match round.finish(1, false) {
-            Ok(grant) => Some(grant.token),
-            Err(refused) => {
+        let written = match round.finish(&lock, 1) {
+            Verdict::Held { grant, .. } => Some(grant.token),
+            Verdict::Refused(refused) => {
                 for _ in &refused.undo_on {
                     run(&mut conn, &refused.undo).unwrap();
                 }
@@ -761,8 +762,7 @@ fn a_reader_between_a_try_locks_commands_never_overlaps_it() {
 fn a_try_lock_run_twice_has_granted() {
     let server = RedisServer::start();
     let mut conn = server.conn();
-    let (lock, mut round) = try_round("hardening:twice", b"host:1:00ff");
-    let requests = round.requests();
+    let (lock, mut round, requests) = try_round("hardening:twice", b"host:1:00ff");
     let first: Vec<_> = requests.iter().map(|r| run(&mut conn, r)).collect();
     let again: Vec<_> = requests.iter().map(|r| run(&mut conn, r)).collect();
     assert_eq!(first[0], Ok(redis::Value::Okay));
@@ -772,10 +772,9 @@ fn a_try_lock_run_twice_has_granted() {
         "the second SET meets the first"
     );
     round.answer(&lock, 0, Some(again));
-    let grant = round
-        .finish(1, false)
-        .ok()
-        .expect("the round's own token is its grant");
+    let Verdict::Held { grant, .. } = round.finish(&lock, 1) else {
+        panic!("the round's own token is its grant");
+    };
     assert_eq!(grant.token, b"host:1:00ff");
     assert_eq!(grant.fence, 0);
 }

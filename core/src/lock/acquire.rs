@@ -2,15 +2,15 @@
 //! rounds and the call across them) over the transport, with the real clocks and the OS
 //! random generator. Waiting for a release is in `wait.rs`.
 
-use std::cell::OnceCell;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::cleanup::Cleanup;
 use super::keys::Keys;
 use super::lease::Lease;
-use super::proto::acquisition::{Acquisition, Then};
-use super::proto::round::{AcquireRound, Next, Refused, Requests};
+use super::proto::acquisition::Then;
+use super::proto::call::{AcquireCall, Verdict, Withdraw};
+use super::proto::round::{Refused, Requests};
 use super::proto::{Kind, Spec};
 use super::renew::Renewable;
 use super::scripts::{Call, only_to};
@@ -24,8 +24,8 @@ use crate::process;
 /// One acquisition attempt's result.
 pub(super) enum Attempt {
     Held(Arc<Lease>),
-    /// Not taken: what to do next.
-    Refused(Next),
+    /// Not taken: what the call does next.
+    Refused(Then),
 }
 
 /// How a wait for a release ended.
@@ -44,8 +44,6 @@ pub(super) enum WaitEnd {
 pub(crate) struct Plan {
     pub(super) voters: Arc<Voters>,
     pub(super) spec: Spec,
-    /// The id this call announces itself by while it waits.
-    waiter: OnceCell<Vec<u8>>,
 }
 
 impl Plan {
@@ -68,7 +66,6 @@ impl Plan {
         Ok(Plan {
             voters: Arc::clone(voters),
             spec,
-            waiter: OnceCell::new(),
         })
     }
 
@@ -79,55 +76,43 @@ impl Plan {
         deadline: Option<Instant>,
         interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<Arc<Lease>, TryLockError> {
-        let mut announced = false;
-        let taken = self.take(deadline, interrupted, &mut announced);
-        // A call that gives up takes its announcement back (see `Acquisition::announced`).
-        if taken.is_err() && announced && self.waiter.get().is_some() {
-            self.withdraw();
-        }
-        taken
-    }
-
-    /// The id this call announced itself by, if it did.
-    pub(super) fn waiter_id(&self) -> Option<&[u8]> {
-        self.waiter.get().map(Vec::as_slice)
-    }
-
-    /// The loop of [`acquire`](Self::acquire); `announced` is set once a refused round
-    /// announced the call (see `Acquisition::announced`).
-    fn take(
-        &self,
-        deadline: Option<Instant>,
-        mut interrupted: Option<&mut dyn FnMut() -> bool>,
-        announced: &mut bool,
-    ) -> Result<Arc<Lease>, TryLockError> {
         let begun = Instant::now();
-        let mut call = Acquisition::new(
+        let mut call = AcquireCall::new(
             &self.spec,
             deadline.map(|d| d.saturating_duration_since(begun)),
             self.voters.connect_timeout,
         );
+        let taken = self.take(&mut call, begun, interrupted);
+        if taken.is_err()
+            && let Some(id) = call.withdraw_on_giving_up()
+        {
+            self.withdraw(id);
+        }
+        taken
+    }
+
+    /// The loop of [`acquire`](Self::acquire): it ferries between the call's machine and the
+    /// transport.
+    fn take(
+        &self,
+        call: &mut AcquireCall,
+        begun: Instant,
+        mut interrupted: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Arc<Lease>, TryLockError> {
         // An attempt already made while waiting for a release.
         let mut made: Option<Attempt> = None;
         loop {
             // Not around `interrupted`: it may run user code (a Python signal handler), which
             // may fork.
             let scope = process::Scope::enter();
-            let started = begun.elapsed();
             let attempt = match made.take() {
                 Some(a) => a,
-                None => self.attempt(
-                    (call.waited, call.woken()),
-                    call.will_wait(started),
-                    call.announced(),
-                )?,
+                None => self.attempt(call, begun)?,
             };
-            let next = match attempt {
+            let then = match attempt {
                 Attempt::Held(guard) => return Ok(guard),
-                Attempt::Refused(next) => next,
+                Attempt::Refused(then) => then,
             };
-            let then = call.after(next, started, begun.elapsed(), token::random());
-            *announced = call.announced();
             match then {
                 Then::Fail(e) => return Err(e),
                 Then::Again => {}
@@ -137,7 +122,7 @@ impl Plan {
                     block,
                     will_wait,
                     behind,
-                } => match self.wait_for_release(node, block, (will_wait, behind), *announced)? {
+                } => match self.wait_for_release(call, begun, node, block, (will_wait, behind))? {
                     WaitEnd::Attempt(attempt) => made = Some(attempt),
                     WaitEnd::Ended { woken } => call.wait_ended(woken),
                     WaitEnd::Broken { left } => {
@@ -157,17 +142,13 @@ impl Plan {
     /// One Redlock round: ask every node at once, count the grants as they come, and stop
     /// reading once they decide the round (a quorum granted, or too few nodes are left to
     /// make one): the slower nodes' replies are read before their connections' next use.
-    fn attempt(
-        &self,
-        waited: (bool, bool),
-        will_wait: bool,
-        announced: bool,
-    ) -> Result<Attempt, Error> {
+    fn attempt(&self, call: &mut AcquireCall, begun: Instant) -> Result<Attempt, Error> {
         let nodes = &self.voters.nodes;
         // Before t0: opening a fresh client's first connections is not the lease's time.
         let slot = key_slot(&self.spec.keys.lock);
         net::warm_up(nodes, |_| Some(slot));
-        let (mut round, sent) = self.round(waited, will_wait)?;
+        let sent = self.begin(call, begun, None)?;
+        let round = call.round();
         let mut refusal = Ok(());
         let answers = net::exchange_until(
             nodes,
@@ -189,44 +170,36 @@ impl Plan {
         );
         refusal?;
         let unread: Vec<usize> = (0..nodes.len()).filter(|&i| answers[i].is_none()).collect();
-        Ok(self.settle(round, &sent, &unread, announced))
+        Ok(self.settle(call, begun, &sent, &unread))
     }
 
-    /// A new round: a fresh token, the lease clock read just before it is sent.
-    /// `waited`: whether the call has waited, and whether its last wait was woken by a
-    /// wake-up signal.
-    pub(super) fn round(
+    /// Begins the call's next round: a fresh token, the lease clock read just before it is
+    /// sent. `will_wait`: as a wait said it, for a round sent behind that wait.
+    pub(super) fn begin(
         &self,
-        waited: (bool, bool),
-        will_wait: bool,
-    ) -> Result<(AcquireRound, Requests), Error> {
+        call: &mut AcquireCall,
+        begun: Instant,
+        will_wait: Option<bool>,
+    ) -> Result<Requests, Error> {
         let token = token::new_token(self.voters.label())?;
-        // This call's announcements all go by the token of its first round that announced.
-        let waiter: &[u8] = if will_wait || waited.0 {
-            self.waiter.get_or_init(|| token.clone())
-        } else {
-            b""
-        };
-        let announce = self.spec.announce(will_wait);
         let t0 = self.voters.clock.now();
-        Ok(AcquireRound::new(
-            &self.spec, token, t0, waited, announce, waiter,
-        ))
+        Ok(call.begin(&self.spec, token, t0, begun.elapsed(), will_wait, None))
     }
 
-    /// Ends a round whose answers are in: writes the fence back where a quorum granted (until
-    /// a quorum holds it), and either makes the lease or undoes what the round stored.
-    /// `unread` are nodes whose answer was left to come (the round ended at its quorum);
-    /// `announced`: whether an earlier round of the call announced it.
+    /// Ends the call's round whose answers are in: writes the fence back where the round
+    /// says (until a quorum holds it), then either makes the lease or undoes what the round
+    /// stored. `unread` are nodes whose answer was left to come (the round ended at its
+    /// quorum).
     pub(super) fn settle(
         &self,
-        mut round: AcquireRound,
+        call: &mut AcquireCall,
+        begun: Instant,
         sent: &Requests,
         unread: &[usize],
-        announced: bool,
     ) -> Attempt {
         let inner = &*self.voters;
         let nodes = &inner.nodes;
+        let round = call.round();
         for &i in unread {
             round.left_unread(i, &*nodes[i]);
         }
@@ -239,14 +212,11 @@ impl Plan {
             });
         }
         let now = inner.clock.read();
-        match round.finish(now.stamp, announced) {
-            Ok(mut grant) => {
-                let nodes = std::mem::take(&mut grant.withdraw_on);
-                if !nodes.is_empty()
-                    && let Some(id) = self.waiter.get()
-                {
+        match call.finish(now.stamp) {
+            Verdict::Held { grant, withdraw } => {
+                if let Some(Withdraw { id, nodes }) = withdraw {
                     let until = Instant::now() + self.spec.announce(true);
-                    let withdraw = Cleanup::withdraw(&self.spec, id, nodes, until);
+                    let withdraw = Cleanup::withdraw(&self.spec, &id, nodes, until);
                     inner.renewer.clean_up(withdraw);
                 }
                 let lease = Arc::new(Lease::new(
@@ -260,9 +230,9 @@ impl Plan {
                 inner.renewer.schedule(next, weak, 0);
                 Attempt::Held(lease)
             }
-            Err(refused) => {
+            Verdict::Refused { refused, next } => {
                 self.undo(&refused, sent.undo.call());
-                Attempt::Refused(refused.next)
+                Attempt::Refused(call.after(next, begun.elapsed(), token::random()))
             }
         }
     }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use super::acquire::{Plan, WaitEnd};
 use super::calls::withdraw_calls;
 use super::cleanup::Cleanup;
+use super::proto::call::AcquireCall;
 use crate::error::Error;
 use crate::net::{self, Blocked, Blocking, key_slot};
 use crate::wire::Command;
@@ -31,16 +32,17 @@ impl Plan {
     #[inline(never)]
     pub(super) fn wait_for_release(
         &self,
+        call: &mut AcquireCall,
+        begun: Instant,
         i: usize,
         block: Duration,
         (will_wait, behind): (bool, bool),
-        announced: bool,
     ) -> Result<WaitEnd, Error> {
         let nodes = &self.voters.nodes;
         let spec = &self.spec;
-        let mut round = match behind {
+        let sent = match behind {
             // Only a call that cannot be told how the wait ends sends its round behind it.
-            true => Some(self.round((true, false), will_wait)?),
+            true => Some(self.begin(call, begun, Some(will_wait))?),
             false => None,
         };
         let started = Instant::now();
@@ -51,7 +53,7 @@ impl Plan {
         let mut blpop = redis::cmd("BLPOP");
         blpop.arg(spec.keys.wake.as_slice()).arg(secs);
         let slot = key_slot(&spec.keys.wake);
-        let then = round.as_ref().map_or(&[][..], |(_, sent)| &sent.calls[..]);
+        let then = sent.as_ref().map_or(&[][..], |sent| &sent.calls[..]);
         let blocking = Blocking {
             node: &nodes[i],
             slot,
@@ -64,44 +66,44 @@ impl Plan {
             blocking,
             &then,
             spec.node_timeout + spec.opts.replica_wait(),
-            round
-                .as_ref()
-                .map(|(_, sent)| &sent.undo as &dyn crate::wire::Request),
+            sent.as_ref()
+                .map(|sent| &sent.undo as &dyn crate::wire::Request),
         );
-        match (blocked, round.take()) {
-            (
-                Blocked::Ended {
-                    behind: Some(answer),
-                    ..
-                },
-                Some((mut round, sent)),
-            ) => {
-                super::calls::refusal(spec, std::slice::from_ref(&answer))?;
-                round.answer(i, &*nodes[i], &answer);
-                return Ok(WaitEnd::Attempt(self.settle(round, &sent, &[], announced)));
-            }
-            (Blocked::Ended { woken, .. }, _) => return Ok(WaitEnd::Ended { woken }),
-            (Blocked::TimedOut, _) => return Ok(WaitEnd::Ended { woken: false }),
-            // The attempt behind the block may have run, and its undo could not follow it.
-            (Blocked::Failed, Some((round, _))) => {
-                let until = self.voters.clock.instant_of(round.clean_until());
-                let cleanup = Cleanup::new(spec, round.token(), vec![i], until);
-                self.voters.renewer.clean_up(cleanup);
-            }
-            (Blocked::Failed, None) => {}
+        if let (
+            Blocked::Ended {
+                behind: Some(answer),
+                ..
+            },
+            Some(sent),
+        ) = (&blocked, &sent)
+        {
+            super::calls::refusal(spec, std::slice::from_ref(answer))?;
+            call.round().answer(i, &*nodes[i], answer);
+            return Ok(WaitEnd::Attempt(self.settle(call, begun, sent, &[])));
         }
-        Ok(WaitEnd::Broken {
-            left: block.saturating_sub(started.elapsed()),
+        // A round behind the wait that was not answered is over: undone behind it (see
+        // `Blocked::TimedOut`), or handed to a clean-up where its undo could not follow.
+        let abandoned = sent.is_some().then(|| call.abandon());
+        Ok(match blocked {
+            Blocked::Ended { woken, .. } => WaitEnd::Ended { woken },
+            Blocked::TimedOut => WaitEnd::Ended { woken: false },
+            Blocked::Failed => {
+                if let Some((token, until)) = abandoned {
+                    let until = self.voters.clock.instant_of(until);
+                    let cleanup = Cleanup::new(spec, &token, vec![i], until);
+                    self.voters.renewer.clean_up(cleanup);
+                }
+                WaitEnd::Broken {
+                    left: block.saturating_sub(started.elapsed()),
+                }
+            }
         })
     }
 
     /// Takes this call's waiter announcement back on every node (best effort, within the
     /// node timeout): a release then no longer keeps the lock, or a permit, for it.
     #[cold]
-    pub(super) fn withdraw(&self) {
-        let Some(id) = self.waiter_id() else {
-            return;
-        };
+    pub(super) fn withdraw(&self, id: &[u8]) {
         let calls = withdraw_calls(&self.spec, id);
         let nodes = &self.voters.nodes;
         let deadline = Instant::now() + self.spec.node_timeout;

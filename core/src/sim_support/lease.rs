@@ -1,7 +1,7 @@
 //! The lease's and the release's machines, for the simulator.
 
+use super::acquisition::Grant;
 use super::lock::Lock;
-use super::round::Grant;
 use super::wire::{Reply, answer, dur, us};
 use crate::error::ErrorKind;
 use crate::lock::clock::Stamp;

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use super::wire::{Argv, Reply, SimSeat, answer, argv, dur, us};
+use crate::lock::clock::Stamp;
 use crate::lock::proto::Spec;
+use crate::lock::proto::round::AcquireRound;
 use crate::lock::tally::Tally;
 use crate::lock::wait_server_block;
 use crate::lock::{Keys, Kind};
@@ -144,6 +146,29 @@ impl Lock {
     /// The requests that take the waiter announcement `id` back (the core's withdrawal).
     pub fn withdraw(&self, id: &[u8]) -> Vec<Argv> {
         withdraw_calls(&self.spec, id).iter().map(argv).collect()
+    }
+
+    /// The requests of an acquisition round with `token` whose call has `waited` or not and
+    /// may wait after it (`will_wait`), announcing it by `waiter`: the templates of the
+    /// requests the core sends.
+    pub fn round_requests(
+        &self,
+        token: &[u8],
+        waited: bool,
+        will_wait: bool,
+        waiter: &[u8],
+    ) -> Vec<Argv> {
+        let announce = self.spec.announce(will_wait);
+        let t0 = Stamp::from_micros(0);
+        let (_, sent) = AcquireRound::new(
+            &self.spec,
+            token.to_vec(),
+            t0,
+            (waited, false),
+            announce,
+            waiter,
+        );
+        sent.calls.iter().map(argv).collect()
     }
 
     /// The wait for a release signal of at most `block_us`.

@@ -9,12 +9,10 @@ mod acquisition;
 mod cleanup;
 mod lease;
 mod lock;
-mod round;
 mod wire;
 
-pub use acquisition::{Acquisition, Step, jitter};
+pub use acquisition::{Acquisition, Grant, Next, Refused, Step, Verdict, jitter};
 pub use cleanup::CleanupTries;
 pub use lease::{Due, Hold, Release, Renewal};
 pub use lock::Lock;
-pub use round::{Grant, Next, Refused, Round};
 pub use wire::{Argv, Reply, resend, scripts};

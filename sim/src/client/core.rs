@@ -28,9 +28,7 @@ mod hold;
 use std::collections::BTreeMap;
 
 use redis::Value;
-use redmutex::sim_support::{
-    self as core, Acquisition, Argv, CleanupTries, Hold, Lock, Release, Round,
-};
+use redmutex::sim_support::{self as core, Acquisition, Argv, CleanupTries, Hold, Lock, Release};
 
 use super::model::ModelOptions;
 use super::{Client, Input, Note, Now, Output, RequestId};
@@ -98,10 +96,9 @@ struct Renewing {
 
 enum State {
     Idle,
+    /// The call's round in flight (the call holds it).
     Acquiring {
         no: u64,
-        round: Round,
-        started: u64,
         answered: Vec<bool>,
         /// Each node's replies so far (a `try_lock`'s round is several requests).
         replies: Vec<Vec<core::Reply>>,
@@ -111,11 +108,9 @@ enum State {
     /// Writing the fence back (or straight to the verdict, with nothing to write).
     Fencing {
         no: u64,
-        round: Round,
-        started: u64,
         /// Nodes that get the undo behind their requests when the round is refused: those
         /// that did not answer in time (the fan-out's deadline queues it there), and those
-        /// left unread when the round says so ([`Round::undo_behind_unread`]).
+        /// left unread when the round says so ([`Acquisition::undo_behind_unread`]).
         undo_behind: Vec<(usize, RequestId)>,
     },
     Waiting {
@@ -149,12 +144,8 @@ enum State {
 }
 
 /// A round sent behind a wait, on the same connection: Redis runs it the moment the wait
-/// ends.
+/// ends. The call holds it; this is how many requests it sent.
 struct Behind {
-    round: Round,
-    /// When it began, in the call (monotonic µs since the call began).
-    started: u64,
-    /// How many requests it sent.
     requests: usize,
 }
 
@@ -188,9 +179,6 @@ pub struct CoreClient {
     state: State,
     /// The current call that takes the lock, and when it began (monotonic µs).
     call: Option<(Acquisition, u64)>,
-    /// Whether a round of the current call went with a waiter id (it may wait, or it has
-    /// waited), which the call takes back when its rounds announced it.
-    has_waiter_id: bool,
     pending: BTreeMap<RequestId, Pending>,
     timers: BTreeMap<u64, Timer>,
     cleanups: BTreeMap<u64, Cleanup>,
@@ -226,7 +214,6 @@ impl CoreClient {
             other,
             state: State::Idle,
             call: None,
-            has_waiter_id: false,
             pending: BTreeMap::new(),
             timers: BTreeMap::new(),
             cleanups: BTreeMap::new(),

@@ -10,7 +10,9 @@
 //!   [`vote`]: what one node's answer says; [`plain`]: the
 //!   acquire of an unfenced lock's caller that will not wait, as plain commands instead of
 //!   the script.
-//! - [`acquisition`]: one call that takes the lock: after each round, whether to return,
+//! - [`call`]: one call that takes the lock, as one machine: its rounds, the id it announces
+//!   itself by, each verdict with where to undo and where to withdraw, and what comes next;
+//!   [`acquisition`]: its policy across rounds: after each refused round, whether to return,
 //!   wait for a release (and where, and how long), pause, or try again.
 //! - [`hold`]: the lease's state: when to renew, what a renewal's answers mean, why it was
 //!   lost.
@@ -19,6 +21,7 @@
 //!   before the next try.
 
 pub(crate) mod acquisition;
+pub(crate) mod call;
 pub(crate) mod cleanup;
 pub(crate) mod fence;
 pub(crate) mod hold;

@@ -96,7 +96,6 @@ pub(crate) struct Refused {
     /// [`AcquireRound::answer`]), until the lease clock reads `clean_until`.
     pub(crate) clean_up: Vec<usize>,
     pub(crate) clean_until: Stamp,
-    pub(crate) next: Next,
 }
 
 /// What the caller of a refused round should do.
@@ -354,7 +353,11 @@ impl AcquireRound {
     /// fence reached a quorum, and the validity has not run out by now; otherwise what to
     /// undo and what to do next. `announced`: whether an earlier round of the call announced
     /// it as a waiter (see [`Grant::withdraw_on`]).
-    pub(crate) fn finish(mut self, now: Stamp, announced: bool) -> Result<Grant, Box<Refused>> {
+    pub(crate) fn finish(
+        mut self,
+        now: Stamp,
+        announced: bool,
+    ) -> Result<Grant, (Box<Refused>, Next)> {
         // Reports in node order, whatever order the answers came in.
         if !self.reported.is_sorted() {
             let mut order: Vec<(usize, _)> = self
@@ -394,7 +397,7 @@ impl AcquireRound {
     /// The verdict of a round that did not take the lock: what to undo, and what next.
     #[cold]
     #[inline(never)]
-    fn refuse(self) -> Box<Refused> {
+    fn refuse(self) -> (Box<Refused>, Next) {
         let clean_until = self.clean_until();
         // Not held: undo every grant, and on nodes whose script failed midway. Nodes that did
         // not answer in time have the undo queued behind our request, unless their connection
@@ -432,13 +435,13 @@ impl AcquireRound {
                     .into_error("fewer than a quorum of nodes answered", ErrorKind::NoQuorum),
             )
         };
-        Box::new(Refused {
+        let refused = Refused {
             clean_until,
             token: self.token,
             undo_on,
             clean_up: self.unanswered,
-            next,
-        })
+        };
+        (Box::new(refused), next)
     }
 }
 

@@ -2,7 +2,7 @@
 //! write-back, the undo of a refused round, and the wait for a release.
 
 use super::*;
-use redmutex::sim_support::Step;
+use redmutex::sim_support::{Step, Verdict};
 
 impl CoreClient {
     /// A call that takes the lock: a `lock` that waits as long as it takes, or (one call in
@@ -20,7 +20,6 @@ impl CoreClient {
             shared: self.shared(),
         }));
         let deadline = rng.chance(1.0 / 3.0).then_some(0);
-        self.has_waiter_id = false;
         self.call = Some((
             Acquisition::new(&self.lock, deadline, CONNECT_TIMEOUT),
             now.mono,
@@ -29,7 +28,7 @@ impl CoreClient {
     }
 
     pub(super) fn start_round(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
-        let Some((round, started, requests)) = self.new_round(now, rng, None, out) else {
+        let Some(requests) = self.new_round(now, rng, None, out) else {
             return;
         };
         for node in 0..self.opts.nodes {
@@ -37,55 +36,40 @@ impl CoreClient {
                 self.send(node, argv.clone(), Purpose::Acquire, out);
             }
         }
-        self.acquiring(round, started, requests.len(), now, out);
+        self.acquiring(requests.len(), now, out);
     }
 
-    /// The call's next round, its attempt noted, not sent: the round, when it began in the
-    /// call, and its requests. `will_wait`: whether the call may wait after it, when the
-    /// wait before it has said so already.
+    /// Begins the call's next round, its attempt noted, not sent: returns its requests.
+    /// `will_wait`: whether the call may wait after it, when the wait before it has said so
+    /// already.
     fn new_round(
         &mut self,
         now: Now,
         rng: &mut Rng,
         will_wait: Option<bool>,
         out: &mut Vec<Output>,
-    ) -> Option<(Round, u64, Vec<Argv>)> {
-        let (call, begun) = self.call.as_ref()?;
-        let started = now.mono - begun;
-        let token = format!("client{}:{:016x}", self.id, rng.next_u64()).into_bytes();
+    ) -> Option<Vec<Argv>> {
         // A reader's announcement is also among the waiting readers: a write call of the
         // same client must not go by its id.
         let reading = self.other.is_some() && self.shared();
         let waiter = self.waiter_id(reading);
-        let will_wait = will_wait.unwrap_or_else(|| call.will_wait(started));
-        // The library's round goes with the call's waiter id only when it may wait or has
-        // waited.
-        let waited = call.waited();
-        self.has_waiter_id |= will_wait || waited.0;
+        let (call, begun) = self.call.as_mut()?;
+        let started = now.mono - *begun;
+        let token = format!("client{}:{:016x}", self.id, rng.next_u64()).into_bytes();
         out.push(Output::Note(Note::Attempt {
             token: token.clone(),
         }));
         // t0 before the first request leaves: every grant's expiry starts after it.
-        let round = Round::new(&self.lock, token, now.boot, waited, will_wait, &waiter);
-        let requests = round.requests();
-        Some((round, started, requests))
+        let at = (now.boot, started);
+        Some(call.begin(&self.lock, token, at, will_wait, &waiter))
     }
 
-    /// Collects the answers of `round`, sent (`requests` requests to each node), until they
-    /// decide it or a node timeout from now.
-    fn acquiring(
-        &mut self,
-        round: Round,
-        started: u64,
-        requests: usize,
-        now: Now,
-        out: &mut Vec<Output>,
-    ) {
+    /// Collects the answers of the call's round, sent (`requests` requests to each node),
+    /// until they decide it or a node timeout from now.
+    fn acquiring(&mut self, requests: usize, now: Now, out: &mut Vec<Output>) {
         let no = self.fresh();
         self.state = State::Acquiring {
             no,
-            round,
-            started,
             answered: vec![false; self.opts.nodes],
             replies: vec![Vec::new(); self.opts.nodes],
             requests,
@@ -120,8 +104,8 @@ impl CoreClient {
             return;
         };
         match behind {
-            Some(b) if answered => self.acquiring(b.round, b.started, b.requests, now, out),
-            Some(b) => self.behind_lost(node, b, ends, now, rng, out),
+            Some(b) if answered => self.acquiring(b.requests, now, out),
+            Some(_) => self.behind_lost(node, ends, now, rng, out),
             None => {
                 // As the library reads it: woken when the `BLPOP` popped an element.
                 let woken = matches!(reply, Some(Ok(Value::Array(_))));
@@ -161,7 +145,7 @@ impl CoreClient {
             .retain(|_, p| !matches!(p.purpose, Purpose::Wait | Purpose::Acquire));
         out.push(Output::Reconnect { node });
         match behind {
-            Some(b) => self.behind_lost(node, b, ends, now, rng, out),
+            Some(_) => self.behind_lost(node, ends, now, rng, out),
             None => self.start_round(now, rng, out),
         }
     }
@@ -172,23 +156,21 @@ impl CoreClient {
     fn behind_lost(
         &mut self,
         node: usize,
-        b: Behind,
         ends: u64,
         now: Now,
         rng: &mut Rng,
         out: &mut Vec<Output>,
     ) {
         self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
-        let until = b.round.clean_until();
-        self.clean_up(b.round.undo(), vec![node], until, true, now, out);
-        out.push(Output::Note(Note::AttemptOver {
-            token: b.round.token().to_vec(),
-        }));
-        let left = ends.saturating_sub(now.mono);
-        let pause = match &self.call {
-            Some((call, _)) => call.pause_after_broken_wait(left, rng.next_u64()),
-            None => 0,
+        let Some((call, _)) = &mut self.call else {
+            return;
         };
+        let token = call.token();
+        let (undo, until) = call.abandon();
+        let left = ends.saturating_sub(now.mono);
+        let pause = call.pause_after_broken_wait(left, rng.next_u64());
+        self.clean_up(undo, vec![node], until, true, now, out);
+        out.push(Output::Note(Note::AttemptOver { token }));
         self.wake(now.mono + pause, Timer::Retry, out);
     }
 
@@ -201,13 +183,15 @@ impl CoreClient {
         out: &mut Vec<Output>,
     ) {
         let State::Acquiring {
-            round,
             answered,
             replies,
             requests,
             ..
         } = &mut self.state
         else {
+            return;
+        };
+        let Some((call, _)) = &mut self.call else {
             return;
         };
         if answered[node] {
@@ -221,12 +205,12 @@ impl CoreClient {
                 if replies[node].len() < *requests {
                     return;
                 }
-                round.answer(&self.lock, node, Some(std::mem::take(&mut replies[node])));
+                call.answer(&self.lock, node, Some(std::mem::take(&mut replies[node])));
             }
-            None => round.answer(&self.lock, node, None),
+            None => call.answer(&self.lock, node, None),
         }
         answered[node] = true;
-        if round.decided() || answered.iter().all(|a| *a) {
+        if call.decided() || answered.iter().all(|a| *a) {
             self.settle_round(false, now, rng, out);
         }
     }
@@ -235,12 +219,11 @@ impl CoreClient {
     /// the library's fan-out answers them at its deadline). They stay silent here: the undo
     /// goes behind their requests.
     pub(super) fn round_deadline(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
-        if let State::Acquiring {
-            round, answered, ..
-        } = &mut self.state
+        if let State::Acquiring { answered, .. } = &self.state
+            && let Some((call, _)) = &mut self.call
         {
             for node in (0..answered.len()).filter(|&n| !answered[n]) {
-                round.timed_out(&self.lock, node);
+                call.timed_out(&self.lock, node);
             }
         }
         self.settle_round(true, now, rng, out);
@@ -258,14 +241,11 @@ impl CoreClient {
         if !matches!(self.state, State::Acquiring { .. }) {
             return;
         }
-        let State::Acquiring {
-            no,
-            mut round,
-            started,
-            answered,
-            ..
-        } = std::mem::replace(&mut self.state, State::Idle)
+        let State::Acquiring { no, answered, .. } = std::mem::replace(&mut self.state, State::Idle)
         else {
+            return;
+        };
+        let Some((call, _)) = &mut self.call else {
             return;
         };
         // Each unread node's first request of the round: its undo is written behind the
@@ -281,22 +261,17 @@ impl CoreClient {
             .collect();
         self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
         for &(node, _) in &silent {
-            round.left_unread(&self.lock, node);
+            call.left_unread(&self.lock, node);
         }
-        let undo_behind = match timed_out || round.undo_behind_unread() {
+        let undo_behind = match timed_out || call.undo_behind_unread() {
             true => silent,
             false => Vec::new(),
         };
-        if let Some((argv, to)) = round.fence_raise(&self.lock) {
+        if let Some((argv, to)) = call.fence_raise(&self.lock) {
             for &node in &to {
                 self.send(node, argv.clone(), Purpose::Fence, out);
             }
-            self.state = State::Fencing {
-                no,
-                round,
-                started,
-                undo_behind,
-            };
+            self.state = State::Fencing { no, undo_behind };
             self.wake(
                 now.mono + self.opts.node_timeout,
                 Timer::FenceDeadline(no),
@@ -304,12 +279,7 @@ impl CoreClient {
             );
             return;
         }
-        self.state = State::Fencing {
-            no,
-            round,
-            started,
-            undo_behind,
-        };
+        self.state = State::Fencing { no, undo_behind };
         self.finish_round(now, rng, out);
     }
 
@@ -321,13 +291,13 @@ impl CoreClient {
         rng: &mut Rng,
         out: &mut Vec<Output>,
     ) {
-        let State::Fencing { round, .. } = &mut self.state else {
+        let (State::Fencing { .. }, Some((call, _))) = (&self.state, &mut self.call) else {
             return;
         };
-        round.raised(&self.lock, node, reply);
+        call.raised(&self.lock, node, reply);
         // It ends at its quorum (or once every node asked answered): the later answers are
         // not waited for.
-        if round.raise_decided() {
+        if call.raise_decided() {
             self.finish_round(now, rng, out);
         }
     }
@@ -338,33 +308,31 @@ impl CoreClient {
             return;
         }
         let State::Fencing {
-            no,
-            round,
-            started,
-            undo_behind,
-            ..
+            no, undo_behind, ..
         } = std::mem::replace(&mut self.state, State::Idle)
         else {
             return;
         };
         self.pending.retain(|_, p| p.purpose != Purpose::Fence);
-        let token = round.token().to_vec();
-        let announced = self.call.as_ref().is_some_and(|(c, _)| c.announced());
-        let refused = match round.finish(now.boot, announced) {
+        let Some((call, _)) = &mut self.call else {
+            return;
+        };
+        let token = call.token();
+        let refused = match call.finish(&self.lock, now.boot) {
             // A late grant of a node that has not answered yet is part of the lock: its
             // renewals and its release go to every node.
-            Ok(grant) => {
-                if !grant.withdraw_on.is_empty() && self.has_waiter_id {
-                    let until = now.boot + self.lock.announce_us();
-                    let reading = self.other.is_some() && self.shared();
-                    for argv in self.lock.withdraw(&self.waiter_id(reading)) {
-                        let on = grant.withdraw_on.clone();
-                        self.clean_up(argv, on, until, false, now, out);
-                    }
+            Verdict::Held {
+                grant,
+                withdraw,
+                withdraw_on,
+            } => {
+                let until = now.boot + self.lock.announce_us();
+                for argv in withdraw {
+                    self.clean_up(argv, withdraw_on.clone(), until, false, now, out);
                 }
                 return self.hold(no, grant, now, rng, out);
             }
-            Err(refused) => refused,
+            Verdict::Refused(refused) => refused,
         };
         // Behind a request whose answer did not come, in order on the same connection: a
         // late grant is undone as it runs. Where it cannot be written there, a clean-up
@@ -394,15 +362,12 @@ impl CoreClient {
         let Some((call, begun)) = &mut self.call else {
             return;
         };
-        match call.after(refused.next, started, now.mono - *begun, rng.next_u64()) {
+        match call.after(refused.next, now.mono - *begun, rng.next_u64()) {
             Step::Fail(_) => {
                 // The call takes its announcement back (see `Acquisition::announced`).
-                if call.announced() && self.has_waiter_id {
-                    let reading = self.other.is_some() && self.shared();
-                    for argv in self.lock.withdraw(&self.waiter_id(reading)) {
-                        for node in 0..self.opts.nodes {
-                            self.send(node, argv.clone(), Purpose::Withdraw, out);
-                        }
+                for argv in call.withdraw_on_giving_up(&self.lock) {
+                    for node in 0..self.opts.nodes {
+                        self.send(node, argv.clone(), Purpose::Withdraw, out);
                     }
                 }
                 out.push(Output::Note(Note::GaveUp));
@@ -423,13 +388,11 @@ impl CoreClient {
                 let no = self.fresh();
                 let argv = self.lock.blpop(block);
                 self.send(node, argv, Purpose::Wait, out);
-                let behind = behind.map(|(round, started, requests)| {
+                let behind = behind.map(|requests| {
                     for argv in &requests {
                         self.send(node, argv.clone(), Purpose::Acquire, out);
                     }
                     Behind {
-                        round,
-                        started,
                         requests: requests.len(),
                     }
                 });

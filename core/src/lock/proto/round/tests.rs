@@ -118,7 +118,7 @@ fn an_unread_node_is_undone_behind_its_request_or_by_the_verdict() {
     assert!(round.decided() && !round.undo_behind_unread());
     round.left_unread(2, &N("n"));
     let late = Stamp::from_micros(3_600_000_000);
-    let Err(refused) = round.finish(late, false) else {
+    let Err((refused, _)) = round.finish(late, false) else {
         panic!("granted after its validity");
     };
     assert_eq!(refused.undo_on, [0, 1, 2]);
@@ -128,11 +128,11 @@ fn an_unread_node_is_undone_behind_its_request_or_by_the_verdict() {
     round.answer(1, &N("n"), &taken());
     assert!(round.decided() && round.undo_behind_unread());
     round.left_unread(2, &N("n"));
-    let Err(refused) = round.finish(Stamp::from_micros(1000), false) else {
+    let Err((refused, next)) = round.finish(Stamp::from_micros(1000), false) else {
         panic!("granted though taken");
     };
     assert!(refused.undo_on.is_empty(), "{:?}", refused.undo_on);
-    let Next::Busy { .. } = refused.next else {
+    let Next::Busy { .. } = next else {
         panic!("not busy");
     };
 }
