@@ -13,6 +13,7 @@ use super::proto::call::{AcquireCall, Verdict, Withdraw};
 use super::proto::round::{Refused, Requests};
 use super::proto::{Kind, Spec};
 use super::renew::Renewable;
+use super::room::Turn;
 use super::scripts::{Call, only_to};
 use super::token;
 use super::voters::Voters;
@@ -82,7 +83,7 @@ impl Plan {
             deadline.map(|d| d.saturating_duration_since(begun)),
             self.voters.connect_timeout,
         );
-        let taken = self.take(&mut call, begun, interrupted);
+        let taken = self.take(&mut call, (begun, deadline), interrupted);
         if taken.is_err()
             && let Some(id) = call.withdraw_on_giving_up()
         {
@@ -92,42 +93,72 @@ impl Plan {
     }
 
     /// The loop of [`acquire`](Self::acquire): it ferries between the call's machine and the
-    /// transport.
+    /// transport. Of the client's threads that wait for this lock, one waits on Redis; the
+    /// others park in the client's room (see `room.rs`) until their turn.
     fn take(
         &self,
         call: &mut AcquireCall,
-        begun: Instant,
+        (begun, deadline): (Instant, Option<Instant>),
         mut interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<Arc<Lease>, TryLockError> {
+        let mut place = self.voters.rooms.place(self.room_key());
+        let woken = net::has_wake_fd().then_some(&net::woken_now as &dyn Fn() -> bool);
+        // A call with an interrupt check looks at it as often parked as it does waiting.
+        let look = interrupted.is_some().then_some(self.spec.opts.wait_cap);
         // An attempt already made while waiting for a release.
         let mut made: Option<Attempt> = None;
+        // Parked, the call asks for its turn again before any round.
+        let mut parked: Option<Then> = None;
         loop {
             // Not around `interrupted`: it may run user code (a Python signal handler), which
             // may fork.
             let scope = process::Scope::enter();
-            let attempt = match made.take() {
-                Some(a) => a,
-                None => self.attempt(call, begun)?,
-            };
-            let then = match attempt {
-                Attempt::Held(guard) => return Ok(guard),
-                Attempt::Refused(then) => then,
+            let then = match (parked.take(), made.take()) {
+                (Some(then), _) => then,
+                (None, made) => {
+                    let attempt = match made {
+                        Some(a) => a,
+                        None => self.attempt(call, begun)?,
+                    };
+                    match attempt {
+                        Attempt::Held(guard) => return Ok(guard),
+                        Attempt::Refused(then) => then,
+                    }
+                }
             };
             match then {
-                Then::Fail(e) => return Err(e),
+                Then::Fail(e) => {
+                    if !matches!(e, TryLockError::WouldBlock) {
+                        place.free_all();
+                    }
+                    return Err(e);
+                }
                 Then::Again => {}
-                Then::Pause(pause) => std::thread::sleep(pause),
+                Then::Pause(pause) => {
+                    place.free_all();
+                    std::thread::sleep(pause)
+                }
                 Then::Wait {
                     node,
                     block,
                     will_wait,
                     behind,
-                } => match self.wait_for_release(call, begun, node, block, (will_wait, behind))? {
-                    WaitEnd::Attempt(attempt) => made = Some(attempt),
-                    WaitEnd::Ended { woken } => call.wait_ended(woken),
-                    WaitEnd::Broken { left } => {
-                        std::thread::sleep(call.pause_after_broken_wait(left, token::random()))
-                    }
+                } => match place.turn(deadline, woken, look) {
+                    Turn::Seated => match self.wait_for_release(
+                        call,
+                        begun,
+                        node,
+                        block,
+                        (will_wait, behind),
+                    )? {
+                        WaitEnd::Attempt(attempt) => made = Some(attempt),
+                        WaitEnd::Ended { woken } => call.wait_ended(woken),
+                        WaitEnd::Broken { left } => {
+                            std::thread::sleep(call.pause_after_broken_wait(left, token::random()))
+                        }
+                    },
+                    Turn::Go => call.wait_ended(false),
+                    Turn::Look => parked = Some(then),
                 },
             }
             drop(scope);
@@ -137,6 +168,18 @@ impl Plan {
                 return Err(interrupt(made.take()));
             }
         }
+    }
+
+    /// The lock's place in the client's room: its key and the kind of hold (readers and
+    /// writers of a read-write lock, permits of a semaphore, wait apart).
+    fn room_key(&self) -> Vec<u8> {
+        let mut key = self.spec.keys.lock.clone();
+        key.push(match self.spec.kind {
+            Kind::Mutex => b'm',
+            Kind::Semaphore(_) => b's',
+            Kind::Read => b'r',
+        });
+        key
     }
 
     /// One Redlock round: ask every node at once, count the grants as they come, and stop

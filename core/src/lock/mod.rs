@@ -14,6 +14,7 @@ pub(crate) mod proto;
 mod release;
 mod renew;
 mod reply;
+mod room;
 pub(crate) mod scripts;
 mod status;
 pub(crate) mod tally;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::clock::{Boottime, Clock};
 use super::renew::Renewer;
+use super::room::Rooms;
 use super::tally::quorum;
 use super::token;
 use crate::net::Node;
@@ -20,6 +21,9 @@ pub(crate) struct Voters {
     pub(crate) renewer: Renewer,
     /// The clock leases are counted on.
     pub(crate) clock: Arc<dyn Clock>,
+    /// Where the client's threads that wait for the same lock take turns (one waits on
+    /// Redis).
+    pub(crate) rooms: Rooms,
 }
 
 impl Voters {
@@ -50,6 +54,7 @@ impl Voters {
             quorum: quorum(nodes.len()),
             renewer: Renewer::new(nodes.clone(), Arc::clone(&clock)),
             clock,
+            rooms: Rooms::new(),
             nodes,
             node_timeout,
             connect_timeout,

@@ -88,3 +88,20 @@ pub(super) fn readable_now(socket: &Socket) -> bool {
 pub(super) fn readable_now(_: &Socket) -> bool {
     false
 }
+
+/// Whether `fd` is readable right now, without waiting.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) fn fd_readable_now(fd: &std::os::fd::OwnedFd) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(super) fn fd_readable_now(_: &std::os::fd::OwnedFd) -> bool {
+    false
+}

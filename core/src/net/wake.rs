@@ -31,3 +31,13 @@ pub(crate) fn scoped<R>(fd: BorrowedFd<'_>, f: impl FnOnce() -> R) -> io::Result
 pub(super) fn fd() -> Option<Rc<OwnedFd>> {
     FD.with_borrow(Clone::clone)
 }
+
+/// Whether this thread has a wake-up descriptor.
+pub(crate) fn is_set() -> bool {
+    FD.with_borrow(Option::is_some)
+}
+
+/// Whether this thread's wake-up descriptor is readable now (`false` when it has none).
+pub(crate) fn readable_now() -> bool {
+    fd().is_some_and(|fd| super::poll::fd_readable_now(&fd))
+}

@@ -1,0 +1,146 @@
+//! Waiting at scale: many threads of one client waiting on one lock cost Redis what one
+//! waiter costs, and each of them still gets the lock, once, in turn.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use redmutex::{Client, MutexOptions};
+use redmutex_tests::{RedisServer, wait_until};
+
+/// Redis's own counters, read on one connection kept for it: (commands processed,
+/// connections received, connections open), less this connection's own `INFO`.
+struct Stats(redis::Connection);
+
+impl Stats {
+    fn read(&mut self) -> (u64, u64, u64) {
+        let info: String = redis::cmd("INFO").query(&mut self.0).unwrap();
+        let field = |name: &str| -> u64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .unwrap_or_else(|| panic!("no {name} in INFO"))
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        (
+            field("total_commands_processed"),
+            field("total_connections_received"),
+            field("connected_clients"),
+        )
+    }
+
+    /// Commands and new connections over `window`, less the two `INFO`s that measure them.
+    fn over(&mut self, window: Duration) -> (u64, u64) {
+        let (c0, n0, _) = self.read();
+        std::thread::sleep(window);
+        let (c1, n1, _) = self.read();
+        (c1 - c0 - 1, n1 - n0)
+    }
+}
+
+/// Threads that wait on a held lock: each takes it once (waiting at most a minute), checks
+/// that nobody else holds it meanwhile, and counts itself.
+fn waiters(
+    client: &Client,
+    name: &str,
+    n: usize,
+    inside: &Arc<AtomicBool>,
+    taken: &Arc<AtomicUsize>,
+    started: &Arc<Barrier>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let mutex = client.mutex(name);
+            let (inside, taken, started) = (inside.clone(), taken.clone(), started.clone());
+            std::thread::spawn(move || {
+                started.wait();
+                let guard = mutex.try_lock_for(Duration::from_secs(60)).unwrap();
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                taken.fetch_add(1, Ordering::SeqCst);
+                inside.store(false, Ordering::SeqCst);
+                guard.unlock().unwrap();
+            })
+        })
+        .collect()
+}
+
+/// 300 threads of one client wait on one held lock. While nothing is released they cost
+/// Redis no more than a few single waiters (measured in the same test: one waiter costs its
+/// rounds and blocks per wait cap) and open no connection; after the release every one of
+/// them gets the lock exactly once, never two at a time.
+#[test]
+fn many_waiting_threads_of_one_client_cost_what_one_waiter_costs() {
+    let server = RedisServer::start();
+    let mut stats = Stats(server.conn());
+    let name = "waiting:many";
+    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(&server.url()).unwrap();
+    let guard = holder.mutex(name).lock().unwrap();
+    let inside = Arc::new(AtomicBool::new(false));
+    let taken = Arc::new(AtomicUsize::new(0));
+
+    // One waiter, alone: what a waiting thread costs.
+    let first = Arc::new(Barrier::new(2));
+    let mut threads = waiters(&client, name, 1, &inside, &taken, &first);
+    first.wait();
+    let cap = MutexOptions::default().wait_cap;
+    std::thread::sleep(cap * 2);
+    let (one, _) = stats.over(Duration::from_secs(1));
+
+    // 299 more.
+    let n = 300;
+    let more = Arc::new(Barrier::new(n));
+    threads.extend(waiters(&client, name, n - 1, &inside, &taken, &more));
+    more.wait();
+    // Every first round is answered within a few waits: the rounds of threads still making
+    // their first one would only add to the count below.
+    std::thread::sleep(cap * 4);
+    let (many, connections) = stats.over(Duration::from_secs(1));
+    let (_, _, open) = stats.read();
+    eprintln!(
+        "1 waiter: {one} commands/s; {n} waiters: {many} commands/s, {connections} new \
+         connections, {open} open"
+    );
+    assert!(
+        many <= 3 * one + 20,
+        "{n} waiting threads cost Redis {many} commands in a second, one alone {one}"
+    );
+    assert_eq!(connections, 0, "connections opened while {n} threads wait");
+
+    guard.unlock().unwrap();
+    let all_done = Instant::now() + Duration::from_secs(60);
+    for t in threads {
+        assert!(
+            wait_until(all_done.saturating_duration_since(Instant::now()), || t
+                .is_finished()),
+            "a waiter never got the lock"
+        );
+        t.join().unwrap();
+    }
+    assert_eq!(taken.load(Ordering::SeqCst), n);
+}
+
+/// A thread parked behind another waiting thread of its client still gives up at its own
+/// deadline, with the error a `try_lock_for` that ran out gives.
+#[test]
+fn a_parked_waiter_still_gives_up_at_its_deadline() {
+    let server = RedisServer::start();
+    let name = "waiting:deadline";
+    let holder = Client::open(&server.url()).unwrap();
+    let _guard = holder.mutex(name).lock().unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let long = client.mutex(name);
+    let first = std::thread::spawn(move || long.try_lock_for(Duration::from_secs(3)).map(drop));
+    let short = client.mutex(name);
+    let begun = Instant::now();
+    let err = short
+        .try_lock_for(Duration::from_millis(600))
+        .map(drop)
+        .unwrap_err();
+    let took = begun.elapsed();
+    assert!(matches!(err, redmutex::TryLockError::WouldBlock), "{err:?}");
+    assert!(took < Duration::from_secs(2), "gave up after {took:?}");
+    let err = first.join().unwrap().unwrap_err();
+    assert!(matches!(err, redmutex::TryLockError::WouldBlock), "{err:?}");
+}
