@@ -118,6 +118,7 @@ fn run(args: &Args) -> Result<(), String> {
     ctx.probe(&mut drift)?;
     let waiters = phase::waiters::run(&ctx, &peers, &mut notes)?;
     let readers = phase::readers::run(&ctx)?;
+    let fleet = phase::fleet::run(&ctx, handoff.data.redmutex.samples.median())?;
     let load_end = report::loadavg();
 
     let base = ctx.base;
@@ -127,6 +128,7 @@ fn run(args: &Args) -> Result<(), String> {
     rows.extend(renew.rows);
     rows.extend(waiters.rows);
     rows.extend(readers.rows);
+    rows.extend(fleet.rows);
     let summary = report::summary(&rows, base);
     for n in closing_notes(&latency.data, &handoff.data, &renew.data, &drift) {
         notes.push(n);

@@ -144,3 +144,47 @@ fn a_parked_waiter_still_gives_up_at_its_deadline() {
     let err = first.join().unwrap().unwrap_err();
     assert!(matches!(err, redmutex::TryLockError::WouldBlock), "{err:?}");
 }
+
+/// A writer and 16 readers of one client wait behind a read hold: one connection at a time is
+/// blocked in a wait (a waiting writer keeps new readers out anyway), and after the release
+/// the writer and then every reader gets in.
+#[test]
+fn a_clients_waiting_writer_and_readers_block_one_connection() {
+    let server = RedisServer::start();
+    let name = "waiting:rw";
+    let holder = Client::open(&server.url()).unwrap();
+    let held = holder.rwlock(name).read().unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let writer = {
+        let lock = client.rwlock(name);
+        std::thread::spawn(move || lock.try_write_for(Duration::from_secs(60)).map(drop))
+    };
+    assert!(wait_until(Duration::from_secs(10), || server
+        .info("clients", "blocked_clients")
+        .as_deref()
+        == Some("1")));
+    let readers: Vec<_> = (0..16)
+        .map(|_| {
+            let lock = client.rwlock(name);
+            std::thread::spawn(move || lock.try_read_for(Duration::from_secs(60)).map(drop))
+        })
+        .collect();
+    let cap = MutexOptions::default().wait_cap;
+    let until = Instant::now() + cap * 8;
+    let mut most = 0;
+    while Instant::now() < until {
+        let blocked: u32 = server
+            .info("clients", "blocked_clients")
+            .unwrap()
+            .parse()
+            .unwrap();
+        most = most.max(blocked);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(most, 1, "connections blocked at once while 17 threads wait");
+    drop(held);
+    writer.join().unwrap().unwrap();
+    for r in readers {
+        r.join().unwrap().unwrap();
+    }
+}

@@ -8,9 +8,12 @@
 //! - [`renew`]: thousands of renewed locks, and memory kept by lock churn;
 //! - [`waiters`]: connections a blocked waiter opens per second (Rust, C, Python);
 //! - [`readers`]: Redis's commands per second while readers wait behind a writer;
+//! - [`fleet`]: 1,000 threads waiting on one lock and on 1,000: Redis's commands and
+//!   connections per waiting thread, then the hand-offs;
 //! - [`peers`]: the rows of the locks users would pick instead, from what the others measured.
 
 pub mod contended;
+pub mod fleet;
 pub mod handoff;
 pub mod latency;
 pub mod peers;

@@ -101,7 +101,9 @@ impl Plan {
         (begun, deadline): (Instant, Option<Instant>),
         mut interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<Arc<Lease>, TryLockError> {
-        let mut place = self.voters.rooms.place(self.room_key());
+        // One room per lock, whatever the kind of hold: a waiting writer keeps new readers
+        // out anyway, and one reader's wake-up is passed on to the next.
+        let mut place = self.voters.rooms.place(self.spec.keys.lock.clone());
         let woken = net::has_wake_fd().then_some(&net::woken_now as &dyn Fn() -> bool);
         // A call with an interrupt check looks at it as often parked as it does waiting.
         let look = interrupted.is_some().then_some(self.spec.opts.wait_cap);
@@ -168,18 +170,6 @@ impl Plan {
                 return Err(interrupt(made.take()));
             }
         }
-    }
-
-    /// The lock's place in the client's room: its key and the kind of hold (readers and
-    /// writers of a read-write lock, permits of a semaphore, wait apart).
-    fn room_key(&self) -> Vec<u8> {
-        let mut key = self.spec.keys.lock.clone();
-        key.push(match self.spec.kind {
-            Kind::Mutex => b'm',
-            Kind::Semaphore(_) => b's',
-            Kind::Read => b'r',
-        });
-        key
     }
 
     /// One Redlock round: ask every node at once, count the grants as they come, and stop

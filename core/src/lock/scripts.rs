@@ -104,10 +104,13 @@ if not readers and ARGV[4] ~= '1' and redis.call('SET', KEYS[1], ARGV[1], 'NX', 
   if ARGV[3] == '1' then return fence_next(KEYS[2]) end
   return 0
 end
-local function announce()
+local function announce(now)
   if KEYS[4] and tonumber(ARGV[5]) > 0 then
-    local t = redis.call('TIME')
-    local ends = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[5])
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    local ends = now + tonumber(ARGV[5])
     redis.call('ZADD', KEYS[4], 'GT', ends, ARGV[6])
     local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
     redis.call('PEXPIREAT', KEYS[4], last[2])
@@ -131,7 +134,7 @@ if readers then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
   if last[2] then
-    announce()
+    announce(now)
     return {0, tonumber(last[2]) - now, ''}
   end
 end
