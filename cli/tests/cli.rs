@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use redmutex_tests::cluster::RedisCluster;
-use redmutex_tests::{RedisServer, RedisServers, TempDir, free_port, wait_until};
+use redmutex_tests::{Nonsense, RedisServer, RedisServers, TempDir, free_port, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redmutex");
 /// The bound on any single wait in these tests; far above what a healthy run needs.
@@ -1169,4 +1169,33 @@ fn a_key_that_vanished_while_the_command_ran_exits_with_the_lost_code() {
     assert_eq!(r.code, 74, "{r:?}");
     assert!(r.error_line().contains("lost"), "{r:?}");
     assert!(r.error_line().ends_with(": not there]"), "{r:?}");
+}
+
+/// A server that answers every command with nonsense (`+ok`, `:-5`, nil, an array, a
+/// string, in turn) never lets `run` start its command: no reply of it is a grant, and the
+/// error is a sentence with no Rust debug text.
+#[test]
+fn run_never_starts_its_command_on_nonsense() {
+    let server = Nonsense::start();
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    for _ in 0..5 {
+        let r = Redmutex::new(dir.path(), &urls)
+            .args([
+                "run",
+                "--connect-timeout",
+                "300ms",
+                "--key",
+                "nonsense",
+                "--",
+                "touch",
+                "ran",
+            ])
+            .run();
+        assert_ne!(r.code, 0, "{r:?}");
+        assert!(!dir.path().join("ran").exists(), "the command ran: {r:?}");
+        for debug in ["Ok(", "Some(", "Err("] {
+            assert!(!r.stderr.contains(debug), "{r:?}");
+        }
+    }
 }

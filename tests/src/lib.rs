@@ -20,6 +20,7 @@
 
 pub mod cluster;
 pub mod history;
+mod nonsense;
 pub mod proxy;
 pub mod schedule;
 mod sentinel;
@@ -30,6 +31,7 @@ pub mod tls_topology;
 pub mod torture;
 pub mod workers;
 
+pub use nonsense::Nonsense;
 pub use proxy::{FaultProxy, Mode};
 pub use sentinel::Sentinel;
 pub use server::{

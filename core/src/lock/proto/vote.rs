@@ -28,11 +28,12 @@ pub(crate) enum Vote<'a> {
 }
 
 impl<'a> Vote<'a> {
-    /// The acquire script's reply: the fence (an integer) when granted, `{0, pttl, holder}`
-    /// when not.
+    /// The acquire script's reply: the fence (an integer, never negative: 0 when the lock
+    /// does not fence) when granted, `{0, pttl, holder}` when not. Anything else is no grant:
+    /// a negative integer is what no script returns (a server answering something else).
     pub(crate) fn of_script(reply: &'a Result<Value, NetError>) -> Vote<'a> {
         match reply {
-            Ok(Value::Int(fence)) => Vote::Granted((*fence).max(0) as u64),
+            Ok(Value::Int(fence)) if *fence >= 0 => Vote::Granted(*fence as u64),
             Ok(Value::Array(items)) if items.len() == 3 => Vote::Taken {
                 holder: bytes(&items[2]),
                 pttl_ms: int(&items[1]),
