@@ -174,8 +174,9 @@ typedef struct redmutex_lock_options redmutex_lock_options;
 
 /**
  * Called by a blocking `redmutex_lock_with_options` on the calling thread after every
- * wake-up, so at least once per wait cap (250 ms unless set with
- * `redmutex_lock_options_set_wait_cap`); returning true stops the wait with
+ * wake-up, so at least every 250 ms (or the wait cap, if set lower with
+ * `redmutex_lock_options_set_wait_cap`): a call with this check and no interrupt
+ * descriptor keeps its waits that short. Returning true stops the wait with
  * `REDMUTEX_RESULT_INTERRUPTED`. Use it to honour a shutdown flag or a signal. It must
  * return quickly and must not call into this library for the same lock.
  */
@@ -462,8 +463,10 @@ redmutex_result redmutex_lock_options_set_retry_delay(struct redmutex_lock_optio
 
 /**
  * Sets the longest a waiter blocks for a wake-up signal before it tries again, in
- * milliseconds (default 250; 1 ms to 60 s): the most a lost wake-up can cost, and how
- * often the interrupt check runs.
+ * milliseconds (default 2000; 1 ms to 60 s): the most a lost wake-up can cost. A call's
+ * first wait, and its first after each wake-up, is at most 250 ms (or this cap, if lower),
+ * and each wait that runs out doubles the next, up to this cap; with an interrupt callback
+ * and no interrupt descriptor, every wait stays at the first one's length.
  *
  * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
  */

@@ -124,8 +124,10 @@ struct LockOptions {
   std::optional<MinReplicas> min_replicas;
   /** Base of the randomized retry delay (default 50 ms). */
   std::optional<std::chrono::milliseconds> retry_delay;
-  /** The longest a waiter blocks before it tries again, and so how often `interrupt` is
-   * asked (default 250 ms). */
+  /** The longest a waiter blocks before it tries again (default 2 s; a call's first wait
+   * is at most 250 ms, and waits that run out double up to this cap). With `interrupt` and no
+   * `interrupt_fd`, every wait stays at most 250 ms (or this cap, if lower), so that
+   * `interrupt` is asked that often. */
   std::optional<std::chrono::milliseconds> wait_cap;
   /** How long newcomers leave a released lock to a waiter (default 20 ms; zero: off). */
   std::optional<std::chrono::milliseconds> handoff_window;

@@ -1199,3 +1199,43 @@ fn run_never_starts_its_command_on_nonsense() {
         }
     }
 }
+
+/// A `run --wait` behind a lock held for long: its waits grow from 250 ms to the 2 s cap while
+/// nothing is released, so it costs Redis a round every 2 s (a handful of commands a second);
+/// it still runs its command once the holder lets go.
+#[test]
+fn a_long_wait_costs_redis_a_handful_of_commands_a_second() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    set(&server, "long", "foreign", Some(30_000));
+    let waiting = Redmutex::new(dir.path(), &urls)
+        .args([
+            "run", "--key", "long", "--wait", "60s", "--", "touch", "ran",
+        ])
+        .spawn();
+    let mut info = server.conn();
+    let mut commands = || -> u64 {
+        let text: String = redis::cmd("INFO").arg("stats").query(&mut info).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("total_commands_processed:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    // 250 + 500 + 1000 ms of waits, then waits of the cap.
+    std::thread::sleep(Duration::from_millis(1750));
+    let before = commands();
+    std::thread::sleep(Duration::from_secs(4));
+    let spent = commands() - before - 1;
+    eprintln!("a long wait: {:.1} commands/s", spent as f64 / 4.0);
+    assert!(spent <= 24, "{spent} commands in 4 s");
+    let _: () = redis::cmd("DEL")
+        .arg("long")
+        .query(&mut server.conn())
+        .unwrap();
+    let r = waiting.finish();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(dir.path().join("ran").exists(), "{r:?}");
+}

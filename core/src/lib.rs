@@ -125,6 +125,6 @@ pub use wake::wake_on;
 pub mod sim_support;
 
 pub use options::{
-    DEFAULT_TTL, MAX_NAME_LEN, MAX_PERMITS, MAX_TTL, MIN_TTL, MutexOptions, default_node_timeout,
-    drift,
+    DEFAULT_TTL, FIRST_WAIT, MAX_NAME_LEN, MAX_PERMITS, MAX_TTL, MIN_TTL, MutexOptions,
+    default_node_timeout, drift,
 };

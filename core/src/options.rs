@@ -4,6 +4,10 @@ use std::time::Duration;
 
 use crate::error::Error;
 
+/// The longest first wait for a wake-up signal of a call (and its first after each
+/// wake-up): waits that run out grow from it up to [`MutexOptions::wait_cap`].
+pub const FIRST_WAIT: Duration = Duration::from_millis(250);
+
 /// The shortest TTL accepted.
 pub const MIN_TTL: Duration = Duration::from_millis(10);
 /// The longest TTL accepted (a lease is never "no expiry").
@@ -84,8 +88,14 @@ pub struct MutexOptions {
     /// The base of the randomized retry delay (uniform in ½..1½ of it; default 50 ms), used
     /// when no wake-up signal can be awaited and between renewal retries.
     pub retry_delay: Duration,
-    /// The longest a waiter blocks for a wake-up signal before it tries again (default 250 ms):
-    /// the most a lost wake-up can cost.
+    /// The longest a waiter blocks for a wake-up signal before it tries again (default 2 s):
+    /// the most a lost wake-up can cost. A call's first wait, and its first after each
+    /// wake-up, is at most [`FIRST_WAIT`] (or this cap, if lower); each wait that runs out
+    /// doubles the next, up to this cap. So a lock held for long costs each waiter one round
+    /// every 2 s, and a wake-up lost at a release (its waiter died or gave up between taking
+    /// it and taking the lock) costs up to 2 s in a long wait, 250 ms in a short one. A call
+    /// with an interrupt check and no wake-up descriptor (see [`crate::wake_on`]) keeps every
+    /// wait to the first one's length, so that its check runs as often as before.
     pub wait_cap: Duration,
     /// After a release that had waiters, newcomers must leave the lock to a waiter for this
     /// long (default 20 ms, at most the TTL), so a holder that re-locks at once cannot starve
@@ -117,7 +127,7 @@ impl Default for MutexOptions {
             fencing: true,
             node_timeout: None,
             retry_delay: Duration::from_millis(50),
-            wait_cap: Duration::from_millis(250),
+            wait_cap: Duration::from_secs(2),
             handoff_window: Duration::from_millis(20),
             min_replicas: None,
         }

@@ -5,7 +5,7 @@ use std::ffi::c_void;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use redmutex::MutexOptions;
+use redmutex::{MutexOptions, TryLockError};
 
 use crate::client::redmutex_client;
 use crate::guard::redmutex_guard;
@@ -60,28 +60,44 @@ pub(crate) fn take(
     };
     let c = &client.client;
     let wake_fd = interrupt.and_then(|i| i.wake_fd);
+    // Without an interrupt check, the plain waits: theirs grow while nothing is released
+    // (a check that runs only when a wait ends keeps them short, see `wait_cap`).
+    let checked = interrupt.is_some();
     let call = move || -> Result<_, Failure> {
+        let check = &mut interrupted;
         Ok(match kind {
-            Kind::Mutex => c
-                .mutex(name)
-                .options(opts)
-                .lock_interruptible(deadline, &mut interrupted)?
-                .into_any(),
-            Kind::Semaphore(permits) => c
-                .semaphore(name, permits)
-                .options(opts)
-                .acquire_interruptible(deadline, &mut interrupted)?
-                .into_any(),
-            Kind::Read => c
-                .rwlock(name)
-                .options(opts)
-                .read_interruptible(deadline, &mut interrupted)?
-                .into_any(),
-            Kind::Write => c
-                .rwlock(name)
-                .options(opts)
-                .write_interruptible(deadline, &mut interrupted)?
-                .into_any(),
+            Kind::Mutex => {
+                let m = c.mutex(name).options(opts);
+                match checked {
+                    true => m.lock_interruptible(deadline, check),
+                    false => plain(deadline, |d| m.try_lock_until(d), || m.lock()),
+                }?
+                .into_any()
+            }
+            Kind::Semaphore(permits) => {
+                let s = c.semaphore(name, permits).options(opts);
+                match checked {
+                    true => s.acquire_interruptible(deadline, check),
+                    false => plain(deadline, |d| s.try_acquire_until(d), || s.acquire()),
+                }?
+                .into_any()
+            }
+            Kind::Read => {
+                let r = c.rwlock(name).options(opts);
+                match checked {
+                    true => r.read_interruptible(deadline, check),
+                    false => plain(deadline, |d| r.try_read_until(d), || r.read()),
+                }?
+                .into_any()
+            }
+            Kind::Write => {
+                let w = c.rwlock(name).options(opts);
+                match checked {
+                    true => w.write_interruptible(deadline, check),
+                    false => plain(deadline, |d| w.try_write_until(d), || w.write()),
+                }?
+                .into_any()
+            }
         })
     };
     let held = match wake_fd {
@@ -93,4 +109,16 @@ pub(crate) fn take(
     };
     out.write(redmutex_guard::new_raw(held));
     Ok(())
+}
+
+/// A wait with no interrupt check: until `deadline` (`until`), or without end (`forever`).
+fn plain<G>(
+    deadline: Option<Instant>,
+    until: impl FnOnce(Instant) -> Result<G, TryLockError>,
+    forever: impl FnOnce() -> Result<G, redmutex::Error>,
+) -> Result<G, TryLockError> {
+    match deadline {
+        Some(d) => until(d),
+        None => forever().map_err(Into::into),
+    }
 }

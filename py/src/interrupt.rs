@@ -119,21 +119,21 @@ impl Helper {
 
 /// Runs `work` with the GIL released and returns what it returns, or the exception of a
 /// signal handler (`KeyboardInterrupt`) that ran meanwhile: then `work` sees its flag set
-/// and finishes on its own in the background (it must leave nothing held).
+/// and finishes on its own in the background (it must leave nothing held). Off the main
+/// thread, where no signal handler runs, `work` gets no flag: nothing can interrupt it.
 pub(crate) fn call<T: Send + 'static>(
     py: Python<'_>,
-    work: impl FnOnce(&AtomicBool) -> T + Send + 'static,
+    work: impl FnOnce(Option<&AtomicBool>) -> T + Send + 'static,
 ) -> PyResult<T> {
     if !on_main_thread(py) {
-        let cancel = AtomicBool::new(false);
-        return Ok(py.detach(|| work(&cancel)));
+        return Ok(py.detach(|| work(None)));
     }
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&cancel);
     let (tx, mut rx) = mpsc::sync_channel(1);
     let helper = Helper::take()?.run(Box::new(move || {
         // The caller may have gone (interrupted); then nobody needs the answer.
-        let _ = tx.send(work(&flag));
+        let _ = tx.send(work(Some(&flag)));
     }))?;
     loop {
         // A Receiver is not Sync: it goes with the wait and comes back.

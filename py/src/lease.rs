@@ -75,6 +75,9 @@ pub(crate) trait Source: Clone + Send + 'static {
         deadline: Option<Instant>,
         cancel: &mut dyn FnMut() -> bool,
     ) -> Result<Self::Guard, TryLockError>;
+    /// Waits until `deadline` (or forever), with nothing to interrupt it (so its waits grow
+    /// while nothing is released, see `MutexOptions::wait_cap`).
+    fn wait_uninterrupted(&self, deadline: Option<Instant>) -> Result<Self::Guard, TryLockError>;
 }
 
 impl Source for redmutex::Mutex {
@@ -89,6 +92,12 @@ impl Source for redmutex::Mutex {
     ) -> Result<Self::Guard, TryLockError> {
         self.lock_interruptible(deadline, cancel)
     }
+    fn wait_uninterrupted(&self, deadline: Option<Instant>) -> Result<Self::Guard, TryLockError> {
+        match deadline {
+            Some(d) => self.try_lock_until(d),
+            None => self.lock().map_err(Into::into),
+        }
+    }
 }
 
 impl Source for redmutex::Semaphore {
@@ -102,6 +111,12 @@ impl Source for redmutex::Semaphore {
         cancel: &mut dyn FnMut() -> bool,
     ) -> Result<Self::Guard, TryLockError> {
         self.acquire_interruptible(deadline, cancel)
+    }
+    fn wait_uninterrupted(&self, deadline: Option<Instant>) -> Result<Self::Guard, TryLockError> {
+        match deadline {
+            Some(d) => self.try_acquire_until(d),
+            None => self.acquire().map_err(Into::into),
+        }
     }
 }
 
@@ -125,6 +140,12 @@ impl Source for Reads {
     ) -> Result<Self::Guard, TryLockError> {
         self.0.read_interruptible(deadline, cancel)
     }
+    fn wait_uninterrupted(&self, deadline: Option<Instant>) -> Result<Self::Guard, TryLockError> {
+        match deadline {
+            Some(d) => self.0.try_read_until(d),
+            None => self.0.read().map_err(Into::into),
+        }
+    }
 }
 
 impl Source for Writes {
@@ -138,6 +159,12 @@ impl Source for Writes {
         cancel: &mut dyn FnMut() -> bool,
     ) -> Result<Self::Guard, TryLockError> {
         self.0.write_interruptible(deadline, cancel)
+    }
+    fn wait_uninterrupted(&self, deadline: Option<Instant>) -> Result<Self::Guard, TryLockError> {
+        match deadline {
+            Some(d) => self.0.try_write_until(d),
+            None => self.0.write().map_err(Into::into),
+        }
     }
 }
 
@@ -266,12 +293,13 @@ impl<S: Source> Holds<S> {
         let result = interrupt::call(py, move |cancel| {
             let result = match wait {
                 Wait::Once => source.try_once(),
-                Wait::Until(deadline) => {
-                    source.wait(deadline, &mut || cancel.load(Ordering::SeqCst))
-                }
+                Wait::Until(deadline) => match cancel {
+                    Some(cancel) => source.wait(deadline, &mut || cancel.load(Ordering::SeqCst)),
+                    None => source.wait_uninterrupted(deadline),
+                },
             };
             // The caller was interrupted and is gone: keep nothing it took meanwhile.
-            if cancel.load(Ordering::SeqCst)
+            if cancel.is_some_and(|c| c.load(Ordering::SeqCst))
                 && let Ok(guard) = result
             {
                 drop(guard.unlock());

@@ -73,3 +73,36 @@ def test_a_hundred_waiting_threads_cost_what_one_costs(redis_server: RedisServer
         assert not t.is_alive(), "a waiter never got the lock"
     assert not errors, errors
     assert sorted(taken) == list(range(n))
+
+
+def test_a_long_wait_costs_redis_a_handful_of_commands_a_second(
+    redis_server: RedisServer, name: str
+):
+    """A wait on the main thread (Ctrl-C can end it) behind a lock held for long: its waits
+    grow from 250 ms to the core's 2 s cap while nothing is released, so it costs Redis a
+    round every 2 s, and it still takes the lock when the holder releases."""
+    holder = redmutex.Client(redis_server.url).lock(name)
+    assert holder.acquire(blocking=False)
+    measured: list[int] = []
+
+    def measure_then_release() -> None:
+        side = redis_server.resp()
+        try:
+            time.sleep(1.75)  # 250 + 500 + 1000 ms of waits
+            commands, _ = _over(side, 4.0)
+            measured.append(commands)
+        finally:
+            side.close()
+            holder.release()
+
+    t = threading.Thread(target=measure_then_release)
+    t.start()
+    lock = redmutex.Client(redis_server.url).lock(name)
+    try:
+        assert lock.acquire(timeout=30)
+    finally:
+        t.join(timeout=30)
+    lock.release()
+    assert measured, "the measurement did not finish"
+    print(f"a long wait: {measured[0] / 4.0:.1f} commands/s")
+    assert measured[0] <= 24, f"{measured[0]} commands in 4 s"

@@ -96,7 +96,68 @@ static void test_one_of_many_waiting_threads_blocks_on_redis(void) {
   redmutex_client_free(holder);
 }
 
+/* `INFO stats`'s total_commands_processed of the test server (through redis-cli), or -1. */
+static long long commands_processed(void) {
+  char cmd[512], line[256];
+  long long n = -1;
+  FILE *out;
+  snprintf(cmd, sizeof cmd, "redis-cli -u '%s' INFO stats", testing_env("REDMUTEX_TEST_URL"));
+  out = popen(cmd, "r");
+  if (out == NULL) return -1;
+  while (fgets(line, sizeof line, out) != NULL) {
+    if (strncmp(line, "total_commands_processed:", 25) == 0) n = atoll(line + 25);
+  }
+  pclose(out);
+  return n;
+}
+
+struct one_waiter {
+  redmutex_client *client;
+  const char *name;
+  redmutex_result result;
+};
+
+static void *wait_long(void *p) {
+  struct one_waiter *w = p;
+  redmutex_guard *guard = NULL;
+  w->result = redmutex_lock(w->client, w->name, 30000, 60000, &guard);
+  if (w->result == REDMUTEX_RESULT_OK) w->result = redmutex_unlock(guard);
+  return NULL;
+}
+
+/* A waiter behind a lock held for long: its waits grow from 250 ms to the 2 s cap while
+ * nothing is released, so it costs Redis a round every 2 s, and still gets the lock. */
+static void test_a_long_wait_costs_redis_a_handful_of_commands_a_second(void) {
+  char name[128];
+  static struct one_waiter w;
+  pthread_t thread;
+  redmutex_guard *held = NULL;
+  redmutex_client *holder = test_client();
+  long long before, after;
+  CHECK(holder != NULL);
+  unique_name(name, sizeof name, "long");
+  CHECK(redmutex_lock(holder, name, 60000, -1, &held) == REDMUTEX_RESULT_OK);
+  w.client = test_client();
+  w.name = name;
+  w.result = REDMUTEX_RESULT_OK;
+  CHECK(w.client != NULL);
+  CHECK(pthread_create(&thread, NULL, wait_long, &w) == 0);
+  sleep_ms(1750); /* 250 + 500 + 1000 ms of waits, then waits of the cap */
+  before = commands_processed();
+  sleep_ms(4000);
+  after = commands_processed();
+  CHECK(before >= 0 && after >= 0);
+  printf("     a long wait: %.1f commands/s\n", (double)(after - before - 1) / 4.0);
+  CHECK(after - before - 1 <= 24);
+  CHECK(redmutex_unlock(held) == REDMUTEX_RESULT_OK);
+  pthread_join(thread, NULL);
+  CHECK(w.result == REDMUTEX_RESULT_OK);
+  redmutex_client_free(w.client);
+  redmutex_client_free(holder);
+}
+
 int main(void) {
   RUN(test_one_of_many_waiting_threads_blocks_on_redis);
+  RUN(test_a_long_wait_costs_redis_a_handful_of_commands_a_second);
   return TESTING_SUMMARY();
 }

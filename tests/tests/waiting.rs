@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use redmutex::{Client, MutexOptions};
+use redmutex::{Client, FIRST_WAIT, MutexOptions};
 use redmutex_tests::{RedisServer, wait_until};
 
 /// Redis's own counters, read on one connection kept for it: (commands processed,
@@ -84,8 +84,7 @@ fn many_waiting_threads_of_one_client_cost_what_one_waiter_costs() {
     let first = Arc::new(Barrier::new(2));
     let mut threads = waiters(&client, name, 1, &inside, &taken, &first);
     first.wait();
-    let cap = MutexOptions::default().wait_cap;
-    std::thread::sleep(cap * 2);
+    std::thread::sleep(FIRST_WAIT * 2);
     let (one, _) = stats.over(Duration::from_secs(1));
 
     // 299 more.
@@ -95,7 +94,7 @@ fn many_waiting_threads_of_one_client_cost_what_one_waiter_costs() {
     more.wait();
     // Every first round is answered within a few waits: the rounds of threads still making
     // their first one would only add to the count below.
-    std::thread::sleep(cap * 4);
+    std::thread::sleep(FIRST_WAIT * 4);
     let (many, connections) = stats.over(Duration::from_secs(1));
     let (_, _, open) = stats.read();
     eprintln!(
@@ -169,8 +168,7 @@ fn a_clients_waiting_writer_and_readers_block_one_connection() {
             std::thread::spawn(move || lock.try_read_for(Duration::from_secs(60)).map(drop))
         })
         .collect();
-    let cap = MutexOptions::default().wait_cap;
-    let until = Instant::now() + cap * 8;
+    let until = Instant::now() + FIRST_WAIT * 8;
     let mut most = 0;
     while Instant::now() < until {
         let blocked: u32 = server
@@ -187,4 +185,37 @@ fn a_clients_waiting_writer_and_readers_block_one_connection() {
     for r in readers {
         r.join().unwrap().unwrap();
     }
+}
+
+/// A waiter behind a lock held for long: its waits that run out grow to the wait cap, so once
+/// they have, it costs Redis a round and a wait every 2 s (a handful of commands a second, not
+/// the 45 of a round every 250 ms); it still gets the lock at once when the holder releases.
+#[test]
+fn a_long_wait_costs_redis_a_handful_of_commands_a_second() {
+    let server = RedisServer::start();
+    let mut stats = Stats(server.conn());
+    let name = "waiting:long";
+    let holder = Client::open(&server.url()).unwrap();
+    let guard = holder.mutex(name).lock().unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let mutex = client.mutex(name);
+    let waiter = std::thread::spawn(move || {
+        let guard = mutex.try_lock_for(Duration::from_secs(60)).unwrap();
+        let at = Instant::now();
+        guard.unlock().unwrap();
+        at
+    });
+    // 250 + 500 + 1000 ms of waits, then waits of the cap.
+    let cap = MutexOptions::default().wait_cap;
+    std::thread::sleep(FIRST_WAIT * 7);
+    let window = cap * 2;
+    let (commands, _) = stats.over(window);
+    let per_second = commands as f64 / window.as_secs_f64();
+    eprintln!("a long wait: {per_second:.1} commands/s");
+    assert!(per_second <= 6.0, "{commands} commands in {window:?}");
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let at = waiter.join().unwrap();
+    assert!(at > released, "the waiter got the lock before its release");
+    eprintln!("taken {:?} after the release", at - released);
 }

@@ -83,6 +83,11 @@ impl Plan {
             deadline.map(|d| d.saturating_duration_since(begun)),
             self.voters.connect_timeout,
         );
+        // An interrupt check that only a wait's end runs keeps the waits short (with a wake-up
+        // descriptor, a signal ends the wait itself).
+        if interrupted.is_some() && !net::has_wake_fd() {
+            call.keep_waits_short();
+        }
         let taken = self.take(&mut call, (begun, deadline), interrupted);
         if taken.is_err()
             && let Some(id) = call.withdraw_on_giving_up()

@@ -72,11 +72,12 @@ impl Plan {
         if let (
             Blocked::Ended {
                 behind: Some(answer),
-                ..
+                woken,
             },
             Some(sent),
         ) = (&blocked, &sent)
         {
+            call.wait_ended(*woken);
             super::calls::refusal(spec, std::slice::from_ref(answer))?;
             call.round().answer(i, &*nodes[i], answer);
             return Ok(WaitEnd::Attempt(self.settle(call, begun, sent, &[])));

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::round::Next;
 use super::spec::{Kind, Spec};
 use crate::error::{NodeOutcome, TryLockError};
+use crate::options::FIRST_WAIT;
 use crate::options::drift;
 
 /// The state of one call across its rounds.
@@ -19,6 +20,16 @@ pub(crate) struct Acquisition {
     /// counts from before the wait (a longer wait makes its grant invalid on arrival, and
     /// throws the hand-off away).
     wait_cap: Duration,
+    /// The longest the next wait may be: [`FIRST_WAIT`] (or the cap, if lower) at first and
+    /// after a wait that a wake-up ended; doubled by each wait that ran out, up to the cap.
+    /// So while one holder keeps the lock, a waiter's rounds (each refreshes its
+    /// announcement, and looks whether a wake-up was lost) come every few seconds rather
+    /// than four times a second; around a release, where a wake-up can be lost, they come
+    /// as often as before.
+    ceiling: Duration,
+    /// Whether waits may grow (see `ceiling`): not for a call whose interrupt check runs
+    /// only when a wait ends.
+    grows: bool,
     retry_delay: Duration,
     /// How long to ride over an outage.
     connect_timeout: Duration,
@@ -77,6 +88,8 @@ impl Acquisition {
         Acquisition {
             deadline,
             wait_cap,
+            ceiling: FIRST_WAIT.min(wait_cap),
+            grows: true,
             retry_delay: spec.opts.retry_delay,
             connect_timeout,
             n: spec.n,
@@ -96,6 +109,26 @@ impl Acquisition {
     /// wait ran out creates none.
     pub(crate) fn wait_ended(&mut self, woken: bool) {
         self.woken = woken;
+        self.ceiling = match woken || !self.grows {
+            true => FIRST_WAIT.min(self.wait_cap),
+            false => (self.ceiling * 2).min(self.wait_cap),
+        };
+    }
+
+    /// Keeps every wait to the first one's length: the caller checks for an interrupt only
+    /// when a wait ends.
+    pub(crate) fn keep_waits_short(&mut self) {
+        self.grows = false;
+    }
+
+    /// How long a round announces the call for, as a waiter: the longest wait that may
+    /// follow it, and the one after (a round sent behind a wait precedes the wait's end,
+    /// which may double the next), plus the node timeout (see [`Spec::announce_for`]).
+    pub(crate) fn announce_block(&self) -> Duration {
+        match self.grows {
+            true => (self.ceiling * 2).min(self.wait_cap),
+            false => self.ceiling,
+        }
     }
 
     /// Whether the next round comes right after a wait that a wake-up signal ended.
@@ -147,11 +180,11 @@ impl Acquisition {
                 if left == Some(Duration::ZERO) {
                     return Then::Fail(TryLockError::WouldBlock);
                 }
-                let block = [hint, Some(self.wait_cap), left]
+                let block = [hint, Some(self.ceiling), left]
                     .into_iter()
                     .flatten()
                     .min()
-                    .unwrap_or(self.wait_cap);
+                    .unwrap_or(self.ceiling);
                 self.waited = true;
                 if block.is_zero() {
                     return Then::Again;
@@ -318,9 +351,40 @@ mod tests {
         let s = spec(3, MutexOptions::default().with_ttl(ttl));
         let mut call = Acquisition::new(&s, None, 10_000 * MS);
         match call.after(busy(Some(10_000 * MS), vec![0]), MS, MS, 0) {
-            Then::Wait { block, .. } => assert_eq!(block, s.opts.wait_cap),
+            Then::Wait { block, .. } => assert_eq!(block, FIRST_WAIT),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Waits that run out double, up to the cap; one that a wake-up ended starts over; a
+    /// call that checks for interrupts only between waits keeps them short.
+    #[test]
+    fn waits_grow_while_nothing_is_released() {
+        let s = spec(3, MutexOptions::default());
+        let mut call = Acquisition::new(&s, None, 10_000 * MS);
+        let block = |call: &mut Acquisition| match call.after(busy(None, vec![0]), MS, MS, 0) {
+            Then::Wait { block, .. } => block,
+            other => panic!("{other:?}"),
+        };
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            seen.push(block(&mut call));
+            call.wait_ended(false);
+        }
+        assert_eq!(
+            seen,
+            [250, 500, 1000, 2000, 2000, 2000].map(|ms| ms * MS),
+            "cap {:?}",
+            s.opts.wait_cap
+        );
+        assert!(call.announce_block() >= s.opts.wait_cap);
+        call.wait_ended(true);
+        assert_eq!(block(&mut call), FIRST_WAIT);
+        let mut call = Acquisition::new(&s, None, 10_000 * MS);
+        call.keep_waits_short();
+        call.wait_ended(false);
+        assert_eq!(block(&mut call), FIRST_WAIT);
+        assert_eq!(call.announce_block(), FIRST_WAIT);
     }
 
     /// A reader's round after a wait says whether a wake-up signal ended the wait (it passes

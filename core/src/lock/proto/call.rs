@@ -86,7 +86,10 @@ impl AcquireCall {
                 .get_or_insert_with(|| id.unwrap_or(&token).to_vec()),
             false => b"",
         };
-        let announce = spec.announce(will_wait);
+        let announce = match will_wait {
+            true => spec.announce_for(self.policy.announce_block()),
+            false => Duration::ZERO,
+        };
         let (round, sent) = AcquireRound::new(spec, token, t0, waited, announce, waiter);
         self.round = Some(round);
         self.started = started;
@@ -155,6 +158,12 @@ impl AcquireCall {
     /// early (see [`Acquisition::wait_ended`]).
     pub(crate) fn wait_ended(&mut self, woken: bool) {
         self.policy.wait_ended(woken);
+    }
+
+    /// Keeps every wait short: the caller checks for an interrupt only when a wait ends
+    /// (see [`Acquisition::keep_waits_short`]).
+    pub(crate) fn keep_waits_short(&mut self) {
+        self.policy.keep_waits_short();
     }
 
     /// The pause after a wait whose connection broke, `left` of it left.

@@ -95,11 +95,16 @@ impl Spec {
         }
     }
 
-    /// How long a round announces its caller as a waiter: past the longest wait it may do
-    /// before its next round; nothing when it will not wait.
+    /// How long a round announces its caller as a waiter, when the longest wait it may do
+    /// before its next round is `block`: past that wait and the round after it.
+    pub(crate) fn announce_for(&self, block: Duration) -> Duration {
+        block + self.node_timeout + Duration::from_millis(10)
+    }
+
+    /// How long a round announces its caller for at most (zero when it will not wait).
     pub(crate) fn announce(&self, will_wait: bool) -> Duration {
         if will_wait {
-            self.opts.wait_cap + self.node_timeout + Duration::from_millis(10)
+            self.announce_for(self.opts.wait_cap)
         } else {
             Duration::ZERO
         }

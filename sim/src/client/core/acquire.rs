@@ -103,17 +103,15 @@ impl CoreClient {
         else {
             return;
         };
+        // As the library reads it: woken when the `BLPOP` popped an element.
+        let woken = matches!(reply, Some(Ok(Value::Array(_))));
+        if answered && let Some((call, _)) = &mut self.call {
+            call.wait_ended(woken);
+        }
         match behind {
             Some(b) if answered => self.acquiring(b.requests, now, out),
             Some(_) => self.behind_lost(node, ends, now, rng, out),
-            None => {
-                // As the library reads it: woken when the `BLPOP` popped an element.
-                let woken = matches!(reply, Some(Ok(Value::Array(_))));
-                if let Some((call, _)) = &mut self.call {
-                    call.wait_ended(woken);
-                }
-                self.start_round(now, rng, out)
-            }
+            None => self.start_round(now, rng, out),
         }
     }
 
@@ -146,7 +144,13 @@ impl CoreClient {
         out.push(Output::Reconnect { node });
         match behind {
             Some(_) => self.behind_lost(node, ends, now, rng, out),
-            None => self.start_round(now, rng, out),
+            None => {
+                // As the library's block that timed out: a wait that ran out.
+                if let Some((call, _)) = &mut self.call {
+                    call.wait_ended(false);
+                }
+                self.start_round(now, rng, out)
+            }
         }
     }
 
