@@ -22,6 +22,7 @@ pub const LOCK_CHILD: &str = "__lock-child";
 pub const CONTEND_CHILD: &str = "__contend-child";
 pub const RENEW_CHILD: &str = "__renew-child";
 pub const CHURN_CHILD: &str = "__churn-child";
+pub const UNCONTENDED_CHILD: &str = "__uncontended-child";
 
 /// Runs the subcommand if `args` names one; `None` when it is not a child's command line.
 pub fn dispatch(args: &[String]) -> Option<i32> {
@@ -31,6 +32,7 @@ pub fn dispatch(args: &[String]) -> Option<i32> {
         CONTEND_CHILD => contend_child(rest),
         RENEW_CHILD => renew_child(rest),
         CHURN_CHILD => churn_child(rest),
+        UNCONTENDED_CHILD => uncontended_child(rest),
         crate::rslock::CHILD => crate::rslock::child(rest),
         _ => return None,
     };
@@ -92,6 +94,33 @@ fn lock_child(args: &[String]) -> Result<(), String> {
             other => return Err(format!("unknown command {other:?}")),
         }
     }
+    Ok(())
+}
+
+/// The C binding's uncontended loop (bench/c/uncontended.c) from Rust, in a process of its
+/// own: `URL N` → 50 warm-up cycles, then N timed `try_lock` + `unlock` of a free lock (TTL
+/// 30 s), each through a handle made for the call as the C call makes one; prints
+/// `{"samples_ns":[...]}`. The C row is set against this one: both measured alike.
+fn uncontended_child(args: &[String]) -> Result<(), String> {
+    let url = arg(args, 0, "URL")?;
+    let n: usize = arg(args, 1, "N")?.parse().map_err(|e| format!("N: {e}"))?;
+    let client = Client::open(url).map_err(|e| e.to_string())?;
+    let once = || -> Result<(), String> {
+        let mutex = client.mutex("bench:uncontended:rust-process").ttl(TTL);
+        let guard = mutex.try_lock().map_err(|e| e.to_string())?;
+        guard.unlock().map(drop).map_err(|e| e.to_string())
+    };
+    for _ in 0..50 {
+        once()?;
+    }
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = mono_ns();
+        once()?;
+        samples.push(mono_ns() - t);
+    }
+    let list: Vec<String> = samples.iter().map(u64::to_string).collect();
+    say(&format!("{{\"samples_ns\":[{}]}}", list.join(",")));
     Ok(())
 }
 

@@ -203,23 +203,38 @@ impl CProgram {
 
     /// `n` samples from one run of the program.
     pub fn run(&self, url: &str, n: usize) -> Result<Vec<u64>, String> {
-        let out = Command::new(&self.prog)
-            .args([url, &n.to_string()])
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|e| format!("cannot run the C program: {e}"))?;
-        if !out.status.success() {
-            return Err(format!("the C program failed: {}", out.status));
-        }
-        let v: Value =
-            serde_json::from_slice(&out.stdout).map_err(|e| format!("C program output: {e}"))?;
-        Ok(v["samples_ns"]
-            .as_array()
-            .ok_or("C program printed no samples")?
-            .iter()
-            .filter_map(Value::as_u64)
-            .collect())
+        let mut cmd = Command::new(&self.prog);
+        cmd.args([url, &n.to_string()]);
+        samples_of(cmd, "the C program")
     }
+}
+
+/// `n` samples of the C program's loop from Rust, in a process of its own (this binary as
+/// its child, see `child::uncontended_child`).
+pub fn rust_process(url: &str, n: usize) -> Result<Vec<u64>, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.args([crate::child::UNCONTENDED_CHILD, url, &n.to_string()]);
+    samples_of(cmd, "the Rust process")
+}
+
+/// The samples a program prints as `{"samples_ns":[...]}`.
+fn samples_of(mut cmd: Command, what: &str) -> Result<Vec<u64>, String> {
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{what} failed: {}", out.status));
+    }
+    let v: Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("{what}'s output: {e}"))?;
+    Ok(v["samples_ns"]
+        .as_array()
+        .ok_or_else(|| format!("{what} printed no samples"))?
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect())
 }
 
 /// Compiles bench/c/uncontended.c against include/redmutex.h and the libredmutex next to this

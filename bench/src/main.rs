@@ -138,6 +138,7 @@ fn run(args: &Args) -> Result<(), String> {
             unc: &latency.data.unc,
             python: &latency.data.python,
             c: latency.data.c.as_ref(),
+            rust_process: latency.data.rust_process.as_ref(),
             handoff: &handoff.data.compare,
         };
         rows.extend(phase::peers::rows(&measured, &mut notes));

@@ -2,13 +2,16 @@
 //! chunks between the rounds (see `crate::uncontended` for why they take turns).
 
 use crate::cost::{self, CpuPerCycle, ServerTime};
-use crate::external::{Chunks, External};
+use crate::external::{self, Chunks, External};
 use crate::lockers::RedmutexLocker;
 use crate::phase::peers::{C_LABEL, C_NAME, Peers};
 use crate::phase::{Ctx, Phase, progress};
 use crate::report::{Mark, Row};
 use crate::stats::fmt_ratio;
 use crate::uncontended::{self, Uncontended};
+
+/// The C program's loop from Rust in a process of its own: the row the C row is set against.
+pub const RUST_PROCESS: &str = "redmutex (Rust, a process of its own, as the C program)";
 
 pub struct Latency {
     pub unc: Uncontended,
@@ -24,6 +27,8 @@ pub struct Latency {
     pub python: Vec<External>,
     /// The C binding's row, when compared.
     pub c: Option<External>,
+    /// The same loop from Rust in a process of its own, measured alike (with the C row).
+    pub rust_process: Option<External>,
 }
 
 /// Runs the interleaved rounds; the rows are the baseline's and the uncontended ones.
@@ -48,7 +53,9 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
                 py_chunks.add_all(py.uncontended(url, counts.python_n / counts.chunks, 1));
             }
             if let Some(Ok(c)) = &peers.c {
-                c_chunks.add(C_NAME, C_LABEL, c.run(url, counts.c_n / counts.chunks));
+                let n = counts.c_n / counts.chunks;
+                c_chunks.add(C_NAME, C_LABEL, c.run(url, n));
+                c_chunks.add(RUST_PROCESS, RUST_PROCESS, external::rust_process(url, n));
             }
             Ok(())
         },
@@ -71,6 +78,11 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
     let cpu5 = cost::cpu_per_cycle(&ctx.urls5, counts.chunks * 100, &mut || {
         uncontended::try_unlock(&mut m5)
     })?;
+    let mut measured = c_chunks.finish();
+    let rust_process = measured
+        .iter()
+        .position(|e| e.name == RUST_PROCESS)
+        .map(|i| measured.remove(i));
     let c = match &peers.c {
         None => None,
         Some(Err(e)) => Some(External {
@@ -78,7 +90,7 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
             label: C_LABEL.into(),
             result: Err(e.clone()),
         }),
-        Some(Ok(_)) => c_chunks.finish().pop(),
+        Some(Ok(_)) => measured.pop(),
     };
     let mut rows = baseline_rows(&unc);
     rows.extend(uncontended_rows(&unc));
@@ -94,6 +106,7 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
             cpu_floor,
             python: py_chunks.finish(),
             c,
+            rust_process,
         },
     })
 }

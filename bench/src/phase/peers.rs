@@ -6,10 +6,11 @@
 
 use crate::external::{self, CProgram, External, Python};
 use crate::handoff::Handoff;
-use crate::phase::latency::ratio;
+use crate::phase::latency::{RUST_PROCESS, ratio};
 use crate::phase::{Ctx, Notes, progress};
-use crate::report::{Row, handoff_row};
+use crate::report::{Mark, Row, handoff_row};
 use crate::rslock;
+use crate::stats::fmt_ratio;
 use crate::uncontended::Uncontended;
 
 pub const C_NAME: &str = "redmutex-c";
@@ -46,6 +47,8 @@ pub struct Measured<'a> {
     /// The Python rows and the C binding's, from the latency phase.
     pub python: &'a [External],
     pub c: Option<&'a External>,
+    /// The C program's loop from Rust in a process of its own.
+    pub rust_process: Option<&'a External>,
     /// (label, hand-off) of every peer whose hand-off ran.
     pub handoff: &'a [(String, Handoff)],
 }
@@ -88,12 +91,36 @@ pub fn rows(m: &Measured, notes: &mut Notes) -> Vec<Row> {
             rows.push(handoff_row(label, h));
         }
     }
+    let rust = m.rust_process.and_then(|r| r.result.as_ref().ok());
+    if let Some(r) = rust {
+        rows.push(
+            Row::latency(
+                format!("context: {RUST_PROCESS}: uncontended, 1 node"),
+                r.clone(),
+            )
+            .result(format!(
+                "the C program's loop (a handle per call) in Rust, run like it: {} the \
+                     in-process 1-node row, which runs in the bench's own process",
+                ratio(r.median(), m.unc.redmutex1.median())
+            )),
+        );
+    }
     if let Some(c) = m.c {
         match &c.result {
-            Ok(s) => rows.push(Row::latency(
-                format!("{}: uncontended, 1 node", c.label),
-                s.clone(),
-            )),
+            Ok(s) => {
+                let mut row = Row::latency(format!("{}: uncontended, 1 node", c.label), s.clone());
+                if let Some(r) = rust {
+                    let x = s.median() as f64 / r.median().max(1) as f64;
+                    let mark = if x <= 1.05 { Mark::Pass } else { Mark::Miss };
+                    row = row
+                        .result(format!(
+                            "{} the same loop from Rust in a process of its own",
+                            fmt_ratio(x)
+                        ))
+                        .target("≤ 1.05× Rust measured alike", mark);
+                }
+                rows.push(row)
+            }
             Err(why) => skipped(&mut rows, notes, c, why),
         }
     }
