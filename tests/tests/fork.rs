@@ -113,6 +113,57 @@ fn a_forked_childs_tokens_are_not_its_parents() {
     );
 }
 
+/// A child forked while a thread of its parent waits for a lock (that thread is its
+/// client's one waiter on Redis for it, and would let the client's other waiting threads
+/// park behind it) waits on its own: it gets the lock soon after it is free, not at its
+/// deadline behind a waiter it does not have.
+#[test]
+fn a_forked_child_waits_on_its_own_not_behind_its_parents_waiter() {
+    let server = RedisServer::start();
+    let name = "fork:room";
+    // A foreign holder whose key ends in 1 s, with no release signal.
+    let _: () = redis::cmd("SET")
+        .arg(name)
+        .arg("foreign")
+        .arg("PX")
+        .arg(1000)
+        .query(&mut server.conn())
+        .unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let mutex = client.mutex(name);
+    let waiter = thread::spawn(move || {
+        mutex
+            .try_lock_for(Duration::from_secs(10))
+            .map(|g| g.unlock().map(drop))
+    });
+    let blocked = || {
+        let info: String = redis::cmd("INFO")
+            .arg("clients")
+            .query(&mut server.conn())
+            .unwrap();
+        info.contains("blocked_clients:1")
+    };
+    assert!(redmutex_tests::wait_until(Duration::from_secs(5), blocked));
+    // SAFETY: the child only takes a lock through the inherited client, then leaves with
+    // _exit (no exit handlers, no unwinding into the test harness).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let ok = client
+            .mutex(name)
+            .try_lock_for(Duration::from_secs(8))
+            .map(|g| g.unlock())
+            .is_ok();
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+    }
+    assert_eq!(
+        wait_for_exit(pid, Duration::from_secs(5)),
+        Some(0),
+        "the child waited behind its parent's waiter"
+    );
+    waiter.join().unwrap().unwrap().unwrap();
+}
+
 /// The child's exit code (128 + the signal if a signal ended it), or `None` (after killing it)
 /// when it is still running after `bound`.
 fn wait_for_exit(pid: libc::pid_t, bound: Duration) -> Option<i32> {
