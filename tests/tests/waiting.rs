@@ -219,3 +219,56 @@ fn a_long_wait_costs_redis_a_handful_of_commands_a_second() {
     assert!(at > released, "the waiter got the lock before its release");
     eprintln!("taken {:?} after the release", at - released);
 }
+
+/// A thread parked behind its client's waiter still ends at once when its wake-up descriptor
+/// becomes readable (its interrupt check then stops it), and the client's waiter waits on.
+#[test]
+fn a_parked_waiter_ends_when_its_wake_up_descriptor_becomes_readable() {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    let server = RedisServer::start();
+    let name = "waiting:wake";
+    let holder = Client::open(&server.url()).unwrap();
+    let guard = holder.mutex(name).lock().unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let seated = {
+        let mutex = client.mutex(name);
+        std::thread::spawn(move || mutex.try_lock_for(Duration::from_secs(30)).map(drop))
+    };
+    assert!(wait_until(Duration::from_secs(5), || server
+        .info("clients", "blocked_clients")
+        .as_deref()
+        == Some("1")));
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let poked = Arc::new(AtomicBool::new(false));
+    let flag = poked.clone();
+    let poke = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        flag.store(true, Ordering::SeqCst);
+        writer.write_all(b"!").unwrap();
+        writer
+    });
+    let parked = client.mutex(name);
+    let started = Instant::now();
+    let mut interrupted = || poked.load(Ordering::SeqCst);
+    let taken = redmutex::wake_on(reader.as_fd(), || {
+        parked.lock_interruptible(None, &mut interrupted)
+    })
+    .unwrap();
+    let took = started.elapsed();
+    let _writer = poke.join().unwrap();
+    match taken {
+        Err(redmutex::TryLockError::Error(e)) => {
+            assert_eq!(e.kind(), redmutex::ErrorKind::Interrupted, "{e}")
+        }
+        other => panic!("expected Interrupted, got {other:?}"),
+    }
+    assert!(took < Duration::from_secs(5), "parked for {took:?}");
+    // Only one connection waited on Redis meanwhile, and the seated waiter still gets in.
+    assert_eq!(
+        server.info("clients", "blocked_clients").as_deref(),
+        Some("1")
+    );
+    guard.unlock().unwrap();
+    seated.join().unwrap().unwrap();
+}
