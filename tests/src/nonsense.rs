@@ -16,7 +16,7 @@ const REPLIES: [&[u8]; 5] = [
     b"$3\r\nabc\r\n",
 ];
 
-/// A server on a free loopback port answering every command with the next of [`REPLIES`]
+/// A server on a free loopback port answering every command with the next of `REPLIES`
 /// (one rotation for all its connections); it stops when dropped.
 pub struct Nonsense {
     port: u16,
