@@ -15,6 +15,7 @@ mod cost;
 mod counts;
 mod external;
 mod handoff;
+mod info;
 mod lockers;
 mod phase;
 mod pin;

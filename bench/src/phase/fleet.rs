@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use redmutex::Client;
 
+use crate::info::Info;
 use crate::phase::{Ctx, Phase, progress};
 use crate::report::{Mark, Row};
 
@@ -163,17 +164,11 @@ struct Stats {
 }
 
 fn stats(info: &mut redis::Connection) -> Result<Stats, String> {
-    let text: String = redis::cmd("INFO").query(info).map_err(|e| e.to_string())?;
-    let field = |name: &str| -> Result<u64, String> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .and_then(|v| v.trim().parse().ok())
-            .ok_or_else(|| format!("INFO has no {name}"))
-    };
+    let info = Info::read(info, "default")?;
     Ok(Stats {
-        commands: field("total_commands_processed")?,
-        received: field("total_connections_received")?,
-        blocked: field("blocked_clients")?,
-        connected: field("connected_clients")?,
+        commands: info.field("total_commands_processed")?,
+        received: info.field("total_connections_received")?,
+        blocked: info.field("blocked_clients")?,
+        connected: info.field("connected_clients")?,
     })
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use redmutex::Client;
 
+use crate::info::Info;
 use crate::phase::{Ctx, Phase, progress};
 use crate::report::{Mark, Row};
 
@@ -93,12 +94,5 @@ fn commands_per_second(
 
 /// The server's count of commands run so far.
 fn commands(info: &mut redis::Connection) -> Result<u64, String> {
-    let text: String = redis::cmd("INFO")
-        .arg("stats")
-        .query(info)
-        .map_err(|e| e.to_string())?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("total_commands_processed:"))
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| "INFO stats has no total_commands_processed".to_owned())
+    Info::read(info, "stats")?.field("total_commands_processed")
 }

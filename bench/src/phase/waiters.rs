@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use redmutex::{Client, MutexOptions};
 
+use crate::info::Info;
 use crate::phase::peers::Peers;
 use crate::phase::{Ctx, Notes, Phase, progress};
 use crate::proc::Proc;
@@ -74,14 +75,7 @@ fn row(label: &str, opened: u64, took: Duration) -> Row {
 
 /// The server's count of connections accepted so far.
 fn accepted(info: &mut redis::Connection) -> Result<u64, String> {
-    let text: String = redis::cmd("INFO")
-        .arg("stats")
-        .query(info)
-        .map_err(|e| e.to_string())?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("total_connections_received:"))
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| "INFO stats has no total_connections_received".to_owned())
+    Info::read(info, "stats")?.field("total_connections_received")
 }
 
 /// A waiter in this process: its first connections are made by two short waits, then the

@@ -71,27 +71,11 @@ pub(super) fn socket_or(_: &Socket, _: &std::os::fd::OwnedFd, _: Duration) -> Ei
     Either::Socket
 }
 
-/// Whether `socket` has something to read (or has ended) right now, without waiting: for an
-/// idle connection that owes no reply, that is the server having closed it.
+/// Whether `fd` has something to read (or has ended) right now, without waiting: for an
+/// idle connection's socket that owes no reply, that is the server having closed it; for a
+/// wake-up descriptor, that it was written to.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) fn readable_now(socket: &Socket) -> bool {
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    let mut fds = [PollFd::new(socket, PollFlags::IN)];
-    let zero = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(super) fn readable_now(_: &Socket) -> bool {
-    false
-}
-
-/// Whether `fd` is readable right now, without waiting.
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) fn fd_readable_now(fd: &std::os::fd::OwnedFd) -> bool {
+pub(super) fn readable_now(fd: &impl std::os::fd::AsFd) -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let mut fds = [PollFd::new(fd, PollFlags::IN)];
     let zero = Timespec {
@@ -102,6 +86,6 @@ pub(super) fn fd_readable_now(fd: &std::os::fd::OwnedFd) -> bool {
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(super) fn fd_readable_now(_: &std::os::fd::OwnedFd) -> bool {
+pub(super) fn readable_now(_: &impl std::os::fd::AsFd) -> bool {
     false
 }

@@ -39,5 +39,5 @@ pub(crate) fn is_set() -> bool {
 
 /// Whether this thread's wake-up descriptor is readable now (`false` when it has none).
 pub(crate) fn readable_now() -> bool {
-    fd().is_some_and(|fd| super::poll::fd_readable_now(&fd))
+    fd().is_some_and(|fd| super::poll::readable_now(&*fd))
 }
