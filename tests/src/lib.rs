@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod cluster;
+mod counters;
 pub mod history;
 mod nonsense;
 pub mod proxy;
@@ -31,6 +32,7 @@ pub mod tls_topology;
 pub mod torture;
 pub mod workers;
 
+pub use counters::Counters;
 pub use nonsense::Nonsense;
 pub use proxy::{FaultProxy, Mode};
 pub use sentinel::Sentinel;

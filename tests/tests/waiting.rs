@@ -6,38 +6,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use redmutex::{Client, FIRST_WAIT, MutexOptions};
-use redmutex_tests::{RedisServer, wait_until};
-
-/// Redis's own counters, read on one connection kept for it: (commands processed,
-/// connections received, connections open), less this connection's own `INFO`.
-struct Stats(redis::Connection);
-
-impl Stats {
-    fn read(&mut self) -> (u64, u64, u64) {
-        let info: String = redis::cmd("INFO").query(&mut self.0).unwrap();
-        let field = |name: &str| -> u64 {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .unwrap_or_else(|| panic!("no {name} in INFO"))
-                .trim()
-                .parse()
-                .unwrap()
-        };
-        (
-            field("total_commands_processed"),
-            field("total_connections_received"),
-            field("connected_clients"),
-        )
-    }
-
-    /// Commands and new connections over `window`, less the two `INFO`s that measure them.
-    fn over(&mut self, window: Duration) -> (u64, u64) {
-        let (c0, n0, _) = self.read();
-        std::thread::sleep(window);
-        let (c1, n1, _) = self.read();
-        (c1 - c0 - 1, n1 - n0)
-    }
-}
+use redmutex_tests::{Counters as Stats, RedisServer, wait_until};
 
 /// Threads that wait on a held lock: each takes it once (waiting at most a minute), checks
 /// that nobody else holds it meanwhile, and counts itself.

@@ -129,8 +129,9 @@ fn measure(ctx: &Ctx, label: &str, locks: usize) -> Result<Measured, String> {
     let mut info = redis::Client::open(url)
         .and_then(|c| c.get_connection())
         .map_err(|e| e.to_string())?;
-    // Every thread has made its first round by now, and waits.
-    std::thread::sleep(Duration::from_secs(1));
+    // Every thread has made its first round, and its waits have grown to the cap (250 +
+    // 500 + 1,000 ms, then waits of 2 s): what a long wait costs.
+    std::thread::sleep(redmutex::FIRST_WAIT * 16);
     let before = stats(&mut info)?;
     let begun = Instant::now();
     std::thread::sleep(ctx.counts.waiter_wait);

@@ -89,6 +89,9 @@ impl Plan {
             call.keep_waits_short();
         }
         let taken = self.take(&mut call, (begun, deadline), interrupted);
+        if call.has_waited() {
+            self.forget_waits();
+        }
         if taken.is_err()
             && let Some(id) = call.withdraw_on_giving_up()
         {

@@ -8,7 +8,7 @@ use super::calls::withdraw_calls;
 use super::cleanup::Cleanup;
 use super::proto::call::AcquireCall;
 use crate::error::Error;
-use crate::net::{self, Blocked, Blocking, key_slot};
+use crate::net::{self, Blocked, Blocking, Lane, key_slot};
 use crate::wire::Command;
 
 /// Redis checks blocking timeouts on its cron tick (every 100 ms at the default hz 10).
@@ -40,6 +40,17 @@ impl Plan {
     ) -> Result<WaitEnd, Error> {
         let nodes = &self.voters.nodes;
         let spec = &self.spec;
+        // The client's first wait on the node blocks on a connection of its own, with the
+        // round behind it; the others share one connection (see `net/hub.rs`), and make their
+        // round once woken.
+        let lane = nodes[i].lane();
+        if let Lane::Shared(hub, endpoint) = &lane {
+            let woken = net::has_wake_fd().then_some(&net::woken_now as &dyn Fn() -> bool);
+            let until = Instant::now() + block;
+            if let Some(woken) = net::wait_shared((hub, endpoint), &spec.keys.wake, until, woken) {
+                return Ok(WaitEnd::Ended { woken });
+            }
+        }
         let sent = match behind {
             // Only a call that cannot be told how the wait ends sends its round behind it.
             true => Some(self.begin(call, begun, Some(will_wait))?),
@@ -99,6 +110,14 @@ impl Plan {
                 }
             }
         })
+    }
+
+    /// The call that waited ends: the client's shared waiting connections stop waiting on
+    /// its lock's wake-up list.
+    pub(super) fn forget_waits(&self) {
+        for node in &self.voters.nodes {
+            node.forget_wait(&self.spec.keys.wake);
+        }
     }
 
     /// Takes this call's waiter announcement back on every node (best effort, within the

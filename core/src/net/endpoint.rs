@@ -277,6 +277,11 @@ impl Endpoint {
         drop(idle);
     }
 
+    /// Whether the client is gone (see [`Endpoint::close`]).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// A pooled connection, or a new one opened before `deadline`.
     pub(crate) fn take_or_connect(
         self: &Arc<Self>,

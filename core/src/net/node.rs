@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::cluster::{self, Cluster};
 use super::endpoint::{Endpoint, Setup, Target};
+use super::hub::{self, Hub, Lane};
 use super::sentinel::{self, Sentinel};
 use super::url::{self, redact};
 use crate::wire::NetError;
@@ -23,6 +24,9 @@ pub(crate) struct Node {
     /// Whether the client's first connection to this node was opened yet: see
     /// [`Node::warm_up`].
     first: AtomicU8,
+    /// The waiting connection shared by the client's waits for a release (not used on a
+    /// cluster: see `hub.rs`).
+    hub: Arc<Hub>,
 }
 
 enum Kind {
@@ -66,6 +70,7 @@ impl Node {
             display: c.display().to_owned(),
             kind: Kind::Cluster(Box::new(c)),
             first: AtomicU8::new(FRESH),
+            hub: Arc::new(Hub::new()),
         }
     }
 
@@ -74,6 +79,7 @@ impl Node {
             display: endpoint.name().to_owned(),
             kind: Kind::Single(Arc::new(endpoint)),
             first: AtomicU8::new(FRESH),
+            hub: Arc::new(Hub::new()),
         }
     }
 
@@ -121,6 +127,7 @@ impl Node {
             Kind::Single(e) => e.close(),
             Kind::Cluster(c) => c.close(),
         }
+        hub::close(&self.hub);
     }
 
     /// The node's address without credentials, for reports and logs.
@@ -161,6 +168,21 @@ impl Node {
             Kind::Single(e) => e.most_owed(),
             Kind::Cluster(_) => 0,
         }
+    }
+
+    /// Where a wait for a release blocks (see `hub.rs`): on a Redis Cluster, always on a
+    /// connection of its own (a `BLPOP` over keys of several slots is refused there).
+    pub(crate) fn lane(&self) -> Lane {
+        match &self.kind {
+            Kind::Single(e) => hub::lane(&self.hub, e),
+            Kind::Cluster(_) => Lane::Own { _lane: None },
+        }
+    }
+
+    /// The call that waited on the list `key` ended: the shared waiting connection stops
+    /// waiting on it.
+    pub(crate) fn forget_wait(&self, key: &[u8]) {
+        hub::forget(&self.hub, key);
     }
 
     /// Where requests about keys in `slot` go, resolved before `deadline`.

@@ -50,7 +50,11 @@ pub(super) enum Either {
 /// Waits up to `timeout` for `socket` or `wake` to become readable. Interrupted by a signal,
 /// it says `Socket`: the read that follows waits on, and ends as it would have.
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub(super) fn socket_or(socket: &Socket, wake: &std::os::fd::OwnedFd, timeout: Duration) -> Either {
+pub(super) fn socket_or(
+    socket: &Socket,
+    wake: &impl std::os::fd::AsFd,
+    timeout: Duration,
+) -> Either {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let mut fds = [
         PollFd::new(socket, PollFlags::IN),
@@ -67,7 +71,7 @@ pub(super) fn socket_or(socket: &Socket, wake: &std::os::fd::OwnedFd, timeout: D
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(super) fn socket_or(_: &Socket, _: &std::os::fd::OwnedFd, _: Duration) -> Either {
+pub(super) fn socket_or(_: &Socket, _: &impl std::os::fd::AsFd, _: Duration) -> Either {
     Either::Socket
 }
 

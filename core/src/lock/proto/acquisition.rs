@@ -180,7 +180,7 @@ impl Acquisition {
                 if left == Some(Duration::ZERO) {
                     return Then::Fail(TryLockError::WouldBlock);
                 }
-                let block = [hint, Some(self.ceiling), left]
+                let block = [hint, Some(spread(self.ceiling, random)), left]
                     .into_iter()
                     .flatten()
                     .min()
@@ -223,6 +223,15 @@ fn pick(wake_from: &[usize], n: usize, random: u64) -> usize {
     } else {
         wake_from[(random % wake_from.len() as u64) as usize]
     }
+}
+
+/// A wait's ceiling, shortened by up to a quarter as the high bits of `random` say (none for
+/// 0): the waits of threads that began together (a thousand locks taken at once, each with a
+/// waiter) run out at different times, so their rounds do not all come at once, each needing
+/// a connection of its own, but a few at a time on the client's pooled ones.
+fn spread(ceiling: Duration, random: u64) -> Duration {
+    let quarter = ceiling.as_nanos() as u64 / 4;
+    ceiling - Duration::from_nanos(quarter / 1024 * ((random >> 32) % 1024))
 }
 
 /// A duration in `[base/2, base*3/2]` chosen by `random`: retries from many clients spread out.

@@ -154,6 +154,11 @@ impl AcquireCall {
         self.waiter.as_deref().filter(|_| self.policy.announced())
     }
 
+    /// Whether the call has waited for a release.
+    pub(crate) fn has_waited(&self) -> bool {
+        self.policy.waited
+    }
+
     /// A wait ended: by a wake-up signal it took (`woken`), or as it ran out or was ended
     /// early (see [`Acquisition::wait_ended`]).
     pub(crate) fn wait_ended(&mut self, woken: bool) {

@@ -1,0 +1,409 @@
+//! One waiting connection per server, shared by all of a client's waits for a release.
+//!
+//! A wait for a release is a `BLPOP` on the lock's wake-up list. Blocked on a connection of
+//! its own, each lock a client waits for holds one connection (and a thousand locks waited
+//! for hold a thousand). Here one connection per server serves them all: a thread of the
+//! client's (the hub) blocks on `BLPOP` over every wake-up list its waits name, and hands
+//! the element it pops to the wait for that list. A release still pushes one element, Redis
+//! still gives it to one blocked connection (the first to block on that list), so one
+//! client is woken per release, as before.
+//!
+//! The first wait on a server keeps a connection of its own (the lane): it sends the round
+//! that follows the wait behind its `BLPOP` (see `Then::Wait`), so a single waiter takes a
+//! released lock in one round trip. The others share the hub's. So a client's waits hold at
+//! most two connections per server, whatever their number.
+//!
+//! The hub's `BLPOP` names the keys of the waits on now, and of those whose call still goes
+//! on (a wait that ran out makes a round, then waits again): those waits find their key still
+//! waited on, and cost Redis nothing more. A key is added by ending the `BLPOP` early
+//! (`CLIENT UNBLOCK`, from a pooled connection, sent by the hub's thread) and sending it
+//! again with the new set; a call that ends takes its key out the same way, so that the hub
+//! does not pop a signal that a release left for another client's waiter. An element popped
+//! for a key whose wait is between two waits is kept for the next wait on it.
+//!
+//! Not shared: the waits on a Redis Cluster (a `BLPOP` over keys of several slots is refused
+//! there), and on connections that cannot be polled (TLS): each wait there has a connection
+//! of its own, as the lane does.
+//!
+//! What a lost signal costs is what it costs any wait: the waiter's next round, when its wait
+//! runs out. The hub's connection broken (killed, a restart), the hub opens another at once
+//! and blocks again; the signal a release left is still in the list.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use super::conn::Connection;
+use super::endpoint::Endpoint;
+use super::poll::{self, CAN_POLL, Either};
+use super::unblock::unblock;
+use crate::process::PerProcess;
+use crate::sync::{LocalCondvar, LocalGuard, LocalMutex};
+
+/// How long the hub's `BLPOP` blocks before it is sent again (a command per this period,
+/// for all of a client's waits on a server).
+const BLOCK: Duration = Duration::from_secs(5);
+/// How much later than its timeout the hub's `BLPOP` may answer before its connection is
+/// taken for broken (Redis ends timed-out blocks on its cron tick, every 100 ms at hz 10).
+const GRACE: Duration = Duration::from_secs(2);
+/// A hub with no wait for this long ends its thread, and puts its connection back.
+const IDLE: Duration = Duration::from_secs(2);
+/// How long a key whose wait ran out stays in the hub's `BLPOP` (its call makes a round, and
+/// waits again), and how long an element popped for it is kept for its next wait.
+const KEEP: Duration = Duration::from_secs(2);
+/// How often a wait with a wake-up descriptor looks at it.
+const LOOK: Duration = Duration::from_millis(50);
+/// How often an unblock that found the hub's `BLPOP` not blocked yet is tried again, and
+/// how many times.
+const UNBLOCK_RETRY: Duration = Duration::from_millis(2);
+const UNBLOCK_TRIES: u32 = 8;
+
+/// The shared waiting connection of one node.
+pub(crate) struct Hub {
+    state: PerProcess<LocalMutex<State>>,
+    /// The hub's thread waits here for a first wait.
+    idle: LocalCondvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// The keys waited on now, each with its wait.
+    seats: HashMap<Vec<u8>, Arc<Seat>>,
+    /// Keys whose wait ran out while their call goes on, and when.
+    recent: HashMap<Vec<u8>, Instant>,
+    /// Keys whose element the hub popped while no wait was on them, and when.
+    popped: HashMap<Vec<u8>, Instant>,
+    /// The keys of the hub's `BLPOP` in flight.
+    issued: HashSet<Vec<u8>>,
+    /// The `BLPOP` in flight names other keys than it should: end it, send it again.
+    stale: bool,
+    /// The bell that wakes the hub's thread; `Some` while the thread runs.
+    bell: Option<UnixStream>,
+    /// A wait holds a connection of its own (the lane).
+    lane: bool,
+    /// The hub's connections cannot be polled (TLS): every wait has its own.
+    unusable: bool,
+}
+
+struct Seat {
+    cv: LocalCondvar,
+    woken: AtomicBool,
+}
+
+/// Where one wait for a release blocks.
+pub(crate) enum Lane {
+    /// On a connection of its own; the lane (when this wait took it) is given back when
+    /// this is dropped.
+    Own { _lane: Option<LaneGuard> },
+    /// On the shared connection of this hub, to this endpoint (see [`wait_shared`]).
+    Shared(Arc<Hub>, Arc<Endpoint>),
+}
+
+/// The lane of a hub, taken.
+pub(crate) struct LaneGuard(Arc<Hub>);
+
+impl Drop for LaneGuard {
+    fn drop(&mut self) {
+        self.0.state().lane = false;
+    }
+}
+
+impl Hub {
+    pub(crate) fn new() -> Hub {
+        Hub {
+            state: PerProcess::new(LocalMutex::new(State {
+                unusable: !CAN_POLL,
+                ..State::default()
+            })),
+            idle: LocalCondvar::new(),
+        }
+    }
+
+    /// A forked child starts with a hub of its own: no thread runs there.
+    fn state(&self) -> LocalGuard<'_, State> {
+        let child = |_: &LocalMutex<State>| {
+            LocalMutex::new(State {
+                unusable: !CAN_POLL,
+                ..State::default()
+            })
+        };
+        self.state.get(child).lock()
+    }
+}
+
+/// Where a wait on `endpoint` blocks: the lane when it is free (or the hub cannot serve
+/// the endpoint), the shared connection otherwise.
+pub(crate) fn lane(hub: &Arc<Hub>, endpoint: &Arc<Endpoint>) -> Lane {
+    let mut st = hub.state();
+    if st.unusable {
+        return Lane::Own { _lane: None };
+    }
+    if st.lane {
+        return Lane::Shared(Arc::clone(hub), Arc::clone(endpoint));
+    }
+    st.lane = true;
+    Lane::Own {
+        _lane: Some(LaneGuard(Arc::clone(hub))),
+    }
+}
+
+/// Waits on the endpoint's shared connection for an element of the list `key` until
+/// `until`, or until `woken` says the thread's wake-up descriptor is readable (asked every
+/// [`LOOK`]). `Some(true)`: an element came (a release); `Some(false)`: the wait ended
+/// without one; `None`: the hub cannot take this wait (another wait of the client is on the
+/// key, or the hub's thread could not start): wait on a connection of its own.
+pub(crate) fn wait_shared(
+    (hub, endpoint): (&Arc<Hub>, &Arc<Endpoint>),
+    key: &[u8],
+    until: Instant,
+    woken: Option<&dyn Fn() -> bool>,
+) -> Option<bool> {
+    let mut st = hub.state();
+    if st.unusable || st.seats.contains_key(key) {
+        return None;
+    }
+    if st.popped.remove(key).is_some_and(|at| at.elapsed() < KEEP) {
+        return Some(true);
+    }
+    let seat = Arc::new(Seat {
+        cv: LocalCondvar::new(),
+        woken: AtomicBool::new(false),
+    });
+    st.seats.insert(key.to_vec(), Arc::clone(&seat));
+    st.recent.remove(key);
+    if st.bell.is_none() {
+        if start(hub, endpoint, &mut st).is_err() {
+            st.seats.remove(key);
+            return None;
+        }
+    } else if !st.issued.contains(key) {
+        st.stale = true;
+        ring(&st);
+    }
+    hub.idle.notify_one();
+    loop {
+        if seat.woken.load(Ordering::Acquire) {
+            st.seats.remove(key);
+            return Some(true);
+        }
+        let now = Instant::now();
+        if now >= until || woken.is_some_and(|w| w()) || st.unusable {
+            st.seats.remove(key);
+            st.recent.insert(key.to_vec(), now);
+            return Some(false);
+        }
+        let at = woken.map_or(until, |_| until.min(now + LOOK));
+        st = seat.cv.wait_until(st, at);
+    }
+}
+
+/// The call that waited on `key` ended: the hub stops waiting on it (a release's signal is
+/// then left for another client's waiter).
+pub(crate) fn forget(hub: &Hub, key: &[u8]) {
+    let Some(state) = hub.state.existing() else {
+        return;
+    };
+    let mut st = state.lock();
+    st.recent.remove(key);
+    st.popped.remove(key);
+    if st.issued.contains(key) && !st.seats.contains_key(key) {
+        st.stale = true;
+        ring(&st);
+    }
+}
+
+/// Rings the hub thread's bell (it ends its `BLPOP` to send it again, or notices the client
+/// is gone).
+fn ring(st: &State) {
+    if let Some(mut bell) = st.bell.as_ref() {
+        // A full bell has rung already.
+        let _ = bell.write(&[1]);
+    }
+}
+
+/// Rings the bell of the hub, if it has a thread: the client is gone (its endpoint closed).
+pub(crate) fn close(hub: &Hub) {
+    if let Some(state) = hub.state.existing() {
+        ring(&state.lock());
+    }
+}
+
+fn start(hub: &Arc<Hub>, endpoint: &Arc<Endpoint>, st: &mut State) -> std::io::Result<()> {
+    let (ringer, bell) = UnixStream::pair()?;
+    ringer.set_nonblocking(true)?;
+    bell.set_nonblocking(true)?;
+    let (hub, endpoint) = (Arc::clone(hub), Arc::clone(endpoint));
+    std::thread::Builder::new()
+        .name("redmutex-wait".into())
+        .spawn(move || run(&hub, &endpoint, bell))?;
+    st.bell = Some(ringer);
+    Ok(())
+}
+
+/// The hub's thread: blocks on the keys waited for, hands each element popped to its wait,
+/// until no wait is left for [`IDLE`] or the client is gone.
+fn run(hub: &Hub, endpoint: &Arc<Endpoint>, mut bell: UnixStream) {
+    let mut conn: Option<Connection> = None;
+    let mut failures = 0u32;
+    while let Some(keys) = next_keys(hub, endpoint, &mut bell) {
+        let got = match conn.take() {
+            Some(c) => Ok(c),
+            None => endpoint.take_or_connect(Instant::now() + endpoint.connect_timeout()),
+        };
+        let mut c = match got {
+            Ok(c) if c.can_wait() => c,
+            Ok(c) => {
+                // It cannot be polled (TLS): every wait keeps a connection of its own.
+                endpoint.put(c);
+                let mut st = hub.state();
+                st.unusable = true;
+                st.seats.values().for_each(|s| s.cv.notify_one());
+                break;
+            }
+            Err(_) => {
+                failures += 1;
+                pause(hub, failures);
+                continue;
+            }
+        };
+        match block((hub, endpoint), &mut c, &keys, &mut bell) {
+            Some(reply) => {
+                failures = 0;
+                hand_over(hub, reply);
+                conn = Some(c);
+            }
+            None => {
+                // Broken, killed, or the client is gone: the next round opens another at once,
+                // and pauses only if that fails too.
+                failures += 1;
+                if failures > 1 {
+                    pause(hub, failures);
+                }
+            }
+        }
+    }
+    if let Some(c) = conn {
+        endpoint.put(c);
+    }
+}
+
+/// The keys for the next `BLPOP`; `None` when the thread ends (no wait for [`IDLE`], or the
+/// client is gone).
+fn next_keys(hub: &Hub, endpoint: &Endpoint, bell: &mut UnixStream) -> Option<Vec<Vec<u8>>> {
+    let mut st = hub.state();
+    let idle_until = Instant::now() + IDLE;
+    loop {
+        drain(bell);
+        let now = Instant::now();
+        st.recent.retain(|_, at| now.duration_since(*at) < KEEP);
+        st.popped.retain(|_, at| now.duration_since(*at) < KEEP);
+        if endpoint.is_closed() || st.unusable {
+            break;
+        }
+        if !st.seats.is_empty() || !st.recent.is_empty() {
+            let keys: HashSet<Vec<u8>> = st.seats.keys().chain(st.recent.keys()).cloned().collect();
+            st.issued.clone_from(&keys);
+            st.stale = false;
+            return Some(keys.into_iter().collect());
+        }
+        if now >= idle_until {
+            break;
+        }
+        st = hub.idle.wait_until(st, idle_until);
+    }
+    st.bell = None;
+    st.issued.clear();
+    None
+}
+
+/// Pauses after `failures` failed connections in a row (50 ms, doubling up to 1 s), or until
+/// a new wait comes.
+fn pause(hub: &Hub, failures: u32) {
+    let pause = Duration::from_millis(50 << failures.min(5)).min(Duration::from_secs(1));
+    let st = hub.state();
+    drop(hub.idle.wait_until(st, Instant::now() + pause));
+}
+
+/// Sends the `BLPOP` over `keys` on `c` and reads its reply; ends it early (and reads that
+/// reply) when the bell rings and the keys are stale. `None` when the connection broke or
+/// did not answer in time, or the client is gone.
+fn block(
+    (hub, endpoint): (&Hub, &Arc<Endpoint>),
+    c: &mut Connection,
+    keys: &[Vec<u8>],
+    bell: &mut UnixStream,
+) -> Option<Value> {
+    let mut blpop = redis::cmd("BLPOP");
+    for k in keys {
+        blpop.arg(k.as_slice());
+    }
+    blpop.arg(BLOCK.as_secs());
+    c.set_write_timeout(Some(endpoint.connect_timeout())).ok()?;
+    c.send_packed_command(&blpop.get_packed_command()).ok()?;
+    let until = Instant::now() + BLOCK + GRACE;
+    // An unblock sent, that found the `BLPOP` not yet blocked: tries left.
+    let mut retry: Option<u32> = None;
+    while !c.holds(1) {
+        let now = Instant::now();
+        let wait = match retry {
+            Some(_) => UNBLOCK_RETRY,
+            None => until.saturating_duration_since(now),
+        };
+        match poll::socket_or(c.socket()?, &*bell, wait) {
+            Either::Socket => break,
+            Either::TimedOut if retry.is_none() => return None,
+            Either::TimedOut | Either::Woken => {
+                drain(bell);
+                if endpoint.is_closed() {
+                    return None;
+                }
+                let tries = match retry.take() {
+                    Some(t) => t,
+                    None if hub.state().stale => UNBLOCK_TRIES,
+                    None => continue,
+                };
+                let (Some(id), Some(peer)) = (c.id, c.peer()) else {
+                    continue;
+                };
+                let deadline = Instant::now() + endpoint.connect_timeout();
+                // 0: not blocked; the server has yet to read the `BLPOP` (or its reply is on
+                // its way): try again shortly.
+                if unblock(endpoint, id, &peer, deadline) == Some(0) && tries > 1 {
+                    retry = Some(tries - 1);
+                }
+            }
+        }
+    }
+    c.set_read_timeout(Some(GRACE)).ok()?;
+    c.recv_response().ok()
+}
+
+/// Hands the element a `BLPOP` popped to the wait on its key, or keeps it for the next.
+fn hand_over(hub: &Hub, reply: Value) {
+    let Value::Array(items) = reply else {
+        return;
+    };
+    let Some(Value::BulkString(key)) = items.into_iter().next() else {
+        return;
+    };
+    let mut st = hub.state();
+    match st.seats.get(&key) {
+        Some(seat) => {
+            seat.woken.store(true, Ordering::Release);
+            seat.cv.notify_one();
+        }
+        None => {
+            st.popped.insert(key, Instant::now());
+        }
+    }
+}
+
+fn drain(bell: &mut UnixStream) {
+    let mut buf = [0u8; 64];
+    while matches!(bell.read(&mut buf), Ok(n) if n > 0) {}
+}
