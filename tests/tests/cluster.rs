@@ -608,3 +608,102 @@ fn a_frozen_master_costs_only_its_own_slots_until_its_replica_takes_over() {
     guard.unlock().unwrap();
     cluster.node(frozen).server().resume();
 }
+
+/// One client waits on three names, one on each master, while another client holds all three
+/// for an hour. Releasing the name on one master wakes that name's waiter, and only that one:
+/// the client's waits on the other masters go on (their connections stay blocked) until their
+/// names are released in turn. Each waiter gets its lock exactly once. The waiters' wait cap
+/// is a minute, so their waits grow long and a release that woke nobody would show as a
+/// waiter taking seconds; how long each hand-off took is printed.
+#[test]
+fn a_release_on_one_master_wakes_its_waiter_while_the_others_wait_on_theirs() {
+    use redmutex::MutexOptions;
+    use redmutex_tests::Counters;
+    use std::sync::mpsc;
+
+    let _serial = serial();
+    let cluster = RedisCluster::start(3, 0);
+    let masters = cluster.masters();
+    let names: Vec<String> = masters
+        .iter()
+        .map(|&m| {
+            let slots = cluster.slots_of(m);
+            key_where(&format!("wake-on-{m}"), |s| in_ranges(&slots, s))
+        })
+        .collect();
+    let connect = || {
+        Client::builder()
+            .cluster(cluster.seed_urls())
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (connect(), connect());
+    let mut held: Vec<Option<redmutex::MutexGuard>> = names
+        .iter()
+        .map(|n| {
+            Some(
+                holder
+                    .mutex(n)
+                    .ttl(Duration::from_secs(3600))
+                    .try_lock()
+                    .unwrap(),
+            )
+        })
+        .collect();
+
+    let (got, taken) = mpsc::channel::<usize>();
+    let threads: Vec<_> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mutex = waiter
+                .mutex(n)
+                .options(MutexOptions::default().with_wait_cap(Duration::from_secs(60)));
+            let got = got.clone();
+            std::thread::spawn(move || {
+                let guard = mutex.try_lock_for(Duration::from_secs(120)).unwrap();
+                got.send(i).unwrap();
+                guard.unlock().unwrap();
+            })
+        })
+        .collect();
+    drop(got);
+
+    let mut counters: Vec<Counters> = masters
+        .iter()
+        .map(|&m| Counters(cluster.node(m).server().conn()))
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(20), || counters
+            .iter_mut()
+            .all(|c| c.blocked() >= 1)),
+        "a waiter is not blocked on every master"
+    );
+    for (i, master) in masters.iter().enumerate() {
+        let released = Instant::now();
+        drop(held[i].take());
+        let woken = taken
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|e| panic!("the release on master {master} woke nobody: {e}"));
+        assert_eq!(
+            woken, i,
+            "the release on master {master} woke another name's waiter"
+        );
+        eprintln!(
+            "master {master}: its waiter had the lock {:?} after the release",
+            released.elapsed()
+        );
+        // Between two of its waits a waiter is briefly not blocked: it runs a round.
+        for (j, c) in counters.iter_mut().enumerate().skip(i + 1) {
+            assert!(
+                wait_until(Duration::from_secs(5), || c.blocked() >= 1),
+                "the waiter on master {} stopped waiting",
+                masters[j]
+            );
+        }
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(taken.try_recv().is_err(), "a waiter took its lock twice");
+}
