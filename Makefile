@@ -79,7 +79,7 @@ demo: deps-redis
 BENCH_ARGS ?=
 bench: deps
 	bench/python/setup.sh || echo "bench: Python setup failed; those rows will be skipped" >&2
-	cargo build --profile dist -p redmutex-ffi -p redmutex-bench
+	cargo build --profile dist -p redmutex-ffi -p redmutex-cli -p redmutex-bench
 	"$(TARGET_DIR)/dist/redmutex-bench" --write $(BENCH_ARGS)
 
 # Installs libredmutex (libredmutex.so.X.Y.Z with its SONAME links, and .a), the headers,

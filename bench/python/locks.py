@@ -10,6 +10,13 @@
         "lock" with "locked T"; "unlock" releases silently and "when" then answers
         "unlocked T", T taken just before the release (CLOCK_MONOTONIC ns).
 
+    locks.py fleet --url URL --threads T --locks L --settle S --window W --patience P
+        T threads of one redmutex Client wait on L locks held by another Client; after S
+        seconds, Redis's counters (INFO) over W seconds; then every lock is released and each
+        thread must take its lock within P seconds. Prints one JSON object: "commands",
+        "opened" (counter deltas over the window, less its closing INFO), "blocked", "open",
+        "window_s", "all_in_ns" (from the release to the last grant) and "failed".
+
 Implementations, each with its defaults (TTL 30 s, as the Rust rows):
     ping               redis-py PING, the Python client's own round trip (context)
     redis-py           redis.lock.Lock (polls every 100 ms while waiting)
@@ -206,6 +213,76 @@ def child(args):
     return 0
 
 
+def info_stats(r):
+    info = r.info()
+    return {
+        "commands": info["total_commands_processed"],
+        "received": info["total_connections_received"],
+        "blocked": info["blocked_clients"],
+        "connected": info["connected_clients"],
+    }
+
+
+def fleet(args):
+    import threading
+
+    import redmutex
+
+    r = redis_client(args.url)
+    names = [f"bench:fleet:py:{args.locks}:{i}" for i in range(args.locks)]
+    holder = redmutex.Client(args.url)
+    held = [holder.lock(n, ttl=60.0) for n in names]
+    for h in held:
+        if not h.acquire(blocking=False):
+            raise RuntimeError("the lock was not free; another run on the same server?")
+    client = redmutex.Client(args.url)
+    start = threading.Barrier(args.threads + 1)
+    granted, failed = [], []
+
+    def wait(name):
+        lock = client.lock(name, ttl=30.0)
+        start.wait()
+        if lock.acquire(timeout=args.patience):
+            granted.append(mono_ns())
+            lock.release()
+        else:
+            failed.append(name)
+
+    threading.stack_size(256 * 1024)
+    threads = [
+        threading.Thread(target=wait, args=(names[i % args.locks],), daemon=True)
+        for i in range(args.threads)
+    ]
+    for t in threads:
+        t.start()
+    start.wait()
+    time.sleep(args.settle)
+    before = info_stats(r)
+    begun = time.monotonic()
+    time.sleep(args.window)
+    after = info_stats(r)
+    window = time.monotonic() - begun
+    released = mono_ns()
+    for h in held:
+        h.release()
+    for t in threads:
+        t.join(args.patience + 10)
+    json.dump(
+        {
+            # Less the INFO that ends the window.
+            "commands": after["commands"] - before["commands"] - 1,
+            "opened": after["received"] - before["received"],
+            "blocked": after["blocked"],
+            "open": after["connected"],
+            "window_s": window,
+            "all_in_ns": max(granted, default=released) - released,
+            "failed": len(failed) + sum(t.is_alive() for t in threads),
+        },
+        sys.stdout,
+    )
+    sys.stdout.write("\n")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -217,7 +294,17 @@ def main():
     c.add_argument("--impl", required=True, choices=sorted(IMPLS))
     c.add_argument("--url", required=True)
     c.add_argument("--key", required=True)
+    f = sub.add_parser("fleet")
+    f.add_argument("--url", required=True)
+    f.add_argument("--threads", type=int, default=1000)
+    f.add_argument("--locks", type=int, default=1)
+    f.add_argument("--settle", type=float, default=4.0)
+    f.add_argument("--window", type=float, default=3.0)
+    f.add_argument("--patience", type=float, default=60.0)
     args = p.parse_args()
+    if args.cmd == "fleet":
+        fleet(args)
+        return 0
     if args.cmd == "uncontended":
         uncontended(args)
         return 0

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -178,6 +179,36 @@ impl Python {
         cmd
     }
 
+    /// The fleet case in Python (`locks.py fleet`): `threads` threads of one client waiting on
+    /// `locks` held locks, Redis's counters over `window` after `settle`; the JSON it printed.
+    pub fn fleet(
+        &self,
+        url: &str,
+        threads: usize,
+        locks: usize,
+        settle: Duration,
+        window: Duration,
+    ) -> Result<Value, String> {
+        let out = Command::new(&self.interpreter)
+            .arg(&self.script)
+            .args(["fleet", "--url", url])
+            .args([
+                "--threads",
+                &threads.to_string(),
+                "--locks",
+                &locks.to_string(),
+            ])
+            .args(["--settle", &settle.as_secs_f64().to_string()])
+            .args(["--window", &window.as_secs_f64().to_string()])
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.interpreter.display()))?;
+        if !out.status.success() {
+            return Err(format!("locks.py fleet: {}", out.status));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("locks.py printed no JSON: {e}"))
+    }
+
     /// The command line of a handoff child running `imp`.
     pub fn child(&self, imp: &str, url: &str, key: &str) -> Command {
         let mut cmd = Command::new(&self.interpreter);
@@ -198,6 +229,17 @@ impl CProgram {
     pub fn waiter(&self, url: &str, ms: u64) -> Command {
         let mut cmd = Command::new(&self.prog);
         cmd.args([url, "wait", &ms.to_string()]);
+        cmd
+    }
+
+    /// The program in its fleet mode (see bench/c/uncontended.c), its stdout piped.
+    pub fn fleet(&self, url: &str, threads: usize, locks: usize, patience: Duration) -> Command {
+        let mut cmd = Command::new(&self.prog);
+        cmd.args([url, "fleet", &threads.to_string(), &locks.to_string()])
+            .arg(patience.as_millis().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         cmd
     }
 
@@ -274,7 +316,7 @@ pub fn c_program(root: Option<&Path>) -> Result<CProgram, String> {
     .map_err(|e| format!("cannot link libredmutex.so.0: {e}"))?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
-        .args(["-O2", "-std=c11", "-Wall", "-Wextra"])
+        .args(["-O2", "-std=c11", "-Wall", "-Wextra", "-pthread"])
         .arg("-I")
         .arg(root.join("include"))
         .arg(root.join("bench/c/uncontended.c"))

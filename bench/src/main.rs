@@ -119,7 +119,13 @@ fn run(args: &Args) -> Result<(), String> {
     ctx.probe(&mut drift)?;
     let waiters = phase::waiters::run(&ctx, &peers, &mut notes)?;
     let readers = phase::readers::run(&ctx)?;
-    let fleet = phase::fleet::run(&ctx, handoff.data.redmutex.samples.median())?;
+    let fleet = phase::fleet::run(
+        &ctx,
+        handoff.data.redmutex.samples.median(),
+        peers.python.as_ref(),
+        peers.c.as_ref().and_then(|c| c.as_ref().ok()),
+        &mut notes,
+    )?;
     let load_end = report::loadavg();
 
     let base = ctx.base;

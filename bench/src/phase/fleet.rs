@@ -3,29 +3,80 @@
 //! commands per waiting thread per second, the connections opened, and the connections
 //! blocked in a wait (Redis's `INFO`); then everything is released, and every thread must get
 //! its lock: on one lock, one after another, so the time per hand-off is set beside the
-//! single waiter's hand-off row.
+//! single waiter's hand-off row. Then the same for 50 `redmutex run --wait` processes, each
+//! a client of its own, waiting on one held lock.
 
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use redmutex::Client;
+use redmutex_tests::history::mono_ns;
 
+use crate::external::{CProgram, Python};
 use crate::info::Info;
-use crate::phase::{Ctx, Phase, progress};
+use crate::phase::{Ctx, Notes, Phase, progress};
 use crate::report::{Mark, Row};
 
 /// How many threads wait.
 const THREADS: usize = 1000;
 
-/// Runs both cases; `single` is the single waiter's hand-off (median, ns) of this run.
-pub fn run(ctx: &Ctx, single: u64) -> Result<Phase<()>, String> {
+/// How many `redmutex run` processes wait.
+const PROCESSES: usize = 50;
+
+/// Runs every case; `single` is the single waiter's hand-off (median, ns) of this run (the
+/// Rust one; Python's threads are held to it too).
+pub fn run(
+    ctx: &Ctx,
+    single: u64,
+    python: Option<&Python>,
+    c: Option<&CProgram>,
+    notes: &mut Notes,
+) -> Result<Phase<()>, String> {
     let mut rows = Vec::new();
     for (label, locks) in [("on one held lock", 1), ("on 1,000 held locks", THREADS)] {
         progress(&format!("fleet: {THREADS} threads waiting {label}"));
         let m = measure(ctx, label, locks)?;
-        rows.extend(m.rows(label, locks, single));
+        rows.extend(m.rows("fleet", label, locks, single));
+        if let Some(py) = python {
+            progress(&format!("fleet: {THREADS} Python threads waiting {label}"));
+            match python_case(ctx, py, locks) {
+                Ok(m) => rows.extend(m.rows("fleet, Python", label, locks, single)),
+                Err(e) => notes.skip(
+                    &format!("fleet, Python: {THREADS} threads waiting {label}"),
+                    &e,
+                ),
+            }
+        }
+        if let Some(c) = c {
+            progress(&format!("fleet: {THREADS} C threads waiting {label}"));
+            match c_case(ctx, c, locks) {
+                Ok(m) => rows.extend(m.rows("fleet, C", label, locks, single)),
+                Err(e) => notes.skip(&format!("fleet, C: {THREADS} threads waiting {label}"), &e),
+            }
+        }
+    }
+    let what =
+        format!("fleet: {PROCESSES} `redmutex run --wait` processes waiting on one held lock");
+    match cli() {
+        Some(cli) => {
+            progress(&what);
+            rows.extend(processes(ctx, &cli)?.process_rows(&what));
+        }
+        None => notes.skip(
+            &what,
+            "no `redmutex` binary beside the bench's (make bench builds it)",
+        ),
     }
     Ok(Phase { rows, data: () })
+}
+
+/// The command line's binary, built beside this one.
+fn cli() -> Option<PathBuf> {
+    let path = std::env::current_exe().ok()?.with_file_name("redmutex");
+    path.is_file().then_some(path)
 }
 
 /// What one case measured.
@@ -40,8 +91,8 @@ struct Measured {
 }
 
 impl Measured {
-    fn rows(&self, label: &str, locks: usize, single: u64) -> Vec<Row> {
-        let name = |what: &str| format!("fleet: {THREADS} threads waiting {label}, {what}");
+    fn rows(&self, who: &str, label: &str, locks: usize, single: u64) -> Vec<Row> {
+        let name = |what: &str| format!("{who}: {THREADS} threads waiting {label}, {what}");
         let per_thread = self.commands_per_second / THREADS as f64;
         let mark = |ok: bool| if ok { Mark::Pass } else { Mark::Miss };
         let mut rows = vec![
@@ -93,6 +144,196 @@ impl Measured {
         }
         rows
     }
+}
+
+impl Measured {
+    /// The rows of the processes' case: each process is a client of its own, so each holds
+    /// one blocked connection; the cost per process is held to the per-thread target.
+    fn process_rows(&self, what: &str) -> Vec<Row> {
+        let name = |m: &str| format!("{what}, {m}");
+        let per_process = self.commands_per_second / PROCESSES as f64;
+        let mark = |ok: bool| if ok { Mark::Pass } else { Mark::Miss };
+        vec![
+            Row::value(
+                name("Redis commands/s per waiting process"),
+                format!(
+                    "{per_process:.2}/s ({:.0}/s in all)",
+                    self.commands_per_second
+                ),
+            )
+            .target("≤ 5", mark(per_process <= 5.0)),
+            Row::value(
+                name("connections opened per second"),
+                format!("{} in {:.1} s", self.opened, self.window.as_secs_f64()),
+            )
+            .target("= 0", mark(self.opened == 0)),
+            Row::value(
+                name("connections blocked in a wait"),
+                format!("{} ({} open)", self.blocked, self.open),
+            )
+            .target("≤ 1 per process", mark(self.blocked <= PROCESSES as u64)),
+            Row::value(
+                name("then all in"),
+                format!(
+                    "{:.0} ms after the release ({:.1} ms per hand-off, a process start each)",
+                    self.all_in.as_secs_f64() * 1e3,
+                    self.all_in.as_secs_f64() * 1e3 / PROCESSES as f64
+                ),
+            ),
+        ]
+    }
+}
+
+/// The Python case: the same threads and locks in a Python process (`locks.py fleet`).
+fn python_case(ctx: &Ctx, py: &Python, locks: usize) -> Result<Measured, String> {
+    let settle = redmutex::FIRST_WAIT * 16;
+    let v = py.fleet(&ctx.url, THREADS, locks, settle, ctx.counts.waiter_wait)?;
+    let field = |k: &str| {
+        v[k].as_u64()
+            .ok_or_else(|| format!("locks.py fleet: no {k}"))
+    };
+    if field("failed")? > 0 {
+        return Err(format!(
+            "{} Python waiters did not get their lock",
+            field("failed")?
+        ));
+    }
+    let window = Duration::from_secs_f64(v["window_s"].as_f64().unwrap_or(1.0).max(1e-3));
+    Ok(Measured {
+        commands_per_second: field("commands")? as f64 / window.as_secs_f64(),
+        opened: field("opened")?,
+        blocked: field("blocked")?,
+        open: field("open")?,
+        window,
+        all_in: Duration::from_nanos(field("all_in_ns")?),
+    })
+}
+
+/// The C case: the same threads and locks in the C program's fleet mode; the locks are held
+/// and Redis's counters read here, as for the Rust threads.
+fn c_case(ctx: &Ctx, prog: &CProgram, locks: usize) -> Result<Measured, String> {
+    let url = ctx.url.as_str();
+    let holder = Client::open(url).map_err(|e| e.to_string())?;
+    let held = (0..locks)
+        .map(|i| {
+            holder
+                .mutex(format!("bench:fleet:c:{locks}:{i}"))
+                .ttl(Duration::from_secs(60))
+                .lock()
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("holding the C fleet's locks: {e}"))?;
+    let patience = ctx.counts.waiter_wait + Duration::from_secs(60);
+    let mut child = prog
+        .fleet(url, THREADS, locks, patience)
+        .spawn()
+        .map_err(|e| format!("cannot run the C program: {e}"))?;
+    let mut out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let mut line = String::new();
+    out.read_line(&mut line).map_err(|e| e.to_string())?;
+    if line.trim() != "ready" {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!("the C program said {line:?}, not ready"));
+    }
+    let mut info = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
+    std::thread::sleep(redmutex::FIRST_WAIT * 16);
+    let before = stats(&mut info)?;
+    let begun = Instant::now();
+    std::thread::sleep(ctx.counts.waiter_wait);
+    let after = stats(&mut info)?;
+    let window = begun.elapsed();
+    let released = mono_ns();
+    drop(held);
+    line.clear();
+    // Every thread waits at most `patience`, so this line comes.
+    out.read_line(&mut line).map_err(|e| e.to_string())?;
+    let _ = child.wait();
+    let v: serde_json::Value = serde_json::from_str(&line)
+        .map_err(|e| format!("the C program's fleet line {line:?}: {e}"))?;
+    if v["failed"].as_u64() != Some(0) {
+        return Err(format!("C waiters did not get their lock: {line}"));
+    }
+    let released = u64::try_from(released).unwrap_or(0);
+    let last = v["last_ns"].as_u64().unwrap_or(released);
+    Ok(Measured {
+        commands_per_second: (after.commands - before.commands - 1) as f64 / window.as_secs_f64(),
+        opened: after.received - before.received,
+        blocked: after.blocked,
+        open: after.connected,
+        window,
+        all_in: Duration::from_nanos(last.saturating_sub(released)),
+    })
+}
+
+/// `PROCESSES` runs of `redmutex run --wait … -- true` wait on a held lock; measured like the
+/// threads, then the lock is released and every run must take it and exit 0.
+fn processes(ctx: &Ctx, cli: &PathBuf) -> Result<Measured, String> {
+    let url = ctx.url.as_str();
+    let name = "bench:fleet:run";
+    let holder = Client::open(url).map_err(|e| e.to_string())?;
+    let held = holder
+        .mutex(name)
+        .ttl(Duration::from_secs(60))
+        .lock()
+        .map_err(|e| format!("holding the processes' lock: {e}"))?;
+    let patience = ctx.counts.waiter_wait + Duration::from_secs(60);
+    let patience = format!("{}ms", patience.as_millis());
+    let mut runs: Vec<Child> = Vec::with_capacity(PROCESSES);
+    for _ in 0..PROCESSES {
+        let run = Command::new(cli)
+            .args([
+                "run", "--url", url, "--key", name, "--wait", &patience, "--", "true",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn();
+        match run {
+            Ok(c) => runs.push(c),
+            Err(e) => {
+                for mut c in runs {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                return Err(format!("cannot start `redmutex run`: {e}"));
+            }
+        }
+    }
+    let mut info = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
+    // As for the threads: every run has connected and its waits have grown to the cap.
+    std::thread::sleep(redmutex::FIRST_WAIT * 16);
+    let before = stats(&mut info)?;
+    let begun = Instant::now();
+    std::thread::sleep(ctx.counts.waiter_wait);
+    let after = stats(&mut info)?;
+    let window = begun.elapsed();
+    let released = Instant::now();
+    drop(held);
+    let mut failed = 0;
+    for mut c in runs {
+        // Each run waits at most `patience`, so this ends.
+        if !c.wait().is_ok_and(|s| s.success()) {
+            failed += 1;
+        }
+    }
+    let all_in = released.elapsed();
+    if failed > 0 {
+        return Err(format!(
+            "{failed} of {PROCESSES} `redmutex run` waiters did not run their command"
+        ));
+    }
+    Ok(Measured {
+        commands_per_second: (after.commands - before.commands - 1) as f64 / window.as_secs_f64(),
+        opened: after.received - before.received,
+        blocked: after.blocked,
+        open: after.connected,
+        window,
+        all_in,
+    })
 }
 
 fn measure(ctx: &Ctx, label: &str, locks: usize) -> Result<Measured, String> {
