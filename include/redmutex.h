@@ -103,6 +103,16 @@ typedef uint32_t redmutex_result;
 #define REDMUTEX_VERSION_PATCH 0
 
 /**
+ * How many bucket bounds a `redmutex_histogram` has.
+ */
+#define REDMUTEX_HISTOGRAM_BOUNDS 17
+
+/**
+ * How many buckets a `redmutex_histogram` has: one per bound, and one past the last.
+ */
+#define REDMUTEX_HISTOGRAM_BUCKETS 18
+
+/**
  * A connection to one Redis server, or to several independent masters (Redlock), shared by
  * all the locks taken through it: a connection pool per node and one renew thread.
  *
@@ -171,6 +181,117 @@ typedef struct redmutex_guard redmutex_guard;
  * changed or freed as soon as it returns.
  */
 typedef struct redmutex_lock_options redmutex_lock_options;
+
+/**
+ * Durations in fixed buckets, in seconds.
+ */
+typedef struct redmutex_histogram {
+  /**
+   * How many durations fell in each bucket: `buckets[i]` counts those above `bounds[i - 1]`
+   * (0 for the first) and at most `bounds[i]`; the last one those above the last bound.
+   * Not cumulative.
+   */
+  uint64_t buckets[REDMUTEX_HISTOGRAM_BUCKETS];
+  /**
+   * The buckets' upper bounds, in seconds: 100 µs to 60 s (the same in every histogram).
+   */
+  double bounds[REDMUTEX_HISTOGRAM_BOUNDS];
+  /**
+   * How many durations were recorded.
+   */
+  uint64_t count;
+  /**
+   * Their sum, in seconds.
+   */
+  double sum;
+} redmutex_histogram;
+
+/**
+ * What one client's locks (every kind) did since it was made, and what they hold and wait
+ * for now: counters the library keeps as it goes. Filled by `redmutex_client_stats`.
+ *
+ * Versioned by its size: set `size` to `sizeof(redmutex_stats)` before the call. A later
+ * version of the library only adds fields at the end, and fills no more than `size` bytes, so
+ * a program built against this header keeps working.
+ *
+ * An acquisition call ends in exactly one of `acquired`, `refused`, `timed_out`,
+ * `interrupted` and `failed`; the `lost_*` fields add up to `lost`.
+ */
+typedef struct redmutex_stats {
+  /**
+   * In: the size of the caller's struct (`sizeof(redmutex_stats)`). Out: how many bytes
+   * the library filled (the smaller of that and its own struct's size).
+   */
+  size_t size;
+  /**
+   * Acquisitions granted.
+   */
+  uint64_t acquired;
+  /**
+   * Acquisitions refused at once (`REDMUTEX_RESULT_WOULD_BLOCK` with a wait of 0).
+   */
+  uint64_t refused;
+  /**
+   * Acquisitions whose wait ran out (`REDMUTEX_RESULT_WOULD_BLOCK` after waiting).
+   */
+  uint64_t timed_out;
+  /**
+   * Acquisitions ended by their interrupt callback (`REDMUTEX_RESULT_INTERRUPTED`).
+   */
+  uint64_t interrupted;
+  /**
+   * Acquisitions that failed with another error (no quorum, no connection, ...).
+   */
+  uint64_t failed;
+  /**
+   * Held locks lost (not released by their owner first), whatever the reason.
+   */
+  uint64_t lost;
+  /**
+   * Lost to another owner (a renewal or the release was refused with its token).
+   */
+  uint64_t lost_another_owner;
+  /**
+   * Lost because the key was gone at a renewal or the release (expired, deleted, evicted).
+   */
+  uint64_t lost_gone;
+  /**
+   * Lost because too many nodes were down to renew it in time.
+   */
+  uint64_t lost_nodes_down;
+  /**
+   * Lost because its validity ran out before a renewal was confirmed.
+   */
+  uint64_t lost_validity_ran_out;
+  /**
+   * Lost because its `max_hold` ran out.
+   */
+  uint64_t lost_max_hold;
+  /**
+   * Renewals the renew thread got confirmed.
+   */
+  uint64_t renewals;
+  /**
+   * Renewal rounds that were not confirmed.
+   */
+  uint64_t renewal_failures;
+  /**
+   * Leases held now.
+   */
+  uint64_t held_now;
+  /**
+   * Acquisition calls that may wait and have not returned yet.
+   */
+  uint64_t waiting_now;
+  /**
+   * For every granted acquisition, the time from the call to the grant.
+   */
+  struct redmutex_histogram wait_seconds;
+  /**
+   * For every lease that ended (released or lost), how long it was held.
+   */
+  struct redmutex_histogram held_seconds;
+} redmutex_stats;
 
 /**
  * Called by a blocking `redmutex_lock_with_options` on the calling thread after every
@@ -375,6 +496,17 @@ redmutex_result redmutex_client_server(const struct redmutex_client *client,
                                        char *buf,
                                        size_t len,
                                        size_t *out_n);
+
+/**
+ * Fills `*stats` with what `client`'s locks did so far. Set `stats->size` to
+ * `sizeof(redmutex_stats)` first. Local, no network; any thread.
+ *
+ * Returns `REDMUTEX_RESULT_OK`; `REDMUTEX_RESULT_NULL_PARAMETER` when `client` or `stats` is
+ * NULL; `REDMUTEX_RESULT_INVALID_ARGUMENT` when `stats->size` is too small to hold the
+ * first counter (it was not set).
+ */
+redmutex_result redmutex_client_stats(const struct redmutex_client *client,
+                                      struct redmutex_stats *stats);
 
 /**
  * Makes lock options with the defaults: TTL 30 s, auto-renew on, no max hold, fencing on,

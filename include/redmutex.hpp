@@ -483,7 +483,15 @@ class Client {
     }
   }
 
-  /** The C handle, still owned by this Client. */
+  /** What this client's locks did so far, and what they hold and wait for now (see
+   * redmutex_stats). Local, no network. */
+  redmutex_stats stats() const {
+    redmutex_stats s{};
+    s.size = sizeof s;
+    detail::check(redmutex_client_stats(client_, &s));
+    return s;
+  }
+
   /** What each node said it runs at the client's first connection to it ("Redis 7.0.15",
    * "Valkey 8.1.8"), in the order of the client's URLs; empty for a node not connected to yet
    * or whose server would not say. Local, no network. */
@@ -500,6 +508,7 @@ class Client {
     }
   }
 
+  /** The C handle, still owned by this Client. */
   redmutex_client* native_handle() const noexcept { return client_; }
 
  private:

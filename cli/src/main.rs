@@ -182,6 +182,12 @@ struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = EXIT_LOST)]
     lost_exit_code: u8,
 
+    /// On exit, print what the run's lock calls did on stderr, as one line of key=value
+    /// figures (the client's stats: acquired, refused, timed_out, interrupted, failed, lost
+    /// and its reason, renewals, renewal_failures, and the seconds waited and held).
+    #[arg(long)]
+    stats: bool,
+
     /// The command and its arguments (after --).
     #[arg(value_name = "COMMAND", required = true, trailing_var_arg = true)]
     command: Vec<OsString>,
@@ -244,36 +250,43 @@ fn dispatch(cli: Cli) -> i32 {
         }
     };
     match cli.command {
-        Cmd::Run(a) => run::run(
-            events.as_ref().expect("installed for run"),
-            &client,
-            &run::Plan {
-                key: a.key,
-                kind: match (a.permits, a.shared) {
-                    (Some(n), _) => hold::Kind::Permits(n),
-                    (None, true) => hold::Kind::Shared,
-                    (None, false) => hold::Kind::Exclusive,
+        Cmd::Run(a) => {
+            let stats = a.stats;
+            let code = run::run(
+                events.as_ref().expect("installed for run"),
+                &client,
+                &run::Plan {
+                    key: a.key,
+                    kind: match (a.permits, a.shared) {
+                        (Some(n), _) => hold::Kind::Permits(n),
+                        (None, true) => hold::Kind::Shared,
+                        (None, false) => hold::Kind::Exclusive,
+                    },
+                    ttl: a.ttl,
+                    wait: if a.no_wait {
+                        Some(Duration::ZERO)
+                    } else {
+                        a.wait
+                    },
+                    max_hold: a.max_hold,
+                    min_replicas: a.min_replicas.map(|(n, timeout)| {
+                        (
+                            n,
+                            timeout.unwrap_or_else(|| DEFAULT_REPLICA_WAIT.min(a.ttl / 2)),
+                        )
+                    }),
+                    on_lost: a.on_lost,
+                    kill_after: a.kill_after,
+                    conflict_exit_code: a.conflict_exit_code.into(),
+                    lost_exit_code: a.lost_exit_code.into(),
+                    command: a.command,
                 },
-                ttl: a.ttl,
-                wait: if a.no_wait {
-                    Some(Duration::ZERO)
-                } else {
-                    a.wait
-                },
-                max_hold: a.max_hold,
-                min_replicas: a.min_replicas.map(|(n, timeout)| {
-                    (
-                        n,
-                        timeout.unwrap_or_else(|| DEFAULT_REPLICA_WAIT.min(a.ttl / 2)),
-                    )
-                }),
-                on_lost: a.on_lost,
-                kill_after: a.kill_after,
-                conflict_exit_code: a.conflict_exit_code.into(),
-                lost_exit_code: a.lost_exit_code.into(),
-                command: a.command,
-            },
-        ),
+            );
+            if stats {
+                eprintln!("redmutex: {}", report::stats_line(&client.stats()));
+            }
+            code
+        }
         Cmd::Status { key } => match report::status_lines(&client, &key) {
             Ok(text) => {
                 print!("{text}");

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use redmutex::{Client, Error, ErrorKind, LockStatus, NodeOutcome};
+use redmutex::{Client, ClientStats, Error, ErrorKind, LockStatus, LossReason, NodeOutcome};
 
 use crate::duration;
 
@@ -155,6 +155,34 @@ fn expiry(ttl: Option<Duration>) -> String {
 }
 
 /// `held by web-1:4242, expires in 27.3s, last fence 42` or `free, last fence 42`.
+/// `--stats`: the client's figures as one line of `key=value` pairs, for a log.
+pub fn stats_line(s: &ClientStats) -> String {
+    let lost_by: Vec<String> = LossReason::ALL
+        .iter()
+        .filter(|&&r| s.lost_by.get(r) > 0)
+        .map(|r| r.name().to_owned())
+        .collect();
+    format!(
+        "stats acquired={} refused={} timed_out={} interrupted={} failed={} lost={}{} \
+         renewals={} renewal_failures={} waited={:.3}s held={:.3}s",
+        s.acquired,
+        s.refused,
+        s.timed_out,
+        s.interrupted,
+        s.failed,
+        s.lost,
+        if lost_by.is_empty() {
+            String::new()
+        } else {
+            format!(" lost_by={}", lost_by.join(","))
+        },
+        s.renewals,
+        s.renewal_failures,
+        s.wait_seconds.sum,
+        s.held_seconds.sum,
+    )
+}
+
 pub fn status_line(st: &LockStatus) -> String {
     match &st.holder {
         Some(h) => format!(

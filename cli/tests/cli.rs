@@ -1239,3 +1239,27 @@ fn a_long_wait_costs_redis_a_handful_of_commands_a_second() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(dir.path().join("ran").exists(), "{r:?}");
 }
+
+/// `--stats` prints the run's figures on stderr at exit: a grant and its hold, or a refusal.
+#[test]
+fn stats_prints_what_the_runs_lock_calls_did() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    let r = Redmutex::new(dir.path(), &urls)
+        .args(["run", "--stats", "--key", "stats", "--", "true"])
+        .run();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("redmutex: stats acquired=1 refused=0 timed_out=0 interrupted=0 failed=0 lost=0 "),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains(" held=0."), "{r:?}");
+
+    set(&server, "stats", "foreign", Some(30_000));
+    let r = Redmutex::new(dir.path(), &urls)
+        .args(["run", "--stats", "--no-wait", "--key", "stats", "--", "true"])
+        .run();
+    assert_eq!(r.code, 75, "{r:?}");
+    assert!(r.stderr.contains("stats acquired=0 refused=1 "), "{r:?}");
+}

@@ -7,6 +7,7 @@ use crate::error::Error;
 use crate::lock::{self, Voters, Warn};
 use crate::net::{Cluster, Node, Sentinel, Setup, redact};
 use crate::sentinel_master::SentinelMaster;
+use crate::stats::ClientStats;
 
 /// Default bound on opening one connection (TCP connect, AUTH, script loading).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -97,6 +98,22 @@ impl Client {
             .map(|n| n.most_owed())
             .max()
             .unwrap_or(0)
+    }
+
+    /// What this client's locks did so far, and what they hold and wait for now: a snapshot
+    /// of counters the library keeps as it goes (atomics; no network).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), redmutex::Error> {
+    /// let client = redmutex::Client::open("redis://127.0.0.1:6379")?;
+    /// drop(client.mutex("report").try_lock());
+    /// let stats = client.stats();
+    /// println!("{} granted, {} refused, {} lost", stats.acquired, stats.refused, stats.lost);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn stats(&self) -> ClientStats {
+        self.inner.counters.snapshot()
     }
 
     /// The nodes' addresses, without credentials.

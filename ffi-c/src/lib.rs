@@ -8,11 +8,13 @@
 // The C names (`redmutex_client`, `redmutex_result`, …) are the contract.
 #![allow(non_camel_case_types)]
 
-// cbindgen writes the header in declaration order: results, clients, locks, the other
-// kinds of lock, guards.
+// cbindgen writes the header in declaration order: results, clients, their figures, locks,
+// the other kinds of lock, guards.
 mod result;
 
 mod client;
+
+mod stats;
 
 mod options;
 
@@ -32,6 +34,7 @@ pub use lock::*;
 pub use options::*;
 pub use result::*;
 pub use shared::*;
+pub use stats::*;
 
 use std::ffi::{CStr, c_char};
 

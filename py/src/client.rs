@@ -13,6 +13,7 @@ use crate::errors;
 use crate::lock::Lock;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
+use crate::stats::ClientStats;
 
 /// The range the core accepts for connect and node timeouts.
 const MIN_TIMEOUT: Duration = Duration::from_millis(1);
@@ -211,6 +212,11 @@ impl Client {
     #[getter]
     fn servers(&self) -> Vec<Option<String>> {
         self.inner.servers()
+    }
+
+    /// What this client's locks did so far, and what they hold and wait for now. Local.
+    fn stats(&self, py: Python<'_>) -> PyResult<ClientStats> {
+        ClientStats::new(py, self.inner.stats())
     }
 
     /// How many nodes must agree: len(nodes) // 2 + 1.

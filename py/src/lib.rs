@@ -15,6 +15,7 @@ mod lease;
 mod lock;
 mod rwlock;
 mod semaphore;
+mod stats;
 mod status;
 mod sync;
 
@@ -33,6 +34,8 @@ fn _redmutex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<rwlock::ReadLock>()?;
     m.add_class::<rwlock::WriteLock>()?;
     m.add_class::<status::RwLockStatus>()?;
+    m.add_class::<stats::ClientStats>()?;
+    m.add_class::<stats::Histogram>()?;
     errors::register(m)?;
     Ok(())
 }

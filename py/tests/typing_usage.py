@@ -54,3 +54,9 @@ def rwlock_sides_are_locks(client: redmutex.Client) -> tuple[int, int]:
     write.release()
     status: redmutex.RwLockStatus = rw.status()
     return seen, status.writer.fence
+
+
+def stats_are_typed(client: redmutex.Client) -> tuple[int, int, float]:
+    s: redmutex.ClientStats = client.stats()
+    wait: redmutex.Histogram = s.wait_seconds
+    return s.acquired + s.lost_by["gone"], sum(wait.buckets), wait.sum + wait.bounds[0]

@@ -169,6 +169,22 @@ static void test_servers_say_what_each_node_runs() {
   CHECK(servers[0].rfind("Redis ", 0) == 0 || servers[0].rfind("Valkey ", 0) == 0);
 }
 
+static void test_stats_count_grants_refusals_and_releases() {
+  redmutex::Client client = test_client();
+  std::string name = unique_name("stats");
+  redmutex_stats s = client.stats();
+  CHECK(s.size == sizeof s && s.acquired == 0 && s.held_now == 0);
+  {
+    std::optional<redmutex::Guard> guard = client.try_lock(name);
+    CHECK(guard);
+    CHECK(!client.try_lock(name));
+    s = client.stats();
+    CHECK(s.acquired == 1 && s.refused == 1 && s.held_now == 1);
+  }
+  s = client.stats();
+  CHECK(s.held_now == 0 && s.held_seconds.count == 1 && s.lost == 0);
+}
+
 static void test_status_names_the_holder() {
   redmutex::Client client = test_client();
   std::string name = unique_name("status");
@@ -231,6 +247,7 @@ int main() {
   RUN(test_unlock_reports_a_lost_lock_and_on_lost_runs);
   RUN(test_token_and_owner_label);
   RUN(test_servers_say_what_each_node_runs);
+  RUN(test_stats_count_grants_refusals_and_releases);
   RUN(test_status_names_the_holder);
   RUN(test_a_node_not_waited_for_is_named_so);
   return TESTING_SUMMARY();

@@ -78,6 +78,9 @@ impl Plan {
         interrupted: Option<&mut dyn FnMut() -> bool>,
     ) -> Result<Arc<Lease>, TryLockError> {
         let begun = Instant::now();
+        let counters = &self.voters.counters;
+        let may_wait = deadline.is_none_or(|d| d > begun);
+        let _waiting = may_wait.then(|| counters.waiting());
         let mut call = AcquireCall::new(
             &self.spec,
             deadline.map(|d| d.saturating_duration_since(begun)),
@@ -97,6 +100,7 @@ impl Plan {
         {
             self.withdraw(id);
         }
+        counters.acquisition(&taken, may_wait, begun.elapsed());
         taken
     }
 

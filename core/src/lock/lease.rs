@@ -4,7 +4,7 @@
 //! the clock, the callbacks and the waits.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::calls;
@@ -19,6 +19,7 @@ use super::tally::Tally;
 use super::voters::Voters;
 use crate::error::{Error, ErrorKind};
 use crate::process;
+use crate::stats::LossReason;
 use crate::sync::{LocalCondvar, LocalMutex};
 
 /// Everything a grant owns, shared between its guard and the renew thread (which holds only
@@ -40,6 +41,10 @@ pub(crate) struct Lease {
     pub(super) generation: AtomicU64,
     /// Told the new validity deadline after every confirmed renewal.
     renewed: LocalMutex<Option<Observer>>,
+    /// When it was granted (for the client's `held_seconds`).
+    granted_at: Instant,
+    /// Whether its end (release or loss) was counted in the client's figures.
+    ended: AtomicBool,
 }
 
 /// Sees each confirmed renewal's new validity deadline.
@@ -61,6 +66,7 @@ impl Lease {
     /// The lease of `grant`, made when the lease clock read `now`.
     pub(crate) fn new(voters: Arc<Voters>, spec: &Spec, grant: Grant, now: &Reading) -> Lease {
         let valid_until_at = now.instant_of(grant.valid_until);
+        voters.counters.held();
         Lease {
             state: LocalMutex::new(State {
                 hold: Hold::new(spec, grant.t0, grant.valid_until),
@@ -78,6 +84,16 @@ impl Lease {
             callbacks: LocalMutex::new(Vec::new()),
             generation: AtomicU64::new(0),
             renewed: LocalMutex::new(None),
+            granted_at: Instant::now(),
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts the end of this lease in the client's figures, once: released, or `lost`.
+    pub(crate) fn end(&self, lost: Option<LossReason>) {
+        if self.owned_here() && !self.ended.swap(true, Ordering::AcqRel) {
+            let held = self.granted_at.elapsed();
+            self.voters.counters.ended(held, lost);
         }
     }
 
@@ -118,7 +134,13 @@ impl Lease {
     ) -> (Renewal, Vec<Callback>) {
         let now = self.voters.clock.read();
         let mut st = self.state.lock();
-        match st.hold.extended(t0, ttl, tally, now.stamp, set_ttl) {
+        let extended = st.hold.extended(t0, ttl, tally, now.stamp, set_ttl);
+        // The renew thread's rounds count as renewals; a user's extend does not.
+        if !set_ttl && !matches!(extended, Extended::Gone) {
+            let confirmed = matches!(extended, Extended::Renewed(_));
+            self.voters.counters.renewal(confirmed);
+        }
+        match extended {
             Extended::Renewed(next) => {
                 st.valid_until_at = now.instant_of(st.hold.valid_until);
                 st.t0 = t0;
@@ -143,6 +165,7 @@ impl Lease {
     /// any lock.
     pub(crate) fn mark_lost(&self, why: Why) -> Vec<Callback> {
         let mut st = self.state.lock();
+        let reason = why.reason;
         if !st.hold.lose(why) {
             return Vec::new();
         }
@@ -151,6 +174,7 @@ impl Lease {
         if waiting > 0 {
             self.lost_cv.notify_all();
         }
+        self.end(Some(reason));
         // Renewals that timed out may still run and keep the key for a TTL although nobody
         // holds it: remove it (token-checked) from every node, in the background.
         let all = (0..self.spec.n).collect();
@@ -184,8 +208,8 @@ impl Lease {
             if st.hold.released {
                 return Err(Error::new(ErrorKind::NotHeld, "the lock was released"));
             }
-            let (why, nodes) = st.hold.why_lost();
-            Err(Error::new(ErrorKind::Lost, why).with_nodes(nodes))
+            let why = st.hold.why_lost();
+            Err(Error::new(ErrorKind::Lost, why.text).with_nodes(why.nodes))
         }
     }
 
@@ -246,6 +270,13 @@ impl Lease {
             st = self.lost_cv.wait_until(st, until);
             st.waiting -= 1;
         }
+    }
+}
+
+/// A lease dropped without a release or a loss (its guard forgotten) ends here.
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.end(None);
     }
 }
 

@@ -7,6 +7,7 @@ mod acquire;
 mod calls;
 mod cleanup;
 pub(crate) mod clock;
+mod counters;
 mod keys;
 mod lease;
 mod policy;

@@ -13,10 +13,11 @@ use super::renew::{Renewable, Renewal, extension_round, fire};
 use super::scripts::only_to;
 use super::tally::Tally;
 use super::token;
-use crate::error::{Error, ErrorKind, NodeReport};
+use crate::error::{Error, ErrorKind, NodeOutcome, NodeReport};
 use crate::net::{self, Enough};
 use crate::options::check_ttl;
 use crate::process;
+use crate::stats::LossReason;
 
 impl Lease {
     /// Releases on every node; used by `unlock` and `Drop`.
@@ -44,6 +45,21 @@ impl Lease {
             self.lost_cv.notify_all();
         }
         let tally = self.release_everywhere(&now, valid_until);
+        let refused = tally.refused > self.spec.n - self.spec.quorum;
+        self.end(match &lost {
+            Some(why) => Some(why.reason),
+            // Found lost by the release itself.
+            None if refused
+                && tally
+                    .reports
+                    .iter()
+                    .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. })) =>
+            {
+                Some(LossReason::AnotherOwner)
+            }
+            None if refused => Some(LossReason::Gone),
+            None => None,
+        });
         // Bookkeeping after the release is sent: a waiter's wake-up does not wait for it (no
         // callback runs once `released` is set, and the renew thread skips the guard).
         self.callbacks.lock().clear();
@@ -53,7 +69,11 @@ impl Lease {
         {
             return Ok(Released::from_tally(tally));
         }
-        Err(unreleased(lost, tally, n - self.spec.quorum))
+        Err(unreleased(
+            lost.map(|w| w.text),
+            tally,
+            n - self.spec.quorum,
+        ))
     }
 }
 

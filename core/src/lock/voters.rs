@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::clock::{Boottime, Clock};
+use super::counters::Counters;
 use super::renew::Renewer;
 use super::room::Rooms;
 use super::tally::quorum;
@@ -24,6 +25,8 @@ pub(crate) struct Voters {
     /// Where the client's threads that wait for the same lock take turns (one waits on
     /// Redis).
     pub(crate) rooms: Rooms,
+    /// What the client's locks did, counted as they go (`Client::stats`).
+    pub(crate) counters: Counters,
 }
 
 impl Voters {
@@ -55,6 +58,7 @@ impl Voters {
             renewer: Renewer::new(nodes.clone(), Arc::clone(&clock)),
             clock,
             rooms: Rooms::new(),
+            counters: Counters::default(),
             nodes,
             node_timeout,
             connect_timeout,

@@ -7,6 +7,7 @@ use crate::error::ErrorKind;
 use crate::lock::clock::Stamp;
 use crate::lock::proto::hold::{self, Extended, Hold as HoldState};
 use crate::lock::proto::release::ReleaseRound;
+use crate::stats::LossReason;
 use crate::wire::NetError;
 
 /// A lease's state (the core's `proto::hold::Hold`).
@@ -67,7 +68,7 @@ impl Hold {
     pub fn due(&self, now: u64) -> Due {
         match self.0.due(Stamp::from_micros(now)) {
             hold::Due::Forget => Due::Forget,
-            hold::Due::RanOut((why, _)) => Due::RanOut(why),
+            hold::Due::RanOut(why) => Due::RanOut(why.text),
             hold::Due::At(at) => Due::At(at.micros()),
             hold::Due::Renew(ttl) => Due::Renew(us(ttl)),
         }
@@ -90,17 +91,19 @@ impl Hold {
                 next: next.micros(),
             },
             Extended::Retry(at) => Renewal::Retry(at.micros()),
-            Extended::Lost((why, _)) => {
-                self.0.lose((why.clone(), Vec::new()));
-                Renewal::Lost(why)
+            Extended::Lost(why) => {
+                let text = why.text.clone();
+                self.0.lose(why);
+                Renewal::Lost(text)
             }
             Extended::Gone => Renewal::Gone,
         }
     }
 
-    /// Marks it lost.
+    /// Marks it lost (as its validity running out does).
     pub fn lose(&mut self, why: String) {
-        self.0.lose((why, Vec::new()));
+        self.0
+            .lose(hold::Why::new(LossReason::ValidityRanOut, why, Vec::new()));
     }
 
     /// Marks it released at `now`; the validity deadline (boot µs) for the release round.

@@ -25,6 +25,8 @@ sent to Redis.
 from redmutex._redmutex import (
     AuthenticationError,
     Client,
+    ClientStats,
+    Histogram,
     Lock,
     LockConnectionError,
     LockError,
@@ -45,6 +47,8 @@ from redmutex._redmutex import (
 __all__ = [
     "AuthenticationError",
     "Client",
+    "ClientStats",
+    "Histogram",
     "Lock",
     "LockConnectionError",
     "LockError",

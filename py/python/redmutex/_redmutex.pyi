@@ -8,6 +8,8 @@ from typing import final
 __all__ = [
     "AuthenticationError",
     "Client",
+    "ClientStats",
+    "Histogram",
     "Lock",
     "LockConnectionError",
     "LockError",
@@ -199,6 +201,10 @@ class Client:
     def nodes(self) -> list[str]:
         """The nodes' addresses, without credentials."""
 
+    def stats(self) -> ClientStats:
+        """What this client's locks did so far, and what they hold and wait for now: counters
+        the library keeps as it goes. Local, no network."""
+
     @property
     def servers(self) -> list[str | None]:
         """What each node said it runs at the client's first connection to it ("Redis
@@ -369,6 +375,87 @@ class LockStatus:
     @property
     def fence(self) -> int:
         """The last fence number granted for the name (0 when none was)."""
+
+@final
+class Histogram:
+    """Durations in fixed buckets, in seconds."""
+
+    @property
+    def bounds(self) -> list[float]:
+        """The buckets' upper bounds: 100 µs to 60 s (the same in every histogram)."""
+
+    @property
+    def buckets(self) -> list[int]:
+        """How many durations fell in each bucket: buckets[i] counts those above
+        bounds[i - 1] (0 for the first) and at most bounds[i]; the last one, those above the
+        last bound. Not cumulative."""
+
+    @property
+    def count(self) -> int:
+        """How many durations were recorded."""
+
+    @property
+    def sum(self) -> float:
+        """Their sum, in seconds."""
+
+@final
+class ClientStats:
+    """What one client's locks did since it was made, and what they hold and wait for now
+    (Client.stats()). An acquire ends in exactly one of acquired, refused, timed_out,
+    interrupted and failed; lost_by's values add up to lost."""
+
+    @property
+    def acquired(self) -> int:
+        """Acquisitions granted."""
+
+    @property
+    def refused(self) -> int:
+        """Acquisitions refused at once (blocking=False)."""
+
+    @property
+    def timed_out(self) -> int:
+        """Acquisitions whose wait ran out."""
+
+    @property
+    def interrupted(self) -> int:
+        """Acquisitions ended by a signal handler's exception (Ctrl-C)."""
+
+    @property
+    def failed(self) -> int:
+        """Acquisitions that failed with an error (no quorum, no connection, ...)."""
+
+    @property
+    def lost(self) -> int:
+        """Held locks lost, whatever the reason."""
+
+    @property
+    def lost_by(self) -> dict[str, int]:
+        """Losses by reason: "another_owner", "gone", "nodes_down", "validity_ran_out",
+        "max_hold"."""
+
+    @property
+    def renewals(self) -> int:
+        """Renewals the renew thread got confirmed."""
+
+    @property
+    def renewal_failures(self) -> int:
+        """Renewal rounds that were not confirmed."""
+
+    @property
+    def held_now(self) -> int:
+        """Leases held now."""
+
+    @property
+    def waiting_now(self) -> int:
+        """Acquisitions that may wait and have not returned yet."""
+
+    @property
+    def wait_seconds(self) -> Histogram:
+        """For every granted acquisition, the time from the call to the grant."""
+
+    @property
+    def held_seconds(self) -> Histogram:
+        """For every lease that ended (released or lost), how long it was held."""
 
 @final
 class Semaphore:

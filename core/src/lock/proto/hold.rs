@@ -9,9 +9,26 @@ use crate::error::{NodeOutcome, NodeReport};
 use crate::lock::clock::Stamp;
 use crate::lock::tally::Tally;
 use crate::options::{MIN_TTL, drift};
+use crate::stats::LossReason;
 
-/// Why a lease was lost: a sentence and, after a renewal round, what each node answered.
-pub(crate) type Why = (String, Vec<NodeReport>);
+/// Why a lease was lost: the reason, as counted; its sentence, as the user reads it; and,
+/// after a renewal round, what each node answered.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Why {
+    pub(crate) reason: LossReason,
+    pub(crate) text: String,
+    pub(crate) nodes: Vec<NodeReport>,
+}
+
+impl Why {
+    pub(crate) fn new(reason: LossReason, text: impl Into<String>, nodes: Vec<NodeReport>) -> Why {
+        Why {
+            reason,
+            text: text.into(),
+            nodes,
+        }
+    }
+}
 
 /// One lease's state.
 pub(crate) struct Hold {
@@ -152,16 +169,28 @@ impl Hold {
                 .reports
                 .iter()
                 .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. }));
-            let why = if tally.refused > n - quorum && taken {
-                "another owner has it (a renewal was refused)"
+            let (reason, why) = if tally.refused > n - quorum && taken {
+                (
+                    LossReason::AnotherOwner,
+                    "another owner has it (a renewal was refused)",
+                )
             } else if tally.refused > n - quorum {
-                "it was gone from Redis when it was renewed (expired or deleted)"
+                (
+                    LossReason::Gone,
+                    "it was gone from Redis when it was renewed (expired or deleted)",
+                )
             } else if tally.down > n - quorum {
-                "too many of its nodes are down to renew it"
+                (
+                    LossReason::NodesDown,
+                    "too many of its nodes are down to renew it",
+                )
             } else {
-                "its validity ran out before a quorum confirmed a renewal"
+                (
+                    LossReason::ValidityRanOut,
+                    "its validity ran out before a quorum confirmed a renewal",
+                )
             };
-            return Extended::Lost((why.to_owned(), tally.reports.clone()));
+            return Extended::Lost(Why::new(reason, why, tally.reports.clone()));
         }
         self.unconfirmed = Some(tally.reports.clone());
         let retry = self
@@ -180,21 +209,18 @@ impl Hold {
             .is_some_and(|end| self.valid_until + drift(self.ttl) >= end)
         {
             let hold = self.max_hold.unwrap_or_default().as_millis();
-            (format!("its max_hold of {hold} ms ran out"), Vec::new())
+            let why = format!("its max_hold of {hold} ms ran out");
+            Why::new(LossReason::MaxHold, why, Vec::new())
         } else if !self.auto_renew {
-            ("its TTL ran out (auto-renew is off)".to_owned(), Vec::new())
+            let why = "its TTL ran out (auto-renew is off)";
+            Why::new(LossReason::ValidityRanOut, why, Vec::new())
         } else if let Some(nodes) = &self.unconfirmed {
-            (
-                "its validity ran out before a quorum confirmed a renewal".to_owned(),
-                nodes.clone(),
-            )
+            let why = "its validity ran out before a quorum confirmed a renewal";
+            Why::new(LossReason::ValidityRanOut, why, nodes.clone())
         } else {
-            (
-                "its validity ran out before it was renewed (the process or its renew thread \
-                 was held up)"
-                    .to_owned(),
-                Vec::new(),
-            )
+            let why = "its validity ran out before it was renewed (the process or its renew \
+                       thread was held up)";
+            Why::new(LossReason::ValidityRanOut, why, Vec::new())
         }
     }
 
@@ -215,11 +241,11 @@ impl Hold {
 
     /// Marks it released; at `now`, `Err(())` when it already was, else why it had been lost
     /// before (if it had).
-    pub(crate) fn release(&mut self, now: Stamp) -> Result<Option<String>, ()> {
+    pub(crate) fn release(&mut self, now: Stamp) -> Result<Option<Why>, ()> {
         if std::mem::replace(&mut self.released, true) {
             return Err(());
         }
-        Ok((self.lost || now >= self.valid_until).then(|| self.why_lost().0))
+        Ok((self.lost || now >= self.valid_until).then(|| self.why_lost()))
     }
 }
 
@@ -279,7 +305,7 @@ mod tests {
         let h = hold(1, MutexOptions::default().with_auto_renew(false));
         assert_eq!(h.next_at(at(0)), at(290));
         assert_eq!(h.due(at(100)), Due::At(at(290)));
-        assert_eq!(h.ran_out().0, "its TTL ran out (auto-renew is off)");
+        assert_eq!(h.ran_out().text, "its TTL ran out (auto-renew is off)");
     }
 
     /// A renewal counts when a quorum confirmed it before the current validity ran out; the
@@ -322,20 +348,22 @@ mod tests {
         let mut h = hold(3, MutexOptions::default());
         let t = tally(&[taken(), taken(), NodeOutcome::Ok]);
         match h.extended(at(100), 300 * MS, &t, at(110), false) {
-            Extended::Lost((why, nodes)) => {
-                assert_eq!(why, "another owner has it (a renewal was refused)");
-                assert_eq!(nodes.len(), 3);
+            Extended::Lost(why) => {
+                assert_eq!(why.text, "another owner has it (a renewal was refused)");
+                assert_eq!(why.reason, LossReason::AnotherOwner);
+                assert_eq!(why.nodes.len(), 3);
             }
             other => panic!("{other:?}"),
         }
         let mut h = hold(1, MutexOptions::default());
         let t = tally(&[NodeOutcome::Missing]);
         match h.extended(at(100), 300 * MS, &t, at(110), false) {
-            Extended::Lost((why, _)) => {
+            Extended::Lost(why) => {
                 assert_eq!(
-                    why,
+                    why.text,
                     "it was gone from Redis when it was renewed (expired or deleted)"
-                )
+                );
+                assert_eq!(why.reason, LossReason::Gone);
             }
             other => panic!("{other:?}"),
         }
@@ -351,7 +379,8 @@ mod tests {
         let mut h = hold(1, MutexOptions::default().with_max_hold(Some(400 * MS)));
         h.valid_until = at(398);
         assert_eq!(h.due(at(395)), Due::At(at(398)));
-        assert_eq!(h.ran_out().0, "its max_hold of 400 ms ran out");
+        assert_eq!(h.ran_out().text, "its max_hold of 400 ms ran out");
+        assert_eq!(h.ran_out().reason, LossReason::MaxHold);
     }
 
     /// Released once; a release after the loss says why it was lost; lost or released, it is
@@ -368,16 +397,16 @@ mod tests {
             Extended::Gone
         );
         let mut h = hold(1, MutexOptions::default());
-        assert!(h.lose(("gone".into(), Vec::new())));
-        assert!(!h.lose(("again".into(), Vec::new())));
+        let gone = Why::new(LossReason::Gone, "gone", Vec::new());
+        assert!(h.lose(gone.clone()));
+        assert!(!h.lose(Why::new(LossReason::Gone, "again", Vec::new())));
         assert!(!h.is_held(at(10)));
-        assert_eq!(h.release(at(10)), Ok(Some("gone".into())));
+        assert_eq!(h.release(at(10)), Ok(Some(gone)));
         // Released after the validity ran out: it had expired.
         let mut h = hold(1, MutexOptions::default().with_auto_renew(false));
-        assert_eq!(
-            h.release(at(300)),
-            Ok(Some("its TTL ran out (auto-renew is off)".into()))
-        );
+        let why = h.release(at(300)).unwrap().unwrap();
+        assert_eq!(why.text, "its TTL ran out (auto-renew is off)");
+        assert_eq!(why.reason, LossReason::ValidityRanOut);
     }
 
     /// A user's extend with another TTL makes later renewals ask for it.
