@@ -25,6 +25,13 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _redmutex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The library's log records go to Python's `logging`, under the logger "redmutex" (its
+    // children name the module: "redmutex.net.node"). Levels are looked up at each record,
+    // not cached, so `logging.getLogger("redmutex").setLevel(...)` takes effect at once; the
+    // library logs only on failure paths, so the GIL this takes costs nothing on the hot path.
+    // Another extension of the process may have taken Rust's one global logger first: then
+    // the records go there.
+    let _ = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::Loggers)?.install();
     m.add_class::<client::Client>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<status::LockStatus>()?;

@@ -84,3 +84,18 @@ def test_a_waiting_thread_is_counted_while_it_waits(redis_server, name):
     s = client.stats()
     assert (s.waiting_now, s.acquired, s.held_now) == (0, 1, 0)
     assert s.wait_seconds.count == 1
+
+
+def test_the_librarys_log_records_reach_python_logging(dead_url, caplog):
+    """A first connection that fails is logged (debug) by the library, under "redmutex"."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="redmutex")
+    client = redmutex.Client(dead_url, connect_timeout=0.1)
+    try:
+        client.lock("logged").acquire(blocking=False)
+    except redmutex.LockError:
+        pass
+    records = [r for r in caplog.records if r.name.startswith("redmutex")]
+    assert any("first connection failed" in r.getMessage() for r in records), caplog.text
+    assert client.stats().failed == 1
