@@ -1251,14 +1251,24 @@ fn stats_prints_what_the_runs_lock_calls_did() {
         .run();
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
-        r.stderr.contains("redmutex: stats acquired=1 refused=0 timed_out=0 interrupted=0 failed=0 lost=0 "),
+        r.stderr.contains(
+            "redmutex: stats acquired=1 refused=0 timed_out=0 interrupted=0 failed=0 lost=0 "
+        ),
         "{r:?}"
     );
     assert!(r.stderr.contains(" held=0."), "{r:?}");
 
     set(&server, "stats", "foreign", Some(30_000));
     let r = Redmutex::new(dir.path(), &urls)
-        .args(["run", "--stats", "--no-wait", "--key", "stats", "--", "true"])
+        .args([
+            "run",
+            "--stats",
+            "--no-wait",
+            "--key",
+            "stats",
+            "--",
+            "true",
+        ])
         .run();
     assert_eq!(r.code, 75, "{r:?}");
     assert!(r.stderr.contains("stats acquired=0 refused=1 "), "{r:?}");

@@ -1,5 +1,6 @@
 //! A server that answers nonsense: every command gets the next of a few replies that no
-//! script of the library returns for what it asked (see `tests/nonsense.rs`).
+//! script of the library returns for what it asked, or, from [`Nonsense::random`], a random
+//! RESP value of a seeded sequence (see `tests/nonsense.rs`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -17,15 +18,32 @@ const REPLIES: [&[u8]; 5] = [
 ];
 
 /// A server on a free loopback port answering every command with the next of `REPLIES`
-/// (one rotation for all its connections); it stops when dropped.
+/// (one rotation for all its connections), or with random RESP values; it stops when dropped.
 pub struct Nonsense {
     port: u16,
     stop: Arc<AtomicBool>,
 }
 
 impl Nonsense {
-    /// Starts it, on a port of its own.
+    /// Starts it, on a port of its own, answering with `REPLIES` in turn.
     pub fn start() -> Nonsense {
+        Nonsense::serving(|n| REPLIES[n % REPLIES.len()].to_vec())
+    }
+
+    /// Starts one that answers the `n`th command (counted over all its connections) with a
+    /// random RESP value drawn from `seed` and `n`: any RESP2 or RESP3 type, nested up to two
+    /// levels, with the integers, strings and errors a script's reply is made of.
+    pub fn random(seed: u64) -> Nonsense {
+        Nonsense::serving(move |n| {
+            let mut rng = Rng(seed ^ (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut out = Vec::new();
+            value(&mut rng, 2, &mut out);
+            out
+        })
+    }
+
+    fn serving(reply: impl Fn(usize) -> Vec<u8> + Send + Sync + 'static) -> Nonsense {
+        let reply = Arc::new(reply);
         let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         listener.set_nonblocking(true).unwrap();
@@ -36,8 +54,8 @@ impl Nonsense {
             while !stopping.load(Ordering::SeqCst) {
                 match listener.accept() {
                     Ok((conn, _)) => {
-                        let next = Arc::clone(&next);
-                        std::thread::spawn(move || serve(conn, &next));
+                        let (next, reply) = (Arc::clone(&next), Arc::clone(&reply));
+                        std::thread::spawn(move || serve(conn, &next, &*reply));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
@@ -58,8 +76,8 @@ impl Drop for Nonsense {
     }
 }
 
-/// Reads commands (RESP arrays of bulk strings) and answers each with the next reply.
-fn serve(conn: TcpStream, next: &AtomicUsize) {
+/// Reads commands (RESP arrays of bulk strings) and answers the `n`th with `reply(n)`.
+fn serve(conn: TcpStream, next: &AtomicUsize, reply: &dyn Fn(usize) -> Vec<u8>) {
     conn.set_nonblocking(false).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
@@ -85,9 +103,85 @@ fn serve(conn: TcpStream, next: &AtomicUsize) {
                 return;
             }
         }
-        let reply = REPLIES[next.fetch_add(1, Ordering::SeqCst) % REPLIES.len()];
-        if out.write_all(reply).is_err() {
+        let reply = reply(next.fetch_add(1, Ordering::SeqCst));
+        if out.write_all(&reply).is_err() {
             return;
+        }
+    }
+}
+
+/// xorshift64: enough randomness for replies, reproducible from a seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<'a>(&mut self, of: &[&'a str]) -> &'a str {
+        of[self.below(of.len() as u64) as usize]
+    }
+}
+
+/// Writes one random RESP value, with aggregates nested at most `depth` more levels.
+fn value(rng: &mut Rng, depth: u32, out: &mut Vec<u8>) {
+    const WORDS: [&str; 6] = ["OK", "ok", "QUEUED", "PONG", "1", "redmutex"];
+    const ERRORS: [&str; 8] = [
+        "ERR nonsense",
+        "NOSCRIPT No matching script",
+        "WRONGTYPE Operation against a key holding the wrong kind of value",
+        "OOM command not allowed",
+        "READONLY You can't write against a read only replica.",
+        "NOPERM this user has no permissions",
+        "BUSY Redis is busy running a script",
+        "LOADING Redis is loading the dataset in memory",
+    ];
+    const INTEGERS: [i64; 9] = [-5, -2, -1, 0, 1, 2, 30_000, i64::MAX, i64::MIN];
+    let kinds = if depth == 0 { 9 } else { 12 };
+    match rng.below(kinds) {
+        0 => out.extend_from_slice(format!("+{}\r\n", rng.pick(&WORDS)).as_bytes()),
+        1 => out.extend_from_slice(format!("-{}\r\n", rng.pick(&ERRORS)).as_bytes()),
+        2 | 3 => {
+            let i = INTEGERS[rng.below(INTEGERS.len() as u64) as usize];
+            out.extend_from_slice(format!(":{i}\r\n").as_bytes());
+        }
+        4 => {
+            let len = rng.below(12) as usize;
+            let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            out.extend_from_slice(format!("${len}\r\n").as_bytes());
+            out.extend_from_slice(&bytes);
+            out.extend_from_slice(b"\r\n");
+        }
+        5 => {
+            let word = rng.pick(&WORDS);
+            out.extend_from_slice(format!("${}\r\n{word}\r\n", word.len()).as_bytes());
+        }
+        6 => out.extend_from_slice(rng.pick(&["$-1\r\n", "*-1\r\n", "_\r\n"]).as_bytes()),
+        7 => out.extend_from_slice(
+            rng.pick(&["#t\r\n", "#f\r\n", ",1.5\r\n", ",-inf\r\n"])
+                .as_bytes(),
+        ),
+        8 => out.extend_from_slice(b"(12345678901234567890\r\n"),
+        9 | 10 => {
+            let n = rng.below(4);
+            out.extend_from_slice(format!("*{n}\r\n").as_bytes());
+            for _ in 0..n {
+                value(rng, depth - 1, out);
+            }
+        }
+        _ => {
+            let n = rng.below(3);
+            out.extend_from_slice(format!("%{n}\r\n").as_bytes());
+            for _ in 0..2 * n {
+                value(rng, depth - 1, out);
+            }
         }
     }
 }

@@ -24,7 +24,7 @@ pub(crate) fn bytes(v: &Value) -> Vec<u8> {
 }
 
 /// A reply as a reader of an error message would write it: `1`, `"text"`, `nil`, `OK`,
-/// `[1, "a"]`, `error ERR …` (other RESP3 types as redis-rs prints them). Bytes that are not UTF-8 are shown with replacement characters;
+/// `[1, "a"]`, `{"a": 1}`, `1.5`, `true`, `error ERR …`. Bytes that are not UTF-8 are shown with replacement characters;
 /// long replies are cut.
 pub(crate) fn shown(v: &Value) -> String {
     const MAX: usize = 200;
@@ -77,9 +77,25 @@ fn render(v: &Value, out: &mut String) {
             }
             out.push(']');
         }
-        other => {
-            let _ = write!(out, "{other:?}");
+        Value::Map(pairs) => {
+            out.push('{');
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                render(k, out);
+                out.push_str(": ");
+                render(v, out);
+            }
+            out.push('}');
         }
+        Value::Attribute { data, .. } => render(data, out),
+        Value::VerbatimString { text, .. } => {
+            let _ = write!(out, "\"{text}\"");
+        }
+        Value::BigNumber(digits) => out.push_str(&String::from_utf8_lossy(digits)),
+        // A type a later redis-rs may add: named, never shown as Rust.
+        _ => out.push_str("a reply of an unknown type"),
     }
 }
 
@@ -105,6 +121,11 @@ mod tests {
             unexpected("WAIT reply", &[]),
             NodeOutcome::Error("no WAIT reply".into())
         );
+        let resp3 = Value::Map(vec![(
+            Value::BulkString(b"a".to_vec()),
+            Value::Array(vec![Value::Double(1.5), Value::BigNumber(b"123".to_vec())]),
+        )]);
+        assert_eq!(shown(&resp3), r#"{"a": [1.5, 123]}"#);
         let long = Value::BulkString(vec![b'x'; 1000]);
         assert!(shown(&long).chars().count() <= 201, "{}", shown(&long));
     }

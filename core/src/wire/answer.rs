@@ -124,6 +124,15 @@ impl fmt::Display for NetError {
             (Failure::TlsUnverified, _) => {
                 write!(f, "TLS certificate verification failed: {}", self.source)
             }
+            // The server's error as it sent it (`BUSY Redis is busy …`, `NOPERM …`), not as
+            // redis-rs names its kind (`"BUSY": …`, `ResponseError: …`, `NoPerm: …`).
+            (Failure::Server | Failure::Auth, _) => {
+                match (self.source.code(), self.source.detail()) {
+                    (Some(code), Some(detail)) => write!(f, "{code} {detail}"),
+                    (Some(code), None) => f.write_str(code),
+                    _ => write!(f, "{}", self.source),
+                }
+            }
             _ => write!(f, "{}", self.source),
         }
     }
