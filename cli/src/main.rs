@@ -122,6 +122,11 @@ enum Cmd {
     Status {
         /// The lock's name (its Redis key).
         key: String,
+        /// Print one JSON object instead: name, held, holder, owner, ttl_ms, fence, shared
+        /// and permits.holders (each a list of {holder, owner, ttl_ms}), permits.limit, and
+        /// servers (a list of {node, server}); a missing value is null.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -287,7 +292,11 @@ fn dispatch(cli: Cli) -> i32 {
             }
             code
         }
-        Cmd::Status { key } => match report::status_lines(&client, &key) {
+        Cmd::Status { key, json } => match if json {
+            report::status_json(&client, &key).map(|line| line + "\n")
+        } else {
+            report::status_lines(&client, &key)
+        } {
             Ok(text) => {
                 print!("{text}");
                 0

@@ -195,39 +195,96 @@ pub fn status_line(st: &LockStatus) -> String {
     }
 }
 
+/// What `redmutex status` reads of one key: the lock (the write side), the shared holds,
+/// the semaphore's permits, and what each node runs.
+struct Gathered {
+    writer: LockStatus,
+    readers: Vec<(Vec<u8>, Duration)>,
+    /// The semaphore's permit count (when set) and its holders.
+    permits: (Option<u32>, Vec<(Vec<u8>, Duration)>),
+    servers: Vec<(String, Option<String>)>,
+}
+
+fn gather(client: &Client, key: &str) -> Result<Gathered, Error> {
+    let rw = client.rwlock(key).status()?;
+    // Any valid count will do for a look; several masters have no semaphores to show.
+    let permits = match client.semaphore(key, 1).status() {
+        Ok(st) => (st.permits, st.holders),
+        Err(e) if e.kind() == ErrorKind::InvalidArgument && client.node_count() > 1 => {
+            (None, Vec::new())
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(Gathered {
+        writer: rw.writer,
+        readers: rw.readers,
+        permits,
+        servers: client
+            .node_names()
+            .into_iter()
+            .zip(client.servers())
+            .collect(),
+    })
+}
+
 /// What `redmutex status KEY` prints: the status line of the lock (the holder of a plain run,
 /// the write side), then the shared holds and the semaphore permits of KEY when there are any,
 /// one line each, and last what each node runs (`server redis://h:6379: Valkey 8.1.8`; not
 /// for a server that would not say).
 pub fn status_lines(client: &Client, key: &str) -> Result<String, Error> {
-    let rw = client.rwlock(key).status()?;
-    let mut out = format!("{}\n", status_line(&rw.writer));
+    let g = gather(client, key)?;
+    let mut out = format!("{}\n", status_line(&g.writer));
     let each = |out: &mut String, holders: &[(Vec<u8>, Duration)]| {
         for (token, ttl) in holders {
             out.push_str(&format!("  {}, {}\n", holder(token), expiry(Some(*ttl))));
         }
     };
-    if !rw.readers.is_empty() {
-        out.push_str(&format!("shared by {}:\n", rw.readers.len()));
-        each(&mut out, &rw.readers);
+    if !g.readers.is_empty() {
+        out.push_str(&format!("shared by {}:\n", g.readers.len()));
+        each(&mut out, &g.readers);
     }
-    // Any valid count will do for a look; several masters have no semaphores to show.
-    match client.semaphore(key, 1).status() {
-        Ok(st) if !st.holders.is_empty() => {
-            let of = st.permits.map_or_else(String::new, |n| format!(" of {n}"));
-            out.push_str(&format!("permits held: {}{of}:\n", st.holders.len()));
-            each(&mut out, &st.holders);
-        }
-        Ok(_) => {}
-        Err(e) if e.kind() == ErrorKind::InvalidArgument && client.node_count() > 1 => {}
-        Err(e) => return Err(e),
+    let (limit, permits) = &g.permits;
+    if !permits.is_empty() {
+        let of = limit.map_or_else(String::new, |n| format!(" of {n}"));
+        out.push_str(&format!("permits held: {}{of}:\n", permits.len()));
+        each(&mut out, permits);
     }
-    for (node, server) in client.node_names().iter().zip(client.servers()) {
+    for (node, server) in &g.servers {
         if let Some(server) = server {
-            out.push_str(&format!("server {node}: {}\n", one_line(&server)));
+            out.push_str(&format!("server {node}: {}\n", one_line(server)));
         }
     }
     Ok(out)
+}
+
+/// What `redmutex status --json KEY` prints: one JSON object (the fields are listed in the
+/// README). Values that are not UTF-8 are shown with replacement characters.
+pub fn status_json(client: &Client, key: &str) -> Result<String, Error> {
+    use serde_json::{Value, json};
+    let g = gather(client, key)?;
+    let hold = |value: &[u8], ttl: Option<Duration>| {
+        json!({
+            "holder": String::from_utf8_lossy(value),
+            "owner": holder(value),
+            "ttl_ms": ttl.map(|t| t.as_millis() as u64),
+        })
+    };
+    let holds = |all: &[(Vec<u8>, Duration)]| -> Vec<Value> {
+        all.iter().map(|(v, t)| hold(v, Some(*t))).collect()
+    };
+    let w = &g.writer;
+    let object = json!({
+        "name": key,
+        "held": w.holder.is_some(),
+        "holder": w.holder.as_deref().map(String::from_utf8_lossy),
+        "owner": w.holder.as_deref().map(holder),
+        "ttl_ms": w.ttl.map(|t| t.as_millis() as u64),
+        "fence": w.fence,
+        "shared": holds(&g.readers),
+        "permits": { "limit": g.permits.0, "holders": holds(&g.permits.1) },
+        "servers": g.servers.iter().map(|(node, server)| json!({"node": node, "server": server})).collect::<Vec<_>>(),
+    });
+    Ok(object.to_string())
 }
 
 /// The conflict line: who holds `key`, for how long.

@@ -1273,3 +1273,72 @@ fn stats_prints_what_the_runs_lock_calls_did() {
     assert_eq!(r.code, 75, "{r:?}");
     assert!(r.stderr.contains("stats acquired=0 refused=1 "), "{r:?}");
 }
+
+/// `status --json`: one JSON object with the documented fields, for the free lock, a foreign
+/// holder, and shared holds.
+#[test]
+fn status_json_prints_one_object_with_the_documented_fields() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    let urls = [server.url()];
+    let status = || {
+        let r = Redmutex::new(dir.path(), &urls)
+            .args(["status", "--json", "js"])
+            .run();
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(r.stdout.lines().count(), 1, "{r:?}");
+        serde_json::from_str::<serde_json::Value>(&r.stdout).unwrap()
+    };
+    let free = status();
+    assert_eq!(free["name"], "js");
+    assert_eq!(free["held"], false);
+    assert!(free["holder"].is_null() && free["owner"].is_null() && free["ttl_ms"].is_null());
+    assert_eq!(free["fence"], 0);
+    assert_eq!(free["shared"], serde_json::json!([]));
+    assert_eq!(
+        free["permits"],
+        serde_json::json!({"limit": null, "holders": []})
+    );
+    assert_eq!(free["servers"][0]["node"], server.url().as_str());
+    assert!(free["servers"][0]["server"].is_string(), "{free}");
+
+    set(
+        &server,
+        "js",
+        "cron on db-2:0123456789abcdef0123456789abcdef",
+        Some(20_000),
+    );
+    let held = status();
+    assert_eq!(held["held"], true);
+    assert_eq!(
+        held["holder"],
+        "cron on db-2:0123456789abcdef0123456789abcdef"
+    );
+    assert_eq!(held["owner"], "cron on db-2");
+    let ttl = held["ttl_ms"].as_u64().unwrap();
+    assert!(ttl > 0 && ttl <= 20_000, "{held}");
+
+    let () = redis::cmd("DEL")
+        .arg("js")
+        .query(&mut server.conn())
+        .unwrap();
+    let log = dir.path().join("log");
+    let run = Redmutex::new(dir.path(), &urls)
+        .args(["run", "--shared", "--key", "js", "--", "sh", "-c", TRAPPING])
+        .spawn();
+    wait_for(&log, "started");
+    let shared = status();
+    assert_eq!(shared["held"], false);
+    let holds = shared["shared"].as_array().unwrap();
+    assert_eq!(holds.len(), 1, "{shared}");
+    assert!(
+        holds[0]["owner"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{}", run.pid())),
+        "{shared}"
+    );
+    assert!(holds[0]["ttl_ms"].as_u64().unwrap() > 0);
+    run.signal(libc::SIGTERM);
+    run.finish();
+}
