@@ -63,6 +63,14 @@ test: deps
 	  ! cargo tree -q -p $$p -e features,no-dev -i redmutex | grep -q 'feature "sim-support"' || \
 	  { echo "$$p turns on redmutex's sim-support feature" >&2; exit 1; }; \
 	done
+	# The `metrics` feature: its facade code, and its test through a test recorder; what
+	# users build by default does not depend on the metrics crate.
+	cargo clippy -p redmutex --features metrics -- -D warnings
+	cargo test -p redmutex-tests --features metrics --test metrics
+	for p in redmutex redmutex-ffi redmutex-py redmutex-cli; do \
+	  ! cargo tree -q -p $$p -e normal | grep -q '^.*metrics v' || \
+	  { echo "$$p depends on the metrics crate by default" >&2; exit 1; }; \
+	done
 	scripts/test-c.sh
 	scripts/test-py.sh
 	scripts/run-examples.sh

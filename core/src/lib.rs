@@ -87,7 +87,7 @@
 //! Dependencies, each for its own job: `redis` for connections, RESP and URL parsing (only its
 //! `script` feature; TLS through `tls-rustls`), `rustls` with the `ring` provider for TLS (no
 //! C toolchain beyond what `ring` needs), `getrandom` for tokens and jitter from the OS
-//! CSPRNG, `rustix` for `CLOCK_BOOTTIME` through a safe call (Linux), `thiserror` for the error type, `log` for what a `Drop` cannot return, and
+//! CSPRNG, `rustix` for `CLOCK_BOOTTIME` through a safe call (Linux), `thiserror` for the error type, `log` for what a `Drop` cannot return, `metrics` (only with the feature of that name) for the client's figures in a metrics exporter, and
 //! `percent-encoding` for the escapes in URL user-info. The library's own locks and condition
 //! variables are std's, not parking_lot's: parking_lot keeps one process-wide table of parked
 //! threads, which a forked child inherits with entries of threads it does not have, and its

@@ -100,7 +100,7 @@ impl Plan {
         {
             self.withdraw(id);
         }
-        counters.acquisition(&taken, may_wait, begun.elapsed());
+        counters.acquisition(self.spec.kind.name(), &taken, may_wait, begun.elapsed());
         taken
     }
 

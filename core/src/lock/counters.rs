@@ -1,6 +1,7 @@
 //! A client's figures as they are counted: atomics only, so that counting costs a lock call
 //! a few uncontended increments and no lock or allocation. [`Counters::snapshot`] copies
-//! them into the public [`ClientStats`].
+//! them into the public [`ClientStats`]. With the `metrics` feature, each figure also goes to
+//! the `metrics` facade as it is counted (see [`facade`]).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -68,6 +69,7 @@ impl Counters {
     /// [`Waiting`] is dropped.
     pub(crate) fn waiting(&self) -> Waiting<'_> {
         self.waiting_now.fetch_add(1, Relaxed);
+        facade::waiting(1.0);
         Waiting(self)
     }
 
@@ -75,32 +77,39 @@ impl Counters {
     /// wait (a refusal is then a wait that ran out).
     pub(crate) fn acquisition<T>(
         &self,
+        kind: &'static str,
         result: &Result<T, TryLockError>,
         waited: bool,
         took: Duration,
     ) {
-        let counter = match result {
+        let (counter, outcome) = match result {
             Ok(_) => {
                 self.wait.observe(took);
-                &self.acquired
+                facade::waited(took);
+                (&self.acquired, "acquired")
             }
-            Err(TryLockError::WouldBlock) if waited => &self.timed_out,
-            Err(TryLockError::WouldBlock) => &self.refused,
-            Err(TryLockError::Error(e)) if e.kind() == ErrorKind::Interrupted => &self.interrupted,
-            Err(TryLockError::Error(_)) => &self.failed,
+            Err(TryLockError::WouldBlock) if waited => (&self.timed_out, "timed_out"),
+            Err(TryLockError::WouldBlock) => (&self.refused, "refused"),
+            Err(TryLockError::Error(e)) if e.kind() == ErrorKind::Interrupted => {
+                (&self.interrupted, "interrupted")
+            }
+            Err(TryLockError::Error(_)) => (&self.failed, "failed"),
         };
         counter.fetch_add(1, Relaxed);
+        facade::acquisition(kind, outcome);
     }
 
     /// A lease begins.
     pub(crate) fn held(&self) {
         self.held_now.fetch_add(1, Relaxed);
+        facade::held(1.0);
     }
 
     /// A lease held for `held` ends: released, or lost for `lost`.
     pub(crate) fn ended(&self, held: Duration, lost: Option<LossReason>) {
         self.held_now.fetch_sub(1, Relaxed);
         self.held.observe(held);
+        facade::ended(held, lost);
         if let Some(why) = lost {
             self.lost[index(why)].fetch_add(1, Relaxed);
         }
@@ -114,6 +123,7 @@ impl Counters {
             &self.renewal_failures
         };
         counter.fetch_add(1, Relaxed);
+        facade::renewal(confirmed);
     }
 
     pub(crate) fn snapshot(&self) -> ClientStats {
@@ -157,7 +167,72 @@ pub(crate) struct Waiting<'a>(&'a Counters);
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.waiting_now.fetch_sub(1, Relaxed);
+        facade::waiting(-1.0);
     }
+}
+
+/// The same figures for the `metrics` crate's facade (with the `metrics` feature; without it,
+/// these do nothing and cost nothing). Names and labels:
+///
+/// - `redmutex_acquisitions_total{kind, outcome}`: `kind` is `mutex`, `semaphore` or `read`,
+///   `outcome` one of `acquired`, `refused`, `timed_out`, `interrupted`, `failed`;
+/// - `redmutex_lost_total{reason}`: `reason` as [`LossReason::name`];
+/// - `redmutex_renewals_total{result}`: `confirmed` or `failed`;
+/// - `redmutex_held` and `redmutex_waiting`: gauges of leases held and calls waiting;
+/// - `redmutex_acquire_wait_seconds` and `redmutex_held_seconds`: histograms.
+///
+/// Gauges count what this process's clients add and take away, so several clients of one
+/// process add up.
+#[cfg(feature = "metrics")]
+mod facade {
+    use std::time::Duration;
+
+    use crate::stats::LossReason;
+
+    pub(super) fn acquisition(kind: &'static str, outcome: &'static str) {
+        metrics::counter!("redmutex_acquisitions_total", "kind" => kind, "outcome" => outcome)
+            .increment(1);
+    }
+
+    pub(super) fn waited(took: Duration) {
+        metrics::histogram!("redmutex_acquire_wait_seconds").record(took.as_secs_f64());
+    }
+
+    pub(super) fn waiting(delta: f64) {
+        metrics::gauge!("redmutex_waiting").increment(delta);
+    }
+
+    pub(super) fn held(delta: f64) {
+        metrics::gauge!("redmutex_held").increment(delta);
+    }
+
+    pub(super) fn ended(held: Duration, lost: Option<LossReason>) {
+        self::held(-1.0);
+        metrics::histogram!("redmutex_held_seconds").record(held.as_secs_f64());
+        if let Some(why) = lost {
+            metrics::counter!("redmutex_lost_total", "reason" => why.name()).increment(1);
+        }
+    }
+
+    pub(super) fn renewal(confirmed: bool) {
+        let result = if confirmed { "confirmed" } else { "failed" };
+        metrics::counter!("redmutex_renewals_total", "result" => result).increment(1);
+    }
+}
+
+/// Without the `metrics` feature: nothing.
+#[cfg(not(feature = "metrics"))]
+mod facade {
+    use std::time::Duration;
+
+    use crate::stats::LossReason;
+
+    pub(super) fn acquisition(_: &'static str, _: &'static str) {}
+    pub(super) fn waited(_: Duration) {}
+    pub(super) fn waiting(_: f64) {}
+    pub(super) fn held(_: f64) {}
+    pub(super) fn ended(_: Duration, _: Option<LossReason>) {}
+    pub(super) fn renewal(_: bool) {}
 }
 
 #[cfg(test)]

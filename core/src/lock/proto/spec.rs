@@ -20,6 +20,17 @@ pub(crate) enum Kind {
     Read,
 }
 
+impl Kind {
+    /// Its name in the client's figures: `mutex`, `semaphore`, `read`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Mutex => "mutex",
+            Kind::Semaphore(_) => "semaphore",
+            Kind::Read => "read",
+        }
+    }
+}
+
 /// Rules that the simulator's negative controls replace with an old or a wrong one, to show
 /// that its checker catches the difference. The library never sets one: every field is
 /// `false` outside the simulator's controls ([`Controls::RIGHT`]).
