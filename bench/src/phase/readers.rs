@@ -20,7 +20,10 @@ const WAITERS: usize = 17;
 
 pub fn run(ctx: &Ctx) -> Result<Phase<()>, String> {
     let url = ctx.url.as_str();
-    let wait = ctx.counts.waiter_wait;
+    // Each case has one thread waiting on Redis, one round per wait cap (2 s, less up to a
+    // quarter at random): a window of a few caps, so that where it cuts the rounds matters
+    // little.
+    let wait = ctx.counts.waiter_wait.max(Duration::from_secs(6));
     progress("waiting cost: 17 writers");
     let writers = commands_per_second(url, "bench:waiting:writers", false, wait)?;
     progress("waiting cost: 1 writer + 16 readers");
@@ -48,7 +51,7 @@ pub fn run(ctx: &Ctx) -> Result<Phase<()>, String> {
 
 /// Holds `name` (a read hold when `readers`, else the write side), lets [`WAITERS`] threads
 /// wait on it (the first a writer, the others readers when `readers`, else writers), and
-/// counts the commands Redis ran per second over `wait` once all of them wait. Then it
+/// counts the commands Redis ran per second over `wait` once their waits have grown. Then it
 /// releases, and every waiter must get in.
 fn commands_per_second(
     url: &str,
@@ -65,7 +68,10 @@ fn commands_per_second(
     let mut info = redis::Client::open(url)
         .and_then(|c| c.get_connection())
         .map_err(|e| e.to_string())?;
-    let patience = wait + Duration::from_secs(10);
+    // Every waiter is blocked, and its waits have grown to the cap (250 + 500 + 1,000 ms,
+    // then waits of 2 s): what a long wait costs.
+    let settle = redmutex::FIRST_WAIT * 16;
+    let patience = settle + wait + Duration::from_secs(10);
     let waiters: Vec<_> = (0..WAITERS)
         .map(|i| {
             let lock = client.rwlock(name).ttl(Duration::from_secs(30));
@@ -77,8 +83,7 @@ fn commands_per_second(
             })
         })
         .collect();
-    // Every waiter is blocked by now, several waits in.
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(settle);
     let before = commands(&mut info)?;
     let started = Instant::now();
     std::thread::sleep(wait);
