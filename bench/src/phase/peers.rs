@@ -81,6 +81,19 @@ pub fn rows(m: &Measured, notes: &mut Notes) -> Vec<Row> {
                 Row::latency(format!("{}: PING (Python context)", e.label), s.clone())
                     .result("Python client's own round trip"),
             ),
+            Ok(s) if e.name == "redmutex-py" => {
+                let x = s.median() as f64 / m.unc.redmutex1.median().max(1) as f64;
+                let mark = if x <= 1.2 { Mark::Pass } else { Mark::Miss };
+                rows.push(
+                    Row::latency(format!("{}: uncontended, 1 node", e.label), s.clone())
+                        .result(format!(
+                            "{} the Rust 1-node row (on Python's main thread, where Ctrl-C \
+                             works)",
+                            fmt_ratio(x)
+                        ))
+                        .target("≤ 1.2× the Rust row", mark),
+                );
+            }
             Ok(s) => rows.push(Row::latency(
                 format!("{}: uncontended, 1 node", e.label),
                 s.clone(),
