@@ -213,16 +213,10 @@ fn python_case(ctx: &Ctx, py: &Python, locks: usize) -> Result<Measured, String>
 /// and Redis's counters read here, as for the Rust threads.
 fn c_case(ctx: &Ctx, prog: &CProgram, locks: usize) -> Result<Measured, String> {
     let url = ctx.url.as_str();
-    let holder = Client::open(url).map_err(|e| e.to_string())?;
-    let held = (0..locks)
-        .map(|i| {
-            holder
-                .mutex(format!("bench:fleet:c:{locks}:{i}"))
-                .ttl(Duration::from_secs(60))
-                .lock()
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("holding the C fleet's locks: {e}"))?;
+    let names: Vec<String> = (0..locks)
+        .map(|i| format!("bench:fleet:c:{locks}:{i}"))
+        .collect();
+    let held = hold(url, &names)?;
     let patience = ctx.counts.waiter_wait + Duration::from_secs(60);
     let mut child = prog
         .fleet(url, THREADS, locks, patience)
@@ -236,15 +230,7 @@ fn c_case(ctx: &Ctx, prog: &CProgram, locks: usize) -> Result<Measured, String> 
         let _ = child.wait();
         return Err(format!("the C program said {line:?}, not ready"));
     }
-    let mut info = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .map_err(|e| e.to_string())?;
-    std::thread::sleep(redmutex::FIRST_WAIT * 16);
-    let before = stats(&mut info)?;
-    let begun = Instant::now();
-    std::thread::sleep(ctx.counts.waiter_wait);
-    let after = stats(&mut info)?;
-    let window = begun.elapsed();
+    let watched = watch(ctx)?;
     let released = mono_ns();
     drop(held);
     line.clear();
@@ -258,14 +244,7 @@ fn c_case(ctx: &Ctx, prog: &CProgram, locks: usize) -> Result<Measured, String> 
     }
     let released = u64::try_from(released).unwrap_or(0);
     let last = v["last_ns"].as_u64().unwrap_or(released);
-    Ok(Measured {
-        commands_per_second: (after.commands - before.commands - 1) as f64 / window.as_secs_f64(),
-        opened: after.received - before.received,
-        blocked: after.blocked,
-        open: after.connected,
-        window,
-        all_in: Duration::from_nanos(last.saturating_sub(released)),
-    })
+    Ok(watched.measured(Duration::from_nanos(last.saturating_sub(released))))
 }
 
 /// `PROCESSES` runs of `redmutex run --wait … -- true` wait on a held lock; measured like the
@@ -273,12 +252,7 @@ fn c_case(ctx: &Ctx, prog: &CProgram, locks: usize) -> Result<Measured, String> 
 fn processes(ctx: &Ctx, cli: &PathBuf) -> Result<Measured, String> {
     let url = ctx.url.as_str();
     let name = "bench:fleet:run";
-    let holder = Client::open(url).map_err(|e| e.to_string())?;
-    let held = holder
-        .mutex(name)
-        .ttl(Duration::from_secs(60))
-        .lock()
-        .map_err(|e| format!("holding the processes' lock: {e}"))?;
+    let held = hold(url, &[name.to_owned()])?;
     let patience = ctx.counts.waiter_wait + Duration::from_secs(60);
     let patience = format!("{}ms", patience.as_millis());
     let mut runs: Vec<Child> = Vec::with_capacity(PROCESSES);
@@ -301,16 +275,7 @@ fn processes(ctx: &Ctx, cli: &PathBuf) -> Result<Measured, String> {
             }
         }
     }
-    let mut info = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .map_err(|e| e.to_string())?;
-    // As for the threads: every run has connected and its waits have grown to the cap.
-    std::thread::sleep(redmutex::FIRST_WAIT * 16);
-    let before = stats(&mut info)?;
-    let begun = Instant::now();
-    std::thread::sleep(ctx.counts.waiter_wait);
-    let after = stats(&mut info)?;
-    let window = begun.elapsed();
+    let watched = watch(ctx)?;
     let released = Instant::now();
     drop(held);
     let mut failed = 0;
@@ -326,14 +291,7 @@ fn processes(ctx: &Ctx, cli: &PathBuf) -> Result<Measured, String> {
             "{failed} of {PROCESSES} `redmutex run` waiters did not run their command"
         ));
     }
-    Ok(Measured {
-        commands_per_second: (after.commands - before.commands - 1) as f64 / window.as_secs_f64(),
-        opened: after.received - before.received,
-        blocked: after.blocked,
-        open: after.connected,
-        window,
-        all_in,
-    })
+    Ok(watched.measured(all_in))
 }
 
 fn measure(ctx: &Ctx, label: &str, locks: usize) -> Result<Measured, String> {
@@ -341,12 +299,7 @@ fn measure(ctx: &Ctx, label: &str, locks: usize) -> Result<Measured, String> {
     let names: Vec<String> = (0..locks)
         .map(|i| format!("bench:fleet:{locks}:{i}"))
         .collect();
-    let holder = Client::open(url).map_err(|e| e.to_string())?;
-    let held = names
-        .iter()
-        .map(|n| holder.mutex(n.as_str()).ttl(Duration::from_secs(60)).lock())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("holding the fleet's locks: {e}"))?;
+    let held = hold(url, &names)?;
     let client = Client::open(url).map_err(|e| e.to_string())?;
     let started = Arc::new(Barrier::new(THREADS + 1));
     let granted = Arc::new(Mutex::new(Vec::with_capacity(THREADS)));
@@ -367,17 +320,7 @@ fn measure(ctx: &Ctx, label: &str, locks: usize) -> Result<Measured, String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     started.wait();
-    let mut info = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .map_err(|e| e.to_string())?;
-    // Every thread has made its first round, and its waits have grown to the cap (250 +
-    // 500 + 1,000 ms, then waits of 2 s): what a long wait costs.
-    std::thread::sleep(redmutex::FIRST_WAIT * 16);
-    let before = stats(&mut info)?;
-    let begun = Instant::now();
-    std::thread::sleep(ctx.counts.waiter_wait);
-    let after = stats(&mut info)?;
-    let window = begun.elapsed();
+    let watched = watch(ctx)?;
     let released = Instant::now();
     drop(held);
     for t in threads {
@@ -386,15 +329,60 @@ fn measure(ctx: &Ctx, label: &str, locks: usize) -> Result<Measured, String> {
             .map_err(|e| format!("a fleet waiter {label} did not get its lock: {e}"))?;
     }
     let last = granted.lock().unwrap().iter().max().copied();
-    Ok(Measured {
-        // Less the `INFO` that ends the window.
-        commands_per_second: (after.commands - before.commands - 1) as f64 / window.as_secs_f64(),
-        opened: after.received - before.received,
-        blocked: after.blocked,
-        open: after.connected,
-        window,
-        all_in: last.map_or(Duration::ZERO, |l| l.saturating_duration_since(released)),
+    Ok(watched.measured(last.map_or(Duration::ZERO, |l| l.saturating_duration_since(released))))
+}
+
+/// Holds `names` for a minute each, through a client of their own.
+fn hold(url: &str, names: &[String]) -> Result<Vec<redmutex::MutexGuard>, String> {
+    let holder = Client::open(url).map_err(|e| e.to_string())?;
+    names
+        .iter()
+        .map(|n| holder.mutex(n.as_str()).ttl(Duration::from_secs(60)).lock())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("holding the fleet's locks: {e}"))
+}
+
+/// Redis's counters over one window of waiting, with the waits grown.
+struct Watched {
+    before: Stats,
+    after: Stats,
+    window: Duration,
+}
+
+/// Once every waiter has made its first round and its waits have grown to the cap (250 +
+/// 500 + 1,000 ms, then waits of 2 s): Redis's counters over `ctx.counts.waiter_wait`, what a
+/// long wait costs.
+fn watch(ctx: &Ctx) -> Result<Watched, String> {
+    let mut info = redis::Client::open(ctx.url.as_str())
+        .and_then(|c| c.get_connection())
+        .map_err(|e| e.to_string())?;
+    std::thread::sleep(redmutex::FIRST_WAIT * 16);
+    let before = stats(&mut info)?;
+    let begun = Instant::now();
+    std::thread::sleep(ctx.counts.waiter_wait);
+    let after = stats(&mut info)?;
+    Ok(Watched {
+        before,
+        after,
+        window: begun.elapsed(),
     })
+}
+
+impl Watched {
+    /// What the case measured, with `all_in` from the release to the last grant.
+    fn measured(self, all_in: Duration) -> Measured {
+        let (before, after) = (self.before, self.after);
+        Measured {
+            // Less the `INFO` that ends the window.
+            commands_per_second: (after.commands - before.commands - 1) as f64
+                / self.window.as_secs_f64(),
+            opened: after.received - before.received,
+            blocked: after.blocked,
+            open: after.connected,
+            window: self.window,
+            all_in,
+        }
+    }
 }
 
 /// Redis's counters at one moment.

@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 use super::calls::release_call;
 use super::clock::{Reading, Stamp};
 use super::lease::Lease;
+use super::proto::hold::refusal;
 use super::proto::release::ReleaseRound;
 use super::renew::{Renewable, Renewal, extension_round, fire};
 use super::scripts::only_to;
 use super::tally::Tally;
 use super::token;
-use crate::error::{Error, ErrorKind, NodeOutcome, NodeReport};
+use crate::error::{Error, ErrorKind, NodeReport};
 use crate::net::{self, Enough};
 use crate::options::check_ttl;
 use crate::process;
-use crate::stats::LossReason;
 
 impl Lease {
     /// Releases on every node; used by `unlock` and `Drop`.
@@ -49,15 +49,7 @@ impl Lease {
         self.end(match &lost {
             Some(why) => Some(why.reason),
             // Found lost by the release itself.
-            None if refused
-                && tally
-                    .reports
-                    .iter()
-                    .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. })) =>
-            {
-                Some(LossReason::AnotherOwner)
-            }
-            None if refused => Some(LossReason::Gone),
+            None if refused => Some(refusal(&tally)),
             None => None,
         });
         // Bookkeeping after the release is sent: a waiter's wake-up does not wait for it (no

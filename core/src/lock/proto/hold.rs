@@ -30,6 +30,20 @@ impl Why {
     }
 }
 
+/// Why nodes refused a renewal or a release of ours: another owner's token was in the key
+/// (on any of them), or the key was gone.
+pub(crate) fn refusal(tally: &Tally) -> LossReason {
+    let taken = tally
+        .reports
+        .iter()
+        .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. }));
+    if taken {
+        LossReason::AnotherOwner
+    } else {
+        LossReason::Gone
+    }
+}
+
 /// One lease's state.
 pub(crate) struct Hold {
     /// On the lease clock: it keeps running while the machine is suspended.
@@ -165,20 +179,17 @@ impl Hold {
         // node that refuses the connection may be restarting with the key on disk: it is
         // asked again within the validity, like a slow one.
         if tally.refused > n - quorum || now >= self.valid_until {
-            let taken = tally
-                .reports
-                .iter()
-                .any(|r| matches!(r.outcome, NodeOutcome::Taken { .. }));
-            let (reason, why) = if tally.refused > n - quorum && taken {
-                (
-                    LossReason::AnotherOwner,
-                    "another owner has it (a renewal was refused)",
-                )
-            } else if tally.refused > n - quorum {
-                (
-                    LossReason::Gone,
-                    "it was gone from Redis when it was renewed (expired or deleted)",
-                )
+            let (reason, why) = if tally.refused > n - quorum {
+                match refusal(tally) {
+                    LossReason::AnotherOwner => (
+                        LossReason::AnotherOwner,
+                        "another owner has it (a renewal was refused)",
+                    ),
+                    _ => (
+                        LossReason::Gone,
+                        "it was gone from Redis when it was renewed (expired or deleted)",
+                    ),
+                }
             } else if tally.down > n - quorum {
                 (
                     LossReason::NodesDown,
