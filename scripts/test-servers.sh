@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Longest first, so that the last ones to finish are short.
-SUITES=(cluster redlock core sentinel semaphore rwlock hardening handoff servers security fences)
+SUITES=(cluster redlock core sentinel semaphore rwlock hardening handoff servers security fences operate)
 JOBS=${SERVERS_JOBS:-1}
 
 scripts/servers.sh install

@@ -190,6 +190,45 @@ impl Keys {
     }
 }
 
+/// The endings of companion keys (see [`Keys::new`] and [`Keys::for_semaphore`]).
+const COMPANIONS: [&str; 9] = [
+    ":fence",
+    ":wake",
+    ":waitq",
+    ":readers",
+    ":readq",
+    ":holders",
+    ":permits",
+    ":semwake",
+    ":semwaitq",
+];
+
+impl Keys {
+    /// The lock name that `key` is a companion key of, or `None` for any other key: the
+    /// name whose companion prefix (see [`companion_prefix`]) is what comes before the
+    /// ending, checked by deriving the prefix again.
+    pub(crate) fn name_of_companion(key: &[u8]) -> Option<Vec<u8>> {
+        let ending = COMPANIONS.iter().find(|c| key.ends_with(c.as_bytes()))?;
+        let prefix = &key[..key.len() - ending.len()];
+        let wrapped = prefix.strip_prefix(b"{").and_then(|p| p.strip_suffix(b"}"));
+        let after_tag = prefix
+            .windows(2)
+            .position(|w| w == b"}:")
+            .map(|at| &prefix[at + 2..]);
+        // `{x}:fence` is also the fence of the name `{x}` (its own hash tag makes it its
+        // prefix): the plain name `x` is read first, as the likelier.
+        [wrapped, after_tag, Some(prefix)]
+            .into_iter()
+            .flatten()
+            .find(|name| {
+                !name.is_empty()
+                    && name.len() <= crate::MAX_NAME_LEN
+                    && companion_prefix(name) == prefix
+            })
+            .map(<[u8]>::to_vec)
+    }
+}
+
 /// The part that companion keys start with: the name itself when it already has a hash tag,
 /// `{name}` when wrapping it makes the name the tag, and otherwise a short tag chosen to land
 /// in the same slot (a name with a stray `}` but no valid tag).
@@ -253,5 +292,24 @@ mod tests {
             }
         }
         assert!(Keys::for_semaphore(Vec::new()).wake.is_empty());
+        for name in names {
+            let (k, s) = (Keys::new(name), Keys::for_semaphore(name.to_vec()));
+            for c in [
+                &k.fence, &k.wake, &k.waiters, &k.readers, &k.readq, &k.holders, &k.permits,
+                &s.wake, &s.waiters,
+            ] {
+                assert_eq!(Keys::name_of_companion(c).as_deref(), Some(name), "{c:?}");
+            }
+            assert_eq!(Keys::name_of_companion(name), None, "{name:?}");
+        }
+        for other in [
+            &b"{job}"[..],
+            b"job:fence:x",
+            b"{}:fence",
+            b":fence",
+            b"x:fence",
+        ] {
+            assert_eq!(Keys::name_of_companion(other), None, "{other:?}");
+        }
     }
 }

@@ -262,6 +262,29 @@ impl Cluster {
         }
     }
 
+    /// One slot served by each master, asking the cluster first when the map is missing or
+    /// stale: a request keyed to it reaches that master (a `SCAN` of every master's keys).
+    pub(crate) fn master_slots(&self, deadline: Instant) -> Result<Vec<u16>, NetError> {
+        let (known, due) = {
+            let map = self.map.read();
+            (!map.masters.is_empty(), map.stale || map.asked.is_none())
+        };
+        if !known || due {
+            let refreshed = self.refresh(deadline);
+            if !known {
+                refreshed?;
+            }
+        }
+        let map = self.map.read();
+        let mut first: Vec<Option<u16>> = vec![None; map.masters.len()];
+        for (slot, &at) in (0u16..).zip(&map.owners) {
+            if let Some(f) = first.get_mut(usize::from(at)) {
+                f.get_or_insert(slot);
+            }
+        }
+        Ok(first.into_iter().flatten().collect())
+    }
+
     /// Says that a request failed in a way that suggests the map is out of date.
     pub(crate) fn mark_stale(&self) {
         self.map.write().stale = true;

@@ -185,6 +185,15 @@ impl Node {
         hub::forget(&self.hub, key);
     }
 
+    /// Where a request about every key goes (a `SCAN`): nowhere in particular for one
+    /// server (`None`), one slot of each master for a cluster.
+    pub(crate) fn servers_by_slot(&self, deadline: Instant) -> Result<Vec<Option<u16>>, NetError> {
+        match &self.kind {
+            Kind::Single(_) => Ok(vec![None]),
+            Kind::Cluster(c) => Ok(c.master_slots(deadline)?.into_iter().map(Some).collect()),
+        }
+    }
+
     /// Where requests about keys in `slot` go, resolved before `deadline`.
     pub(crate) fn endpoint(&self, slot: u16, deadline: Instant) -> Result<Arc<Endpoint>, NetError> {
         match &self.kind {
