@@ -6,6 +6,7 @@
 
 mod duration;
 mod hold;
+mod operate;
 mod report;
 mod run;
 mod sys;
@@ -128,7 +129,44 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// List every lock held or waited for whose name matches PATTERN: one line each with
+    /// its kind (exclusive, read, permit, or waited when nobody holds it), last fence,
+    /// waiters, and holders with their time left ("on 2 of 3 nodes" when Redlock nodes
+    /// disagree). Found by a SCAN (never KEYS) of every server, each master of a cluster.
+    #[command(after_help = LIST_HELP)]
+    List {
+        /// A Redis glob pattern of lock names (*, ?, [a-z], \\x).
+        #[arg(default_value = "*")]
+        pattern: String,
+        /// Print one JSON object per lock and line instead: name, kind, holds (each
+        /// {kind, holder, owner, ttl_ms, nodes}), fence, waiters, nodes, disagree.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Break a stuck lock: remove every hold of KEY, whoever has it (needs --force). The
+    /// fence counter is kept, so later fences stay larger, and the waiters are woken. A
+    /// holder still running learns of it only at its next renewal: until then two run at once.
+    Unlock {
+        /// The lock's name (its Redis key).
+        key: String,
+        /// Really remove the holds; without it nothing is changed.
+        #[arg(long)]
+        force: bool,
+        /// Print one JSON object instead: name, and removed (each {kind, holder, owner,
+        /// ttl_ms, nodes}).
+        #[arg(long)]
+        json: bool,
+    },
 }
+
+const LIST_HELP: &str = "\
+Example:
+  $ redmutex list 'invoice:*'
+  NAME             KIND       FENCE  WAITERS  HOLDERS
+  invoice:nightly  exclusive    118        2  billing-1:4242 (27.3s)
+
+A mutex with fencing off, held while nobody waits, leaves no key but its own: ask
+`redmutex status NAME` for it.";
 
 #[derive(Args)]
 struct RunArgs {
@@ -219,7 +257,7 @@ fn dispatch(cli: Cli) -> i32 {
                 return EXIT_OSERR;
             }
         },
-        Cmd::Status { .. } => None,
+        Cmd::Status { .. } | Cmd::List { .. } | Cmd::Unlock { .. } => None,
     };
     let urls = if cli.urls.is_empty() {
         from_env()
@@ -292,20 +330,42 @@ fn dispatch(cli: Cli) -> i32 {
             }
             code
         }
-        Cmd::Status { key, json } => match if json {
+        Cmd::Status { key, json } => printed(if json {
             report::status_json(&client, &key).map(|line| line + "\n")
         } else {
             report::status_lines(&client, &key)
-        } {
-            Ok(text) => {
-                print!("{text}");
-                0
+        }),
+        Cmd::List { pattern, json } => printed(if json {
+            operate::list_json(&client, &pattern)
+        } else {
+            operate::list_lines(&client, &pattern)
+        }),
+        Cmd::Unlock { key, force, json } => {
+            if !force {
+                fail(format!(
+                    "not removing the holds of {}: add --force if its holder is gone for good \
+                     (a holder still running would run beside the next one until its next \
+                     renewal); `redmutex status` shows who holds it",
+                    report::one_line(&key)
+                ));
+                return EXIT_USAGE;
             }
-            Err(e) => {
-                fail(report::describe(&e));
-                report::exit_code(&e)
-            }
-        },
+            printed(operate::unlock_lines(&client, &key, json))
+        }
+    }
+}
+
+/// Prints what a command found, or its error in one line; the exit code.
+fn printed(text: Result<String, redmutex::Error>) -> i32 {
+    match text {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(e) => {
+            fail(report::describe(&e));
+            report::exit_code(&e)
+        }
     }
 }
 
