@@ -113,7 +113,14 @@ impl Client {
     /// # }
     /// ```
     pub fn stats(&self) -> ClientStats {
-        self.inner.counters.snapshot()
+        let mut stats = self.inner.counters.snapshot();
+        stats.connections = self
+            .inner
+            .nodes
+            .iter()
+            .map(|n| n.open_connections())
+            .collect();
+        stats
     }
 
     /// The nodes' addresses, without credentials.
@@ -168,6 +175,7 @@ pub struct ClientBuilder {
     tls_ca_cert: Option<Vec<u8>>,
     require_noeviction: bool,
     on_warning: Option<Warn>,
+    prefix_label: Option<u8>,
 }
 
 /// One voter as the builder was given it.
@@ -232,6 +240,7 @@ impl std::fmt::Debug for ClientBuilder {
             )
             .field("require_noeviction", &self.require_noeviction)
             .field("on_warning", &self.on_warning.as_ref().map(|_| "…"))
+            .field("prefix_label", &self.prefix_label)
             .finish()
     }
 }
@@ -398,6 +407,17 @@ impl ClientBuilder {
         self
     }
 
+    /// With the `metrics` feature: `redmutex_acquisitions_total` also carries a `prefix`
+    /// label, the lock name up to its first `separator` byte (`invoice` for
+    /// `invoice:2026-12-06` with `b':'`), or the whole name when it has none. For names whose
+    /// first part is a small, fixed set; a name that starts with an id would give a series
+    /// per id.
+    #[cfg(feature = "metrics")]
+    pub fn metrics_prefix_label(mut self, separator: u8) -> Self {
+        self.prefix_label = Some(separator);
+        self
+    }
+
     /// Checks the settings and makes the client; no I/O happens here.
     ///
     /// # Errors
@@ -442,12 +462,10 @@ impl ClientBuilder {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Client {
-            inner: Arc::new(Voters::new(
-                nodes,
-                self.node_timeout,
-                connect_timeout,
-                self.owner,
-            )),
+            inner: Arc::new(
+                Voters::new(nodes, self.node_timeout, connect_timeout, self.owner)
+                    .with_prefix_label(self.prefix_label),
+            ),
         })
     }
 }

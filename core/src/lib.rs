@@ -124,7 +124,7 @@ pub use operate::MAX_PATTERN_LEN;
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use sentinel_master::SentinelMaster;
-pub use stats::{ClientStats, HISTOGRAM_BOUNDS, Histogram, LossReason, LostBy};
+pub use stats::{ByKind, ClientStats, HISTOGRAM_BOUNDS, Histogram, LossReason, LostBy, Outcomes};
 pub use wake::wake_on;
 #[cfg(feature = "sim-support")]
 #[doc(hidden)]

@@ -114,6 +114,50 @@ impl LostBy {
     }
 }
 
+/// How one kind of lock's acquisition calls ended: each call in exactly one field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Outcomes {
+    /// Granted.
+    pub acquired: u64,
+    /// Refused at once (`WouldBlock` from a call that did not wait).
+    pub refused: u64,
+    /// Their wait ran out (`WouldBlock` from a call that waited).
+    pub timed_out: u64,
+    /// Ended by their interrupt check or wake-up descriptor.
+    pub interrupted: u64,
+    /// Failed with an error.
+    pub failed: u64,
+}
+
+/// Acquisition calls by kind of lock ([`ClientStats::by_kind`]); they add up to the totals
+/// of [`ClientStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ByKind {
+    /// Mutexes, and the write side of read-write locks (one kind of hold).
+    pub mutex: Outcomes,
+    /// Semaphore permits.
+    pub semaphore: Outcomes,
+    /// Read holds of read-write locks.
+    pub read: Outcomes,
+}
+
+impl ByKind {
+    /// The three kinds added up.
+    pub fn total(&self) -> Outcomes {
+        let all = [self.mutex, self.semaphore, self.read];
+        let sum = |f: fn(&Outcomes) -> u64| all.iter().map(f).sum();
+        Outcomes {
+            acquired: sum(|o| o.acquired),
+            refused: sum(|o| o.refused),
+            timed_out: sum(|o| o.timed_out),
+            interrupted: sum(|o| o.interrupted),
+            failed: sum(|o| o.failed),
+        }
+    }
+}
+
 /// What one client's locks (every kind: mutexes, semaphores, read-write locks) did since the
 /// client was opened, and what they hold and wait for now: [`Client::stats`].
 ///
@@ -140,6 +184,11 @@ pub struct ClientStats {
     /// Acquisitions that failed with an error: no quorum, no connection, a bad argument the
     /// server refused, …
     pub failed: u64,
+    /// The same acquisitions, by kind of lock.
+    pub by_kind: ByKind,
+    /// Acquisitions granted after waiting for a release (hand-offs received): woken by a
+    /// release, or finding the lock free when a wait ended.
+    pub handoffs: u64,
     /// Held locks lost (not released by their owner first), whatever the reason.
     pub lost: u64,
     /// The same, by reason.
@@ -157,4 +206,12 @@ pub struct ClientStats {
     pub wait_seconds: Histogram,
     /// For every lease that ended (released or lost), how long it was held.
     pub held_seconds: Histogram,
+    /// For every renewal the renew thread sent, how late it was against its schedule: the
+    /// renew thread falling behind (a busy process, too many leases per client) is the
+    /// first sign of trouble, long before a lease runs out.
+    pub renewal_lag_seconds: Histogram,
+    /// Connections open now to each node, in the order of
+    /// [`Client::node_names`](crate::Client::node_names) (a cluster's counts every master;
+    /// the pool's idle ones, those in use and the shared waiting one).
+    pub connections: Vec<u64>,
 }

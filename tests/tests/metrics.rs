@@ -114,11 +114,51 @@ fn figures_reach_the_facade_under_their_names_without_lock_names() {
     };
     assert_eq!(histogram("redmutex_acquire_wait_seconds"), 3);
     assert_eq!(histogram("redmutex_held_seconds"), 3);
+    assert!(histogram("redmutex_renewal_lag_seconds") >= 1);
+    assert!(!got.contains_key(&("redmutex_handoffs_total".to_owned(), Vec::new())));
+
+    // Labelled by the name's first part, when asked: one more client, its own series.
+    let prefixed = Client::builder()
+        .node(server.url())
+        .metrics_prefix_label(b':')
+        .build()
+        .unwrap();
+    prefixed
+        .mutex("billing:2026-12-06")
+        .try_lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    prefixed
+        .mutex("nocolon")
+        .try_lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let got = recorded(&snapshotter);
+    let counter = |name: &str, l: &[(&str, &str)]| match got.get(&(name.to_owned(), labels(l))) {
+        Some(DebugValue::Counter(n)) => *n,
+        other => panic!("{name} {l:?}: {other:?}\nall: {:#?}", got.keys()),
+    };
+    for prefix in ["billing", "nocolon"] {
+        assert_eq!(
+            counter(
+                acquisitions,
+                &[
+                    ("kind", "mutex"),
+                    ("outcome", "acquired"),
+                    ("prefix", prefix)
+                ]
+            ),
+            1
+        );
+    }
 
     for (name, labels) in got.keys() {
         assert!(name.starts_with("redmutex_"), "{name}");
         for (k, v) in labels {
             assert!(!v.contains("lock-name") && k != "name", "{name}: {k}={v}");
+            assert!(!v.contains("2026"), "only the prefix: {name}: {k}={v}");
         }
     }
 }

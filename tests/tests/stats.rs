@@ -89,6 +89,86 @@ fn a_waiting_thread_is_counted_while_it_waits() {
     let s = client.stats();
     assert_eq!((s.waiting_now, s.acquired, s.held_now), (0, 1, 0));
     assert!(s.wait_seconds.sum > 0.0);
+    assert_eq!(s.handoffs, 1, "granted after waiting for the release");
+    assert_eq!(holder.stats().handoffs, 0, "granted at once");
+}
+
+#[test]
+fn each_kind_is_counted_apart_and_adds_up() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let m = client.mutex("stats:kind-m").ttl(LONG).try_lock().unwrap();
+    assert!(client.mutex("stats:kind-m").try_lock().is_err());
+    let w = client.rwlock("stats:kind-rw").ttl(LONG);
+    let r = w.try_read().unwrap();
+    assert!(w.try_write().is_err(), "read held: the writer is refused");
+    let p = client
+        .semaphore("stats:kind-s", 1)
+        .ttl(LONG)
+        .try_acquire()
+        .unwrap();
+    assert!(
+        client
+            .semaphore("stats:kind-s", 1)
+            .try_acquire_for(Duration::from_millis(50))
+            .is_err()
+    );
+    let s = client.stats();
+    let k = &s.by_kind;
+    assert_eq!(
+        (k.mutex.acquired, k.mutex.refused),
+        (1, 2),
+        "a writer is a mutex: {k:?}"
+    );
+    assert_eq!((k.read.acquired, k.read.refused), (1, 0));
+    assert_eq!((k.semaphore.acquired, k.semaphore.timed_out), (1, 1));
+    let total = k.total();
+    assert_eq!(
+        (total.acquired, total.refused, total.timed_out),
+        (s.acquired, s.refused, s.timed_out)
+    );
+    assert_eq!(s.acquired, 3);
+    drop((m, r, p));
+}
+
+/// Every connection the client has open to the server is counted, the pooled ones and the
+/// one blocked in a wait; the server counts the same.
+#[test]
+fn open_connections_are_counted_as_the_server_counts_them() {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    assert_eq!(
+        client.stats().connections,
+        [0],
+        "no I/O before the first call"
+    );
+    let held = client.mutex("stats:conns").ttl(LONG).lock().unwrap();
+    let waiter = client.clone();
+    let wait = std::thread::spawn(move || {
+        waiter
+            .mutex("stats:conns")
+            .try_lock_for(LONG)
+            .map(|g| g.unlock())
+    });
+    stats_until(&client, |s| s.waiting_now == 1);
+    let mut conn = server.conn();
+    let same = wait_until(Duration::from_secs(10), || {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut conn).unwrap();
+        let on_server: u64 = info
+            .lines()
+            .find_map(|l| l.strip_prefix("connected_clients:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap();
+        // The test's own connection is the server's one more.
+        client.stats().connections == [on_server - 1]
+    });
+    assert!(same, "{:?}", client.stats().connections);
+    assert!(
+        client.stats().connections[0] >= 1,
+        "the blocked one at least"
+    );
+    held.unlock().unwrap();
+    wait.join().unwrap().unwrap().unwrap();
 }
 
 #[test]
@@ -105,6 +185,9 @@ fn renewals_are_counted() {
     assert!(s.renewals >= 2, "{s:?}");
     assert_eq!(s.renewal_failures, 0);
     guard.unlock().unwrap();
+    // Each renewal sent is measured against its schedule.
+    let s = client.stats();
+    assert_eq!(s.renewal_lag_seconds.count, s.renewals + s.renewal_failures);
 }
 
 /// One loss for each reason, each counted under its own.

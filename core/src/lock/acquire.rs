@@ -100,7 +100,13 @@ impl Plan {
         {
             self.withdraw(id);
         }
-        counters.acquisition(self.spec.kind.name(), &taken, may_wait, begun.elapsed());
+        counters.acquisition(
+            (self.spec.kind, &self.spec.keys.lock),
+            &taken,
+            may_wait,
+            call.has_waited(),
+            begun.elapsed(),
+        );
         taken
     }
 

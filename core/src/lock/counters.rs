@@ -6,8 +6,11 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use super::proto::Kind;
 use crate::error::{ErrorKind, TryLockError};
-use crate::stats::{ClientStats, HISTOGRAM_BOUNDS, Histogram, LossReason, LostBy};
+use crate::stats::{
+    ByKind, ClientStats, HISTOGRAM_BOUNDS, Histogram, LossReason, LostBy, Outcomes,
+};
 
 const BUCKETS: usize = HISTOGRAM_BOUNDS.len() + 1;
 
@@ -50,11 +53,10 @@ impl Buckets {
 /// One client's counters, kept in its [`Voters`](super::voters::Voters).
 #[derive(Default)]
 pub(crate) struct Counters {
-    acquired: AtomicU64,
-    refused: AtomicU64,
-    timed_out: AtomicU64,
-    interrupted: AtomicU64,
-    failed: AtomicU64,
+    /// Each kind's acquisitions (mutex, semaphore, read; see [`kind_index`]) by outcome
+    /// (acquired, refused, timed out, interrupted, failed).
+    by_kind: [[AtomicU64; 5]; 3],
+    handoffs: AtomicU64,
     lost: [AtomicU64; LossReason::ALL.len()],
     renewals: AtomicU64,
     renewal_failures: AtomicU64,
@@ -62,6 +64,10 @@ pub(crate) struct Counters {
     waiting_now: AtomicU64,
     wait: Buckets,
     held: Buckets,
+    renewal_lag: Buckets,
+    /// With the `metrics` feature: the byte a name's label prefix ends before (see
+    /// `ClientBuilder::metrics_prefix_label`).
+    prefix_label: Option<u8>,
 }
 
 impl Counters {
@@ -73,30 +79,51 @@ impl Counters {
         Waiting(self)
     }
 
-    /// How an acquisition call that began `took` ago ended; `waited` says whether it could
-    /// wait (a refusal is then a wait that ran out).
+    /// Counters whose `metrics` figures carry a `prefix` label: the lock name up to the first
+    /// `separator`.
+    pub(crate) fn with_prefix_label(separator: Option<u8>) -> Counters {
+        Counters {
+            prefix_label: separator,
+            ..Counters::default()
+        }
+    }
+
+    /// How an acquisition call of a `kind` of lock on `name` that began `took` ago ended;
+    /// `waited` says whether it could wait (a refusal is then a wait that ran out), and
+    /// `had_waited` whether it waited for a release before the end (a grant is then a
+    /// hand-off received).
     pub(crate) fn acquisition<T>(
         &self,
-        kind: &'static str,
+        (kind, name): (Kind, &[u8]),
         result: &Result<T, TryLockError>,
         waited: bool,
+        had_waited: bool,
         took: Duration,
     ) {
-        let (counter, outcome) = match result {
+        let outcome = match result {
             Ok(_) => {
                 self.wait.observe(took);
                 facade::waited(took);
-                (&self.acquired, "acquired")
+                if had_waited {
+                    self.handoffs.fetch_add(1, Relaxed);
+                    facade::handoff();
+                }
+                ACQUIRED
             }
-            Err(TryLockError::WouldBlock) if waited => (&self.timed_out, "timed_out"),
-            Err(TryLockError::WouldBlock) => (&self.refused, "refused"),
-            Err(TryLockError::Error(e)) if e.kind() == ErrorKind::Interrupted => {
-                (&self.interrupted, "interrupted")
-            }
-            Err(TryLockError::Error(_)) => (&self.failed, "failed"),
+            Err(TryLockError::WouldBlock) if waited => TIMED_OUT,
+            Err(TryLockError::WouldBlock) => REFUSED,
+            Err(TryLockError::Error(e)) if e.kind() == ErrorKind::Interrupted => INTERRUPTED,
+            Err(TryLockError::Error(_)) => FAILED,
         };
-        counter.fetch_add(1, Relaxed);
-        facade::acquisition(kind, outcome);
+        self.by_kind[kind_index(kind)][outcome].fetch_add(1, Relaxed);
+        let prefix = self.prefix_label.map(|sep| label_prefix(name, sep));
+        facade::acquisition(kind.name(), OUTCOME_NAMES[outcome], prefix);
+    }
+
+    /// The renew thread sends a lease's renewal `lag` after it was due.
+    pub(crate) fn renewal_lag(&self, lag: Duration) {
+        self.renewal_lag.observe(lag);
+        facade::renewal_lag(lag);
     }
 
     /// A lease begins.
@@ -135,12 +162,30 @@ impl Counters {
             validity_ran_out: lost(LossReason::ValidityRanOut),
             max_hold: lost(LossReason::MaxHold),
         };
+        let outcomes = |k: usize| {
+            let n = |o: usize| self.by_kind[k][o].load(Relaxed);
+            Outcomes {
+                acquired: n(ACQUIRED),
+                refused: n(REFUSED),
+                timed_out: n(TIMED_OUT),
+                interrupted: n(INTERRUPTED),
+                failed: n(FAILED),
+            }
+        };
+        let by_kind = ByKind {
+            mutex: outcomes(0),
+            semaphore: outcomes(1),
+            read: outcomes(2),
+        };
+        let total = by_kind.total();
         ClientStats {
-            acquired: self.acquired.load(Relaxed),
-            refused: self.refused.load(Relaxed),
-            timed_out: self.timed_out.load(Relaxed),
-            interrupted: self.interrupted.load(Relaxed),
-            failed: self.failed.load(Relaxed),
+            acquired: total.acquired,
+            refused: total.refused,
+            timed_out: total.timed_out,
+            interrupted: total.interrupted,
+            failed: total.failed,
+            by_kind,
+            handoffs: self.handoffs.load(Relaxed),
             lost: LossReason::ALL.iter().map(|&r| lost_by.get(r)).sum(),
             lost_by,
             renewals: self.renewals.load(Relaxed),
@@ -149,8 +194,36 @@ impl Counters {
             waiting_now: self.waiting_now.load(Relaxed),
             wait_seconds: self.wait.snapshot(),
             held_seconds: self.held.snapshot(),
+            renewal_lag_seconds: self.renewal_lag.snapshot(),
+            connections: Vec::new(),
         }
     }
+}
+
+/// The outcomes of an acquisition, as `by_kind` counts them.
+const ACQUIRED: usize = 0;
+const REFUSED: usize = 1;
+const TIMED_OUT: usize = 2;
+const INTERRUPTED: usize = 3;
+const FAILED: usize = 4;
+const OUTCOME_NAMES: [&str; 5] = ["acquired", "refused", "timed_out", "interrupted", "failed"];
+
+/// Where a kind of lock is counted in `by_kind`.
+fn kind_index(kind: Kind) -> usize {
+    match kind {
+        Kind::Mutex => 0,
+        Kind::Semaphore(_) => 1,
+        Kind::Read => 2,
+    }
+}
+
+/// `name` up to the first `separator`, or all of it (lossy UTF-8).
+fn label_prefix(name: &[u8], separator: u8) -> String {
+    let end = name
+        .iter()
+        .position(|&b| b == separator)
+        .unwrap_or(name.len());
+    String::from_utf8_lossy(&name[..end]).into_owned()
 }
 
 /// Where `reason` is counted.
@@ -175,11 +248,14 @@ impl Drop for Waiting<'_> {
 /// these do nothing and cost nothing). Names and labels:
 ///
 /// - `redmutex_acquisitions_total{kind, outcome}`: `kind` is `mutex`, `semaphore` or `read`,
-///   `outcome` one of `acquired`, `refused`, `timed_out`, `interrupted`, `failed`;
+///   `outcome` one of `acquired`, `refused`, `timed_out`, `interrupted`, `failed`; with
+///   `ClientBuilder::metrics_prefix_label`, also `prefix` (the name up to its separator);
+/// - `redmutex_handoffs_total`: grants after a wait for a release;
 /// - `redmutex_lost_total{reason}`: `reason` as [`LossReason::name`];
 /// - `redmutex_renewals_total{result}`: `confirmed` or `failed`;
 /// - `redmutex_held` and `redmutex_waiting`: gauges of leases held and calls waiting;
-/// - `redmutex_acquire_wait_seconds` and `redmutex_held_seconds`: histograms.
+/// - `redmutex_acquire_wait_seconds`, `redmutex_held_seconds` and
+///   `redmutex_renewal_lag_seconds`: histograms.
 ///
 /// Gauges count what this process's clients add and take away, so several clients of one
 /// process add up.
@@ -189,9 +265,25 @@ mod facade {
 
     use crate::stats::LossReason;
 
-    pub(super) fn acquisition(kind: &'static str, outcome: &'static str) {
-        metrics::counter!("redmutex_acquisitions_total", "kind" => kind, "outcome" => outcome)
-            .increment(1);
+    pub(super) fn acquisition(kind: &'static str, outcome: &'static str, prefix: Option<String>) {
+        match prefix {
+            None => metrics::counter!(
+                "redmutex_acquisitions_total", "kind" => kind, "outcome" => outcome
+            ),
+            Some(prefix) => metrics::counter!(
+                "redmutex_acquisitions_total",
+                "kind" => kind, "outcome" => outcome, "prefix" => prefix
+            ),
+        }
+        .increment(1);
+    }
+
+    pub(super) fn handoff() {
+        metrics::counter!("redmutex_handoffs_total").increment(1);
+    }
+
+    pub(super) fn renewal_lag(lag: Duration) {
+        metrics::histogram!("redmutex_renewal_lag_seconds").record(lag.as_secs_f64());
     }
 
     pub(super) fn waited(took: Duration) {
@@ -227,7 +319,9 @@ mod facade {
 
     use crate::stats::LossReason;
 
-    pub(super) fn acquisition(_: &'static str, _: &'static str) {}
+    pub(super) fn acquisition(_: &'static str, _: &'static str, _: Option<String>) {}
+    pub(super) fn handoff() {}
+    pub(super) fn renewal_lag(_: Duration) {}
     pub(super) fn waited(_: Duration) {}
     pub(super) fn waiting(_: f64) {}
     pub(super) fn held(_: f64) {}

@@ -171,10 +171,11 @@ impl Lease {
         }
         let (ttl, waiting) = (st.hold.ttl, st.waiting);
         drop(st);
+        // Counted before anyone is told: a figure read after `wait_lost` returns has it.
+        self.end(Some(reason));
         if waiting > 0 {
             self.lost_cv.notify_all();
         }
-        self.end(Some(reason));
         // Renewals that timed out may still run and keep the key for a TTL although nobody
         // holds it: remove it (token-checked) from every node, in the background.
         let all = (0..self.spec.n).collect();
@@ -300,6 +301,10 @@ impl Renewable for Lease {
 
     fn gate(&self) -> &LocalMutex<()> {
         &self.op
+    }
+
+    fn renewing_late(&self, lag: Duration) {
+        self.voters.counters.renewal_lag(lag);
     }
 
     fn extend_call(&self, ttl: Duration) -> Call {

@@ -74,6 +74,8 @@ pub(crate) trait Renewable: Send + Sync {
     fn node_timeout(&self) -> Duration;
     /// Applies the tally of an extension sent at `t0` with `ttl`.
     fn apply_extend(&self, t0: Stamp, ttl: Duration, tally: &Tally) -> (Renewal, Vec<Callback>);
+    /// Its renewal is being sent `lag` after it was due (for the client's figures).
+    fn renewing_late(&self, _lag: Duration) {}
     /// Its current schedule: [`Renewer::reschedule`] starts a new one, and entries of an
     /// older one are dropped, so a guard always has one entry.
     fn generation(&self) -> u64;
@@ -340,7 +342,7 @@ fn run(shared: &Shared, fleet: &Weak<Fleet>) {
                 break;
             }
             if let Some(Reverse(e)) = st.heap.pop() {
-                due.push((e.guard, e.generation));
+                due.push((e.guard, e.generation, e.at));
             }
         }
         st.working = true;
@@ -367,14 +369,17 @@ fn done_working(shared: &Shared) -> crate::sync::LocalGuard<'_, Heap> {
     st
 }
 
+/// A lease to renew: with its TTL, its schedule and when its renewal was due.
+type Due = (Arc<dyn Renewable>, Duration, u64, Instant);
+
 /// When to look at a lease next, and its schedule.
 type Next = Vec<(Instant, Weak<dyn Renewable>, u64)>;
 
 /// Handles the due guards; returns when to look at each of them next.
-fn serve(fleet: &Fleet, due: Vec<(Weak<dyn Renewable>, u64)>) -> Next {
+fn serve(fleet: &Fleet, due: Vec<(Weak<dyn Renewable>, u64, Instant)>) -> Next {
     let mut next = Vec::new();
     let mut renew = Vec::new();
-    for (weak, generation) in due {
+    for (weak, generation, at) in due {
         let Some(guard) = weak.upgrade() else {
             continue;
         };
@@ -386,7 +391,7 @@ fn serve(fleet: &Fleet, due: Vec<(Weak<dyn Renewable>, u64)>) -> Next {
         match plan {
             Duty::Forget => {}
             Duty::At(at) => next.push((at, weak, generation)),
-            Duty::Renew(ttl) => renew.push((guard, ttl, generation)),
+            Duty::Renew(ttl) => renew.push((guard, ttl, generation, at)),
         }
     }
     for chunk in renew.chunks(BATCH) {
@@ -396,13 +401,17 @@ fn serve(fleet: &Fleet, due: Vec<(Weak<dyn Renewable>, u64)>) -> Next {
 }
 
 /// One pipelined round of extensions for guards of one client.
-fn renew_batch(fleet: &Fleet, chunk: &[(Arc<dyn Renewable>, Duration, u64)], next: &mut Next) {
+fn renew_batch(fleet: &Fleet, chunk: &[Due], next: &mut Next) {
     // A guard whose owner is unlocking or extending right now is skipped: its owner's
     // operation decides, and no renewal may follow an unlock.
     let mut held = Vec::with_capacity(chunk.len());
-    for (guard, ttl, generation) in chunk {
+    let now = Instant::now();
+    for (guard, ttl, generation, at) in chunk {
         match guard.gate().try_lock() {
-            Some(op) => held.push((guard, *ttl, op, *generation)),
+            Some(op) => {
+                guard.renewing_late(now.saturating_duration_since(*at));
+                held.push((guard, *ttl, op, *generation));
+            }
             None => next.push((
                 Instant::now() + Duration::from_millis(5),
                 Arc::downgrade(guard),

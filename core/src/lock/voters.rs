@@ -66,6 +66,13 @@ impl Voters {
         }
     }
 
+    /// The same, counting acquisitions with a `prefix` label for the `metrics` facade (see
+    /// `ClientBuilder::metrics_prefix_label`).
+    pub(crate) fn with_prefix_label(mut self, separator: Option<u8>) -> Voters {
+        self.counters = Counters::with_prefix_label(separator);
+        self
+    }
+
     /// The owner label of tokens made now (the default one includes the current pid).
     pub(crate) fn label(&self) -> &str {
         self.owner

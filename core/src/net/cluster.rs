@@ -355,6 +355,16 @@ impl Cluster {
         said
     }
 
+    /// Connections open now to every master seen so far.
+    pub(crate) fn open_connections(&self) -> u64 {
+        self.endpoints
+            .lock()
+            .iter()
+            .flat_map(|known| known.values())
+            .map(|e| e.open_connections())
+            .sum()
+    }
+
     /// Closes every master's pooled connections, and those of masters seen later (see
     /// [`Endpoint::close`]): the client is gone.
     pub(crate) fn close(&self) {

@@ -3,6 +3,8 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, ConnectionLike, RedisError, RedisResult, Value};
@@ -40,6 +42,17 @@ pub(crate) struct Connection {
     /// The buffer requests are packed in, kept between rounds (as large as the largest
     /// request sent: a script's full text after a `NOSCRIPT`, a few KiB).
     out: Vec<u8>,
+    /// Counts it among its endpoint's open connections while it lives.
+    _counted: Option<Counted>,
+}
+
+/// Counts a connection in its endpoint's open connections until it is dropped.
+struct Counted(Arc<AtomicU64>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Socket timeouts are set in whole milliseconds, rounded up: the kernel counts them in
@@ -74,7 +87,14 @@ impl Connection {
             read_timeout: Cell::new(None),
             write_timeout: Cell::new(None),
             out: Vec::new(),
+            _counted: None,
         }
+    }
+
+    /// Counts this connection in `open` until it is dropped.
+    pub(crate) fn count_in(&mut self, open: &Arc<AtomicU64>) {
+        open.fetch_add(1, Ordering::Relaxed);
+        self._counted = Some(Counted(Arc::clone(open)));
     }
 
     /// The transport, as redis-rs's requests take it.

@@ -96,6 +96,8 @@ pub(crate) struct Endpoint {
     /// How long (ns) reads of a round's reply from this endpoint waited, on average (see
     /// [`Endpoint::note_read_wait`]).
     read_wait: AtomicU64,
+    /// Its connections open now: pooled, in use or blocked waiting.
+    open: Arc<AtomicU64>,
 }
 
 /// Where an endpoint's connections go.
@@ -120,6 +122,7 @@ impl Endpoint {
             server: OnceLock::new(),
             closed: AtomicBool::new(false),
             read_wait: AtomicU64::new(0),
+            open: Arc::default(),
         }
     }
 
@@ -185,6 +188,11 @@ impl Endpoint {
     }
 
     /// The endpoint's address without credentials.
+    /// Its connections open now.
+    pub(crate) fn open_connections(&self) -> u64 {
+        self.open.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn name(&self) -> &str {
         &self.display
     }
@@ -383,6 +391,7 @@ impl Endpoint {
             Target::Sentinel(s) => s.connect_master(deadline, connect_timeout)?,
         };
         let mut conn = Connection::new(io, None);
+        conn.count_in(&self.open);
         let mut setup = redis::pipe();
         if let Target::Sentinel(_) = self.target {
             setup.cmd("ROLE");

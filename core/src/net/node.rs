@@ -145,6 +145,14 @@ impl Node {
         }
     }
 
+    /// Connections open now to this node's server (every master of a cluster).
+    pub(crate) fn open_connections(&self) -> u64 {
+        match &self.kind {
+            Kind::Single(e) => e.open_connections(),
+            Kind::Cluster(c) => c.open_connections(),
+        }
+    }
+
     /// The cluster behind this node, if it is one.
     pub(crate) fn as_cluster(&self) -> Option<&Cluster> {
         match &self.kind {
