@@ -154,7 +154,6 @@ fn expiry(ttl: Option<Duration>) -> String {
     }
 }
 
-/// `held by web-1:4242, expires in 27.3s, last fence 42` or `free, last fence 42`.
 /// `--stats`: the client's figures as one line of `key=value` pairs, for a log.
 pub fn stats_line(s: &ClientStats) -> String {
     let lost_by: Vec<String> = LossReason::ALL
@@ -164,7 +163,8 @@ pub fn stats_line(s: &ClientStats) -> String {
         .collect();
     format!(
         "stats acquired={} refused={} timed_out={} interrupted={} failed={} lost={}{} \
-         renewals={} renewal_failures={} waited={:.3}s held={:.3}s",
+         renewals={} renewal_failures={} waited={:.3}s held={:.3}s handoffs={} \
+         renewal_lag={:.3}s",
         s.acquired,
         s.refused,
         s.timed_out,
@@ -180,9 +180,12 @@ pub fn stats_line(s: &ClientStats) -> String {
         s.renewal_failures,
         s.wait_seconds.sum,
         s.held_seconds.sum,
+        s.handoffs,
+        s.renewal_lag_seconds.mean().unwrap_or_default().as_secs_f64(),
     )
 }
 
+/// `held by web-1:4242, expires in 27.3s, last fence 42` or `free, last fence 42`.
 pub fn status_line(st: &LockStatus) -> String {
     match &st.holder {
         Some(h) => format!(

@@ -1257,6 +1257,7 @@ fn stats_prints_what_the_runs_lock_calls_did() {
         "{r:?}"
     );
     assert!(r.stderr.contains(" held=0."), "{r:?}");
+    assert!(r.stderr.contains(" handoffs=0 renewal_lag=0."), "{r:?}");
 
     set(&server, "stats", "foreign", Some(30_000));
     let r = Redmutex::new(dir.path(), &urls)
