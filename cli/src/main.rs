@@ -162,8 +162,8 @@ enum Cmd {
 const LIST_HELP: &str = "\
 Example:
   $ redmutex list 'invoice:*'
-  NAME             KIND       FENCE  WAITERS  HOLDERS
-  invoice:nightly  exclusive    118        2  billing-1:4242 (27.3s)
+  NAME             KIND                  FENCE  WAITERS  HOLDERS
+  invoice:nightly  exclusive  1796520588806958        2  billing-1:4242 (27.3s)
 
 A mutex with fencing off, held while nobody waits, leaves no key but its own: ask
 `redmutex status NAME` for it.";
