@@ -113,6 +113,41 @@ typedef uint32_t redmutex_result;
 #define REDMUTEX_HISTOGRAM_BUCKETS 18
 
 /**
+ * What a listed hold is. The values are stable; a later version of the library may pass
+ * values this header does not name (treat them as `REDMUTEX_HOLD_KIND_OTHER`).
+ */
+enum redmutex_hold_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * A mutex's hold (`redmutex_lock`), or the write side of a read-write lock: one key,
+   * the same hold.
+   */
+  REDMUTEX_HOLD_KIND_EXCLUSIVE = 0,
+  /**
+   * A read hold of a read-write lock.
+   */
+  REDMUTEX_HOLD_KIND_READ = 1,
+  /**
+   * A semaphore's permit.
+   */
+  REDMUTEX_HOLD_KIND_PERMIT = 2,
+  /**
+   * A kind of hold this version of the C API has no dedicated value for.
+   */
+  REDMUTEX_HOLD_KIND_OTHER = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum redmutex_hold_kind redmutex_hold_kind;
+#else
+typedef uint32_t redmutex_hold_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * A connection to one Redis server, or to several independent masters (Redlock), shared by
  * all the locks taken through it: a connection pool per node and one renew thread.
  *
@@ -317,6 +352,94 @@ typedef bool (*redmutex_interrupt_callback)(void *user_data);
  * runs at once, on the same thread, before `redmutex_guard_on_lost` returns.
  */
 typedef void (*redmutex_lost_callback)(void *user_data);
+
+/**
+ * One hold of a lock that `redmutex_list` found, as the nodes that have it see it.
+ *
+ * Made by the library and only read by the caller, as an element of an array: its layout
+ * never changes. Its pointers are valid only during the callback that received it.
+ */
+typedef struct redmutex_listed_hold {
+  /**
+   * What it holds.
+   */
+  redmutex_hold_kind kind;
+  /**
+   * The holder's token, `holder_len` bytes, not NUL-terminated
+   * (`owner-label:random-hex` for redmutex holders, so it tells who holds it).
+   */
+  const uint8_t *holder;
+  /**
+   * The length of `holder`, in bytes.
+   */
+  size_t holder_len;
+  /**
+   * Its remaining lease in milliseconds, the shortest among the nodes that have it; -1
+   * for a key without expiry (not one redmutex set).
+   */
+  int64_t ttl_ms;
+  /**
+   * On how many nodes it is: fewer than the lock's `nodes` shows the nodes of a Redlock
+   * disagreeing.
+   */
+  size_t nodes;
+} redmutex_listed_hold;
+
+/**
+ * One lock that `redmutex_list` found: held, or waited for.
+ *
+ * Made by the library and only read by the caller, so a later version may add fields at
+ * the end. It and everything it points to are valid only during the callback that
+ * received it: copy what you keep.
+ */
+typedef struct redmutex_listed_lock {
+  /**
+   * The lock's name, `name_len` bytes, not NUL-terminated (it may hold NUL bytes and
+   * need not be UTF-8).
+   */
+  const uint8_t *name;
+  /**
+   * The length of `name`, in bytes.
+   */
+  size_t name_len;
+  /**
+   * Its holds, `holds_len` of them, by kind, then holder (NULL when there is none: a
+   * lock listed only for its waiters).
+   */
+  const struct redmutex_listed_hold *holds;
+  /**
+   * How many holds `holds` points to.
+   */
+  size_t holds_len;
+  /**
+   * The last fence number granted for the name (the largest among the nodes).
+   */
+  uint64_t fence;
+  /**
+   * How many callers have announced that they wait for it (the most any node counts).
+   */
+  uint64_t waiters;
+  /**
+   * How many nodes answered.
+   */
+  size_t nodes;
+  /**
+   * Whether the nodes that answered disagree: some hold is not on every one of them (a
+   * Redlock node that missed a grant or a release; it settles as leases run out).
+   */
+  bool disagree;
+} redmutex_listed_lock;
+
+/**
+ * Called by `redmutex_list` once per lock found, in name order, on the thread that called
+ * `redmutex_list`, with the `user_data` given to it. `lock` and everything it points to
+ * are valid only until the callback returns.
+ *
+ * Returning 0 goes on to the next lock; any other value stops the listing, and
+ * `redmutex_list` returns `REDMUTEX_RESULT_OK` at once. It must not unwind (no C++
+ * exception, no `longjmp`). It may call into this library, also on the same client.
+ */
+typedef int (*redmutex_list_callback)(const struct redmutex_listed_lock *lock, void *user_data);
 
 #ifdef __cplusplus
 extern "C" {
@@ -1099,6 +1222,91 @@ redmutex_result redmutex_guard_token(const struct redmutex_guard *guard,
                                      char *buf,
                                      size_t len,
                                      size_t *out_n);
+
+/**
+ * Returns the name `redmutex list` prints for a `redmutex_hold_kind` value: `"exclusive"`,
+ * `"read"`, `"permit"`, or `"other"` for any other value (such as one from a newer
+ * library).
+ *
+ * The string is static: never free it. Safe to call from any thread at any time.
+ */
+const char *redmutex_hold_kind_name(uint32_t kind);
+
+/**
+ * Finds every lock whose name matches the NUL-terminated UTF-8 `pattern` (Redis's glob:
+ * `*`, `?`, `[a-z]`, `\x`; `"*"` matches every name) and that is held or waited for now,
+ * and calls `callback` with each, sorted by name: its holds with their holders and
+ * remaining leases, its last fence and its waiters, read on every node. What
+ * `redmutex list` shows. For monitoring: the answer may be stale by the time it is read.
+ *
+ * Locks are found by a `SCAN` (never `KEYS`) of each server, every master of a Redis
+ * Cluster, for the keys a lock keeps beside its own: its fence counter (every fenced grant
+ * leaves one), its read holds, permits and waiters. A lock taken with fencing off, held
+ * while nobody waits, keeps only its own key and is not listed: ask `redmutex_status` for
+ * it by name. The scan walks every key of every server once, and the whole listing is read
+ * before the first callback.
+ *
+ * Returns `REDMUTEX_RESULT_OK` (also when `callback` stopped the listing, or no lock
+ * matched); `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION` when too few nodes
+ * answered (then `callback` was never called); `REDMUTEX_RESULT_NULL_PARAMETER` when
+ * `client`, `pattern` or `callback` is NULL; `REDMUTEX_RESULT_INVALID_UTF8`;
+ * `REDMUTEX_RESULT_INVALID_ARGUMENT` for an empty pattern or one over 2048 bytes.
+ * `user_data` may be NULL.
+ *
+ * Thread-safety: any number of threads may list through one client at once.
+ */
+redmutex_result redmutex_list(const struct redmutex_client *client,
+                              const char *pattern,
+                              redmutex_list_callback callback,
+                              void *user_data);
+
+/**
+ * Like `redmutex_list`, for a pattern of `pattern_len` arbitrary bytes (it may hold NUL
+ * bytes and need not be UTF-8).
+ */
+redmutex_result redmutex_list_bytes(const struct redmutex_client *client,
+                                    const uint8_t *pattern,
+                                    size_t pattern_len,
+                                    redmutex_list_callback callback,
+                                    void *user_data);
+
+/**
+ * Removes every hold of the lock named by the NUL-terminated UTF-8 string `name`, whoever
+ * has it: the mutex's (or writer's), the read holds, a semaphore's permits (a client of
+ * several masters has no semaphores and leaves permits alone). What
+ * `redmutex unlock --force` does: for a lock whose holder is gone for good (killed with a
+ * long lease), when waiting for the lease to run out costs more than the risk below.
+ *
+ * Each node is sent the release of each hold it has, with the holder's own token: a hold
+ * taken meanwhile by someone else is not removed, the fence counter is kept (later fences
+ * stay larger), and the waiters are woken as by the holder's own release.
+ *
+ * A holder that is still alive keeps running its critical section until it learns of the
+ * loss, at its next renewal or `redmutex_guard_check`: until then two holders run at once,
+ * and only fencing protects the resource.
+ *
+ * On success writes to `*out_removed` how many holds were removed (0 when nothing was
+ * held). Nothing is written on failure.
+ *
+ * Returns `REDMUTEX_RESULT_OK`; `REDMUTEX_RESULT_NO_QUORUM` / `REDMUTEX_RESULT_CONNECTION`
+ * when too few nodes answered (some holds may have been removed on those that did);
+ * `REDMUTEX_RESULT_NULL_PARAMETER` when `client`, `name` or `out_removed` is NULL;
+ * `REDMUTEX_RESULT_INVALID_UTF8`; `REDMUTEX_RESULT_INVALID_ARGUMENT` for an empty name or
+ * one over 512 bytes.
+ *
+ * Thread-safety: any number of threads may call it through one client at once.
+ */
+redmutex_result redmutex_force_unlock(const struct redmutex_client *client,
+                                      const char *name,
+                                      size_t *out_removed);
+
+/**
+ * Like `redmutex_force_unlock`, for a name of `name_len` arbitrary bytes.
+ */
+redmutex_result redmutex_force_unlock_bytes(const struct redmutex_client *client,
+                                            const uint8_t *name,
+                                            size_t name_len,
+                                            size_t *out_removed);
 
 #ifdef __cplusplus
 }  // extern "C"

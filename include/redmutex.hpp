@@ -279,6 +279,39 @@ struct Status {
   std::uint64_t fence = 0;
 };
 
+/** One hold of a lock that Client::list found, as the nodes that have it see it. */
+struct ListedHold {
+  /** What it holds: REDMUTEX_HOLD_KIND_EXCLUSIVE (a lock, or a read-write lock's writer),
+   * REDMUTEX_HOLD_KIND_READ or REDMUTEX_HOLD_KIND_PERMIT (of a semaphore). */
+  redmutex_hold_kind kind = REDMUTEX_HOLD_KIND_EXCLUSIVE;
+  /** The holder's token (`owner-label:random-hex` for redmutex holders). */
+  std::string holder;
+  /** Its remaining lease, the shortest among the nodes that have it; nullopt for a key
+   * without expiry (not one redmutex set). */
+  std::optional<std::chrono::milliseconds> ttl;
+  /** On how many nodes it is. */
+  std::size_t nodes = 0;
+
+  /** "exclusive", "read" or "permit", as `redmutex list` prints it. */
+  const char* kind_name() const noexcept { return redmutex_hold_kind_name(kind); }
+};
+
+/** One lock that Client::list found: held, or waited for (for monitoring only). */
+struct ListedLock {
+  /** The lock's name (any bytes). */
+  std::string name;
+  /** Its holds, by kind, then holder; empty for a lock listed only for its waiters. */
+  std::vector<ListedHold> holds;
+  /** The last fence number granted for the name (the largest among the nodes). */
+  std::uint64_t fence = 0;
+  /** How many callers have announced that they wait for it (the most any node counts). */
+  std::uint64_t waiters = 0;
+  /** How many nodes answered. */
+  std::size_t nodes = 0;
+  /** Whether the nodes that answered disagree: some hold is not on every one of them. */
+  bool disagree = false;
+};
+
 /**
  * A connection to one Redis server or to several independent masters (Redlock).
  * Move-only; shared by many threads (all member functions are const and thread-safe).
@@ -483,6 +516,34 @@ class Client {
     }
   }
 
+  /**
+   * Every lock whose name matches `pattern` (Redis's glob: `*`, `?`, `[a-z]`, `\x`) and that
+   * is held or waited for now, sorted by name, read on every node: what `redmutex list`
+   * shows (see redmutex_list). For monitoring: the answer may be stale at once. Throws Error
+   * (REDMUTEX_RESULT_INVALID_ARGUMENT for an empty pattern or one over 2048 bytes,
+   * REDMUTEX_RESULT_NO_QUORUM when too few nodes answered).
+   */
+  std::vector<ListedLock> list(std::string_view pattern = "*") const {
+    Listing listing;
+    redmutex_result r = redmutex_list_bytes(client_, bytes(pattern), pattern.size(),
+                                            &Client::collect_listed, &listing);
+    if (listing.error) std::rethrow_exception(listing.error);
+    detail::check(r);
+    return std::move(listing.locks);
+  }
+
+  /**
+   * Removes every hold of the lock `name`, whoever has it, and returns how many were removed
+   * (0 when nothing was held): what `redmutex unlock --force` does, for a lock whose holder is
+   * gone for good. A holder that is still alive runs on until its next renewal or check()
+   * (see redmutex_force_unlock). Throws Error as the other calls do.
+   */
+  std::size_t force_unlock(std::string_view name) const {
+    std::size_t removed = 0;
+    detail::check(redmutex_force_unlock_bytes(client_, bytes(name), name.size(), &removed));
+    return removed;
+  }
+
   /** What this client's locks did so far, and what they hold and wait for now (see
    * redmutex_stats). Local, no network. */
   redmutex_stats stats() const {
@@ -606,6 +667,39 @@ class Client {
     if (r == REDMUTEX_RESULT_WOULD_BLOCK) return std::nullopt;
     detail::check(r);
     return Guard(guard);
+  }
+
+  /** What list() has copied so far, and an exception that stopped it. */
+  struct Listing {
+    std::vector<ListedLock> locks;
+    std::exception_ptr error;
+  };
+
+  static int collect_listed(const redmutex_listed_lock* lock, void* user_data) noexcept {
+    auto* listing = static_cast<Listing*>(user_data);
+    try {
+      ListedLock copy;
+      copy.name.assign(reinterpret_cast<const char*>(lock->name), lock->name_len);
+      for (std::size_t i = 0; i < lock->holds_len; ++i) {
+        const redmutex_listed_hold& h = lock->holds[i];
+        ListedHold hold;
+        hold.kind = h.kind;
+        hold.holder.assign(reinterpret_cast<const char*>(h.holder), h.holder_len);
+        if (h.ttl_ms >= 0) hold.ttl = std::chrono::milliseconds(h.ttl_ms);
+        hold.nodes = h.nodes;
+        copy.holds.push_back(std::move(hold));
+      }
+      copy.fence = lock->fence;
+      copy.waiters = lock->waiters;
+      copy.nodes = lock->nodes;
+      copy.disagree = lock->disagree;
+      listing->locks.push_back(std::move(copy));
+      return 0;
+    } catch (...) {
+      // Nothing may unwind into the library (std::bad_alloc): stop, and rethrow after.
+      listing->error = std::current_exception();
+      return 1;
+    }
   }
 
   /** The interrupt check of one lock call, and an exception it threw. */

@@ -9,7 +9,7 @@
 #![allow(non_camel_case_types)]
 
 // cbindgen writes the header in declaration order: results, clients, their figures, locks,
-// the other kinds of lock, guards.
+// the other kinds of lock, guards, what an operator asks of the servers.
 mod result;
 
 mod client;
@@ -24,6 +24,8 @@ mod shared;
 
 mod guard;
 
+mod operate;
+
 mod take;
 
 mod ptr;
@@ -31,6 +33,7 @@ mod ptr;
 pub use client::*;
 pub use guard::*;
 pub use lock::*;
+pub use operate::*;
 pub use options::*;
 pub use result::*;
 pub use shared::*;

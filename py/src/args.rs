@@ -152,6 +152,21 @@ pub(crate) fn name(obj: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, bool)> {
     Ok((bytes, is_str))
 }
 
+/// A pattern of lock names (`Client.list`): `str` (sent as UTF-8) or `bytes`. Returns the
+/// bytes and whether it was given as `str`; its length is the core's to check.
+pub(crate) fn pattern(obj: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, bool)> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        Ok((s.extract::<String>()?.into_bytes(), true))
+    } else if let Ok(b) = obj.cast::<PyBytes>() {
+        Ok((b.as_bytes().to_vec(), false))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "a pattern must be str or bytes, got {}",
+            type_name(obj)
+        )))
+    }
+}
+
 /// A semaphore's permit count: an int (not bool) from 1 to `MAX_PERMITS`.
 pub(crate) fn permits(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
     let bad_type =

@@ -10,7 +10,9 @@ use redmutex::MutexOptions;
 
 use crate::args;
 use crate::errors;
+use crate::interrupt;
 use crate::lock::Lock;
+use crate::operate::{ListedHold, ListedLock};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
 use crate::stats::ClientStats;
@@ -212,6 +214,63 @@ impl Client {
     #[getter]
     fn servers(&self) -> Vec<Option<String>> {
         self.inner.servers()
+    }
+
+    /// Every lock whose name matches `pattern` (Redis's glob: *, ?, [a-z], \x) and that is
+    /// held or waited for now, sorted by name: its holds with their holders and leases, its
+    /// last fence and its waiters, read on every node. What `redmutex list` shows. For
+    /// monitoring: the answer may be stale at once.
+    ///
+    /// pattern: str (sent as UTF-8; names come back as str) or bytes (names come back as
+    ///     bytes), 1 to 2048 bytes; "*" matches every name.
+    ///
+    /// Locks are found by a SCAN of every server for the keys a lock keeps beside its own (its
+    /// fence counter, read holds, permits, waiters): a lock taken with fencing=False, held
+    /// while nobody waits, is not listed (Lock.status() reads it by name).
+    ///
+    /// Raises TypeError for a pattern that is not str or bytes, ValueError for an empty or
+    /// too long one, NoQuorumError or LockConnectionError when too few nodes answered.
+    #[pyo3(signature = (pattern = None), text_signature = "(self, pattern='*')")]
+    fn list(
+        &self,
+        py: Python<'_>,
+        pattern: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<ListedLock>> {
+        let (pattern, is_str) = match pattern {
+            Some(p) => args::pattern(p)?,
+            None => (b"*".to_vec(), true),
+        };
+        let client = self.inner.clone();
+        let locks = interrupt::call(py, move |_| client.list(pattern))?
+            .map_err(|e| errors::to_py(py, e))?;
+        locks
+            .iter()
+            .map(|l| ListedLock::new(py, l, is_str))
+            .collect()
+    }
+
+    /// Removes every hold of the lock `name`, whoever has it (a Lock's or an RwLock writer's,
+    /// the read holds, a Semaphore's permits), and returns what was removed, each hold with
+    /// the number of nodes it was removed from: an empty list when nothing was held. What
+    /// `redmutex unlock --force` does, for a lock whose holder is gone for good (killed with a
+    /// long ttl).
+    ///
+    /// Each node is sent the release of each hold, with the holder's own value: a hold taken
+    /// meanwhile by someone else is kept, fences keep growing, and waiters are woken as by the
+    /// holder's release. A holder that is still alive runs on until its next renewal or
+    /// check() tells it the lock is lost: until then two holders run at once.
+    ///
+    /// name: str (sent as UTF-8) or bytes, 1 to 512 bytes.
+    ///
+    /// Raises TypeError or ValueError for a bad name, NoQuorumError or LockConnectionError
+    /// when too few nodes answered (some holds may have been removed on those that did).
+    fn force_unlock(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Vec<ListedHold>> {
+        let (name, _) = args::name(name)?;
+        let client = self.inner.clone();
+        // Interrupted, the forced release goes on in the background.
+        let removed = interrupt::call(py, move |_| client.force_unlock(name))?
+            .map_err(|e| errors::to_py(py, e))?;
+        Ok(removed.iter().map(|h| ListedHold::new(py, h)).collect())
     }
 
     /// What this client's locks did so far, and what they hold and wait for now. Local.

@@ -13,6 +13,7 @@ mod gate;
 mod interrupt;
 mod lease;
 mod lock;
+mod operate;
 mod rwlock;
 mod semaphore;
 mod stats;
@@ -43,6 +44,8 @@ fn _redmutex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<status::RwLockStatus>()?;
     m.add_class::<stats::ClientStats>()?;
     m.add_class::<stats::Histogram>()?;
+    m.add_class::<operate::ListedLock>()?;
+    m.add_class::<operate::ListedHold>()?;
     errors::register(m)?;
     Ok(())
 }

@@ -60,3 +60,12 @@ def stats_are_typed(client: redmutex.Client) -> tuple[int, int, float]:
     s: redmutex.ClientStats = client.stats()
     wait: redmutex.Histogram = s.wait_seconds
     return s.acquired + s.lost_by["gone"], sum(wait.buckets), wait.sum + wait.bounds[0]
+
+
+def listing_is_typed(client: redmutex.Client) -> list[tuple[str | bytes, str, float | None]]:
+    locks: list[redmutex.ListedLock] = client.list() + client.list(b"jobs:*")
+    rows = [(lock.name, hold.kind, hold.ttl) for lock in locks for hold in lock.holds]
+    if any(lock.disagree or lock.waiters > lock.fence for lock in locks):
+        removed: list[redmutex.ListedHold] = client.force_unlock("jobs:1")
+        rows += [(h.holder, h.kind, float(h.nodes)) for h in removed]
+    return rows

@@ -200,6 +200,65 @@ static void test_status_names_the_holder() {
   CHECK(client.status(name).holder.empty());
 }
 
+// How many callers wait for `name`, as Client::list says (0 when it throws).
+static std::uint64_t waiters_of(const redmutex::Client& client, const std::string& name) {
+  try {
+    std::vector<redmutex::ListedLock> locks = client.list(name);
+    return locks.size() == 1 ? locks[0].waiters : 0;
+  } catch (const redmutex::Error&) {
+    return 0;
+  }
+}
+
+// Client::list copies each lock with its holds; Client::force_unlock breaks a lock stuck with
+// a 1 h lease (nothing renews it, as for a killed holder), its waiter gets it at once with a
+// larger fence, and the stuck holder's release is refused. Bad input throws the C code.
+static void test_list_and_force_unlock() {
+  redmutex::Client client = test_client();
+  redmutex::Client other = test_client();
+  std::string name = unique_name("listed");
+  redmutex::LockOptions hour;
+  hour.ttl = 1h;
+  hour.auto_renew = false;
+  redmutex::Guard stuck = client.lock(name, hour);
+  std::vector<redmutex::ListedLock> locks = client.list(name);
+  CHECK(locks.size() == 1);
+  CHECK(locks[0].name == name);
+  CHECK(locks[0].holds.size() == 1);
+  const redmutex::ListedHold& hold = locks[0].holds[0];
+  CHECK(hold.kind == REDMUTEX_HOLD_KIND_EXCLUSIVE);
+  CHECK(std::string_view(hold.kind_name()) == "exclusive");
+  CHECK(hold.holder == stuck.token());
+  CHECK(hold.ttl && *hold.ttl > 30min && *hold.ttl <= 1h);
+  CHECK(hold.nodes == 1 && locks[0].nodes == 1 && !locks[0].disagree);
+  CHECK(locks[0].fence == stuck.fence() && locks[0].waiters == 0);
+
+  std::optional<redmutex::Guard> waiter;
+  redmutex_result waited = REDMUTEX_RESULT_PANIC;
+  std::thread thread([&] { waited = code_of([&] { waiter = other.try_lock_for(name, 60s); }); });
+  for (int i = 0; i < 500 && waiters_of(client, name) == 0; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  std::size_t removed = 0;
+  redmutex_result broke = code_of([&] { removed = client.force_unlock(name); });
+  thread.join();
+  CHECK(broke == REDMUTEX_RESULT_OK && removed == 1);
+  CHECK(waited == REDMUTEX_RESULT_OK && waiter);
+  CHECK(waiter->fence() > stuck.fence());
+  locks = client.list(name);
+  CHECK(locks.size() == 1 && locks[0].holds.size() == 1);
+  CHECK(locks[0].holds[0].holder == waiter->token());
+  CHECK(code_of([&] { stuck.unlock(); }) == REDMUTEX_RESULT_LOST);
+  waiter->unlock();
+  CHECK(client.list(name).empty());
+  CHECK(client.force_unlock(name) == 0);
+
+  std::string message;
+  CHECK(code_of([&] { (void)client.list(""); }, &message) == REDMUTEX_RESULT_INVALID_ARGUMENT);
+  CHECK(message.find("pattern") != std::string::npos);
+  CHECK(code_of([&] { (void)client.force_unlock(""); }) == REDMUTEX_RESULT_INVALID_ARGUMENT);
+}
+
 // A round ends as soon as no majority can grant: two of three nodes fail at once (their fence
 // counter holds no number) and the third, frozen with SIGSTOP, is not waited for. The
 // exception's message names it so, and calls no node unreachable.
@@ -249,6 +308,7 @@ int main() {
   RUN(test_servers_say_what_each_node_runs);
   RUN(test_stats_count_grants_refusals_and_releases);
   RUN(test_status_names_the_holder);
+  RUN(test_list_and_force_unlock);
   RUN(test_a_node_not_waited_for_is_named_so);
   return TESTING_SUMMARY();
 }

@@ -18,6 +18,9 @@ client.semaphore(name, permits) gives a Semaphore (threading.BoundedSemaphore's 
 `permits` holders fleet-wide), and client.rwlock(name) an RwLock whose read_lock() and
 write_lock() are lock objects like Lock (many readers or one writer).
 
+client.list(pattern) tells every lock held or waited for whose name matches, and
+client.force_unlock(name) breaks a lock whose holder is gone for good.
+
 Errors derive from LockError; bad arguments raise TypeError or ValueError before anything is
 sent to Redis.
 """
@@ -27,6 +30,8 @@ from redmutex._redmutex import (
     Client,
     ClientStats,
     Histogram,
+    ListedHold,
+    ListedLock,
     Lock,
     LockConnectionError,
     LockError,
@@ -49,6 +54,8 @@ __all__ = [
     "Client",
     "ClientStats",
     "Histogram",
+    "ListedHold",
+    "ListedLock",
     "Lock",
     "LockConnectionError",
     "LockError",

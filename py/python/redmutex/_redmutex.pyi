@@ -1,5 +1,6 @@
 """Type stubs for the native module; keep in step with py/src/*.rs."""
 
+import builtins
 import os
 from collections.abc import Callable
 from types import TracebackType
@@ -10,6 +11,8 @@ __all__ = [
     "Client",
     "ClientStats",
     "Histogram",
+    "ListedHold",
+    "ListedLock",
     "Lock",
     "LockConnectionError",
     "LockError",
@@ -201,12 +204,53 @@ class Client:
     def nodes(self) -> list[str]:
         """The nodes' addresses, without credentials."""
 
+    def list(self, pattern: str | bytes = "*") -> builtins.list[ListedLock]:
+        """Every lock whose name matches `pattern` (Redis's glob: *, ?, [a-z], \\x) and that
+        is held or waited for now, sorted by name: its holds with their holders and leases,
+        its last fence and its waiters, read on every node. What `redmutex list` shows. For
+        monitoring: the answer may be stale at once.
+
+        Args:
+            pattern: str (sent as UTF-8; names come back as str) or bytes (names come back
+                as bytes), 1 to 2048 bytes; "*" matches every name.
+
+        Locks are found by a SCAN of every server for the keys a lock keeps beside its own
+        (its fence counter, read holds, permits, waiters): a lock taken with fencing=False,
+        held while nobody waits, is not listed (Lock.status() reads it by name).
+
+        Raises:
+            TypeError: a pattern that is not str or bytes.
+            ValueError: an empty pattern, or one over 2048 bytes.
+            NoQuorumError, LockConnectionError: too few nodes answered.
+        """
+
+    def force_unlock(self, name: str | bytes) -> builtins.list[ListedHold]:
+        """Remove every hold of the lock `name`, whoever has it (a Lock's or an RwLock
+        writer's, the read holds, a Semaphore's permits); returns what was removed, each hold
+        with the number of nodes it was removed from (empty when nothing was held). What
+        `redmutex unlock --force` does, for a lock whose holder is gone for good.
+
+        Each node is sent the release of each hold, with the holder's own value: a hold taken
+        meanwhile by someone else is kept, fences keep growing, and waiters are woken as by
+        the holder's release. A holder that is still alive runs on until its next renewal or
+        check() tells it the lock is lost: until then two holders run at once.
+
+        Args:
+            name: str (sent as UTF-8) or bytes, 1 to 512 bytes.
+
+        Raises:
+            TypeError: a name that is not str or bytes.
+            ValueError: an empty or too long name.
+            NoQuorumError, LockConnectionError: too few nodes answered (some holds may have
+                been removed on those that did).
+        """
+
     def stats(self) -> ClientStats:
         """What this client's locks did so far, and what they hold and wait for now: counters
         the library keeps as it goes. Local, no network."""
 
     @property
-    def servers(self) -> list[str | None]:
+    def servers(self) -> builtins.list[str | None]:
         """What each node said it runs at the client's first connection to it ("Redis
         7.0.15", "Valkey 8.1.8"), in the order of nodes; None for a node not connected to yet,
         or whose server would not say. Local, no network."""
@@ -375,6 +419,61 @@ class LockStatus:
     @property
     def fence(self) -> int:
         """The last fence number granted for the name (0 when none was)."""
+
+@final
+class ListedHold:
+    """One hold of a lock, as the nodes that have it see it (Client.list()), or one that
+    Client.force_unlock() removed."""
+
+    @property
+    def kind(self) -> str:
+        """"exclusive" (a Lock, or an RwLock's writer: the same hold), "read" (an RwLock's
+        reader) or "permit" (a Semaphore's)."""
+
+    @property
+    def holder(self) -> bytes:
+        """The holder's value (b"owner-label:random-hex" for redmutex holders)."""
+
+    @property
+    def ttl(self) -> float | None:
+        """Seconds left of its lease, the shortest among the nodes that have it (for a
+        removed hold, what it had left); None for a key without expiry."""
+
+    @property
+    def nodes(self) -> int:
+        """On how many nodes it is (listed), or was removed from (force_unlock())."""
+
+@final
+class ListedLock:
+    """One lock that Client.list() found, held or waited for, as the nodes had it when
+    asked (for monitoring; it may be stale at once)."""
+
+    @property
+    def name(self) -> str | bytes:
+        """The lock's name: str when the pattern was a str (bytes for a name that is not
+        UTF-8), bytes when it was bytes; either may be passed back to force_unlock()."""
+
+    @property
+    def holds(self) -> list[ListedHold]:
+        """Its holds, by kind, then holder; empty for a lock listed only for its waiters."""
+
+    @property
+    def fence(self) -> int:
+        """The last fence number granted for the name (the largest among the nodes)."""
+
+    @property
+    def waiters(self) -> int:
+        """How many callers have announced that they wait for it (the most any node
+        counts)."""
+
+    @property
+    def nodes(self) -> int:
+        """How many nodes answered."""
+
+    @property
+    def disagree(self) -> bool:
+        """Whether the nodes that answered disagree: some hold is not on every one of them
+        (a Redlock node that missed a grant or a release; it settles as leases run out)."""
 
 @final
 class Histogram:
