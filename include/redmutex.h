@@ -242,6 +242,33 @@ typedef struct redmutex_histogram {
 } redmutex_histogram;
 
 /**
+ * How one kind of lock's acquisition calls ended: each call in exactly one field (as in
+ * `redmutex_stats`, whose totals these add up to over the three kinds).
+ */
+typedef struct redmutex_outcomes {
+  /**
+   * Granted.
+   */
+  uint64_t acquired;
+  /**
+   * Refused at once (`REDMUTEX_RESULT_WOULD_BLOCK` with a wait of 0).
+   */
+  uint64_t refused;
+  /**
+   * Their wait ran out (`REDMUTEX_RESULT_WOULD_BLOCK` after waiting).
+   */
+  uint64_t timed_out;
+  /**
+   * Ended by their interrupt callback (`REDMUTEX_RESULT_INTERRUPTED`).
+   */
+  uint64_t interrupted;
+  /**
+   * Failed with another error.
+   */
+  uint64_t failed;
+} redmutex_outcomes;
+
+/**
  * What one client's locks (every kind) did since it was made, and what they hold and wait
  * for now: counters the library keeps as it goes. Filled by `redmutex_client_stats`.
  *
@@ -250,7 +277,8 @@ typedef struct redmutex_histogram {
  * a program built against this header keeps working.
  *
  * An acquisition call ends in exactly one of `acquired`, `refused`, `timed_out`,
- * `interrupted` and `failed`; the `lost_*` fields add up to `lost`.
+ * `interrupted` and `failed`; the `lost_*` fields add up to `lost`, and the `by_kind_*`
+ * fields to those five.
  */
 typedef struct redmutex_stats {
   /**
@@ -326,6 +354,35 @@ typedef struct redmutex_stats {
    * For every lease that ended (released or lost), how long it was held.
    */
   struct redmutex_histogram held_seconds;
+  /**
+   * Mutex acquisitions (`redmutex_lock*`, and the write side of read-write locks:
+   * `redmutex_write_lock*`), by how they ended.
+   */
+  struct redmutex_outcomes by_kind_mutex;
+  /**
+   * Semaphore permits (`redmutex_semaphore_acquire*`), by how they ended.
+   */
+  struct redmutex_outcomes by_kind_semaphore;
+  /**
+   * Read holds of read-write locks (`redmutex_read_lock*`), by how they ended.
+   */
+  struct redmutex_outcomes by_kind_read;
+  /**
+   * Acquisitions granted after waiting for a release (hand-offs received): woken by a
+   * release, or finding the lock free when a wait ended.
+   */
+  uint64_t handoffs;
+  /**
+   * For every renewal the renew thread sent, how late it was against its schedule: the
+   * renew thread falling behind is the first sign of trouble, long before a lease runs
+   * out.
+   */
+  struct redmutex_histogram renewal_lag_seconds;
+  /**
+   * Connections open now, to all nodes together (`redmutex_client_connections` gives
+   * each node's).
+   */
+  uint64_t connections_open;
 } redmutex_stats;
 
 /**
@@ -630,6 +687,22 @@ redmutex_result redmutex_client_server(const struct redmutex_client *client,
  */
 redmutex_result redmutex_client_stats(const struct redmutex_client *client,
                                       struct redmutex_stats *stats);
+
+/**
+ * Copies how many connections `client` has open now to each node, in the order of the
+ * client's URLs (a `redis+cluster://` URL is one node, counting every master's; a node's
+ * count covers its pool's idle connections, those in use and the one a wait blocks on), into
+ * `out`: at most `len` counts, and `*out_n` set to the number of nodes (the counts were cut
+ * short when `*out_n > len`). `out` may be NULL only when `len` is 0, to learn the number.
+ * Local, no network; any thread. `redmutex_stats.connections_open` is their sum.
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `client` or `out_n`
+ * is NULL, or `out` is NULL while `len` is not 0.
+ */
+redmutex_result redmutex_client_connections(const struct redmutex_client *client,
+                                            uint64_t *out,
+                                            size_t len,
+                                            size_t *out_n);
 
 /**
  * Makes lock options with the defaults: TTL 30 s, auto-renew on, no max hold, fencing on,

@@ -553,6 +553,19 @@ class Client {
     return s;
   }
 
+  /** How many connections this client has open now to each node, in the order of the
+   * client's URLs (see redmutex_client_connections); stats().connections_open is their sum.
+   * Local, no network. */
+  std::vector<std::uint64_t> connections() const {
+    std::vector<std::uint64_t> out;
+    std::size_t n = 0;
+    detail::check(redmutex_client_connections(client_, nullptr, 0, &n));
+    // The node count never changes for a client, so one call with room for all fills them.
+    out.resize(n);
+    if (n > 0) detail::check(redmutex_client_connections(client_, out.data(), n, &n));
+    return out;
+  }
+
   /** What each node said it runs at the client's first connection to it ("Redis 7.0.15",
    * "Valkey 8.1.8"), in the order of the client's URLs; empty for a node not connected to yet
    * or whose server would not say. Local, no network. */

@@ -3,6 +3,7 @@
 //! writes its out-pointer only on success.
 
 use std::ffi::{CString, c_char};
+use std::mem::{offset_of, size_of};
 use std::ptr;
 
 use proptest::prelude::*;
@@ -12,6 +13,7 @@ use crate::guard::redmutex_unlock;
 use crate::lock::redmutex_lock_bytes;
 use crate::result::{redmutex_last_error_message, redmutex_result, redmutex_result_name};
 use crate::shared::{redmutex_read_lock_bytes, redmutex_semaphore_acquire_bytes};
+use crate::stats::{redmutex_client_connections, redmutex_client_stats, redmutex_stats};
 
 /// A client for a loopback port nobody listens on: attempts fail at once, with "refused".
 fn closed_client() -> *mut redmutex_client {
@@ -96,6 +98,54 @@ proptest! {
             prop_assert_eq!(r, redmutex_result::InvalidArgument);
         }
         prop_assert!(guard.is_null(), "out-pointer written on failure");
+        redmutex_client_free(client);
+    }
+
+    #[test]
+    fn stats_fill_no_more_than_the_callers_size(size in prop_oneof![0usize..64, 0usize..2048]) {
+        let client = closed_client();
+        // An older (shorter) or newer (longer) program's struct, in a buffer with room to spare.
+        let mut buf = vec![u64::MAX; 2048 / 8 + 8];
+        // SAFETY: the buffer is 8-aligned and longer than a usize.
+        unsafe { buf.as_mut_ptr().cast::<usize>().write(size) };
+        let r = redmutex_client_stats(client, buf.as_mut_ptr().cast());
+        let least = offset_of!(redmutex_stats, acquired) + size_of::<u64>();
+        let filled = if size < least {
+            prop_assert_eq!(r, redmutex_result::InvalidArgument);
+            size_of::<usize>()
+        } else {
+            prop_assert_eq!(r, redmutex_result::Ok);
+            size.min(size_of::<redmutex_stats>())
+        };
+        // SAFETY: reads the buffer's own bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), buf.len() * size_of::<u64>())
+        };
+        // SAFETY: as above.
+        let size_out = unsafe { buf.as_ptr().cast::<usize>().read() };
+        prop_assert_eq!(size_out, if size < least { size } else { filled });
+        prop_assert!(bytes[filled..].iter().all(|&b| b == 0xFF),
+            "written past the caller's size");
+        redmutex_client_free(client);
+    }
+
+    #[test]
+    fn connections_fill_no_more_than_len(len in 0usize..8, null_out in any::<bool>()) {
+        let client = closed_client();
+        let mut counts = [u64::MAX; 8];
+        let mut n = usize::MAX;
+        let out = if null_out { ptr::null_mut() } else { counts.as_mut_ptr() };
+        let r = redmutex_client_connections(client, out, len, &mut n);
+        if null_out && len != 0 {
+            prop_assert_eq!(r, redmutex_result::NullParameter);
+            prop_assert_eq!(n, usize::MAX, "out-pointer written on failure");
+        } else {
+            prop_assert_eq!(r, redmutex_result::Ok);
+            // One node, never connected to: no I/O before the first lock call.
+            prop_assert_eq!(n, 1);
+            prop_assert_eq!(counts[0], if null_out || len == 0 { u64::MAX } else { 0 });
+        }
+        prop_assert!(counts[1..].iter().all(|&c| c == u64::MAX), "written past the first node");
         redmutex_client_free(client);
     }
 

@@ -32,6 +32,27 @@ impl<T> Out<T> {
     }
 }
 
+/// Copies the first `len` of `items` (all of them when there are fewer) into the caller's
+/// array `out` of `len` elements, and returns how many `items` there are. `out` may be NULL
+/// only when `len` is 0; then nothing is written.
+pub(crate) fn copy_items<T: Copy>(
+    items: &[T],
+    out: *mut T,
+    len: usize,
+    param: &str,
+) -> Result<usize, Failure> {
+    if out.is_null() && len != 0 {
+        return Err(Failure::null(param));
+    }
+    let n = items.len().min(len);
+    if n > 0 {
+        // SAFETY: non-NULL (len != 0), and the caller passes room for `len >= n` elements,
+        // which cannot overlap `items` (the library's own).
+        unsafe { std::ptr::copy_nonoverlapping(items.as_ptr(), out, n) };
+    }
+    Ok(items.len())
+}
+
 /// Frees a handle made with `Box::into_raw`; NULL is a no-op.
 pub(crate) fn free_box<T>(p: *mut T) {
     if !p.is_null() {

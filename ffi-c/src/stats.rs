@@ -1,11 +1,12 @@
-//! `redmutex_client_stats`: what a client's locks did, as a versioned struct.
+//! `redmutex_client_stats`: what a client's locks did, as a versioned struct, and
+//! `redmutex_client_connections`: the connections open to each node.
 
 use std::mem::{offset_of, size_of};
 
-use redmutex::{HISTOGRAM_BOUNDS, Histogram};
+use redmutex::{HISTOGRAM_BOUNDS, Histogram, Outcomes};
 
 use crate::client::redmutex_client;
-use crate::ptr::arg;
+use crate::ptr::{Out, arg, copy_items};
 use crate::result::{Failure, boundary, redmutex_result};
 
 /// How many bucket bounds a `redmutex_histogram` has.
@@ -30,6 +31,23 @@ pub struct redmutex_histogram {
     pub sum: f64,
 }
 
+/// How one kind of lock's acquisition calls ended: each call in exactly one field (as in
+/// `redmutex_stats`, whose totals these add up to over the three kinds).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct redmutex_outcomes {
+    /// Granted.
+    pub acquired: u64,
+    /// Refused at once (`REDMUTEX_RESULT_WOULD_BLOCK` with a wait of 0).
+    pub refused: u64,
+    /// Their wait ran out (`REDMUTEX_RESULT_WOULD_BLOCK` after waiting).
+    pub timed_out: u64,
+    /// Ended by their interrupt callback (`REDMUTEX_RESULT_INTERRUPTED`).
+    pub interrupted: u64,
+    /// Failed with another error.
+    pub failed: u64,
+}
+
 /// What one client's locks (every kind) did since it was made, and what they hold and wait
 /// for now: counters the library keeps as it goes. Filled by `redmutex_client_stats`.
 ///
@@ -38,7 +56,8 @@ pub struct redmutex_histogram {
 /// a program built against this header keeps working.
 ///
 /// An acquisition call ends in exactly one of `acquired`, `refused`, `timed_out`,
-/// `interrupted` and `failed`; the `lost_*` fields add up to `lost`.
+/// `interrupted` and `failed`; the `lost_*` fields add up to `lost`, and the `by_kind_*`
+/// fields to those five.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct redmutex_stats {
@@ -79,6 +98,25 @@ pub struct redmutex_stats {
     pub wait_seconds: redmutex_histogram,
     /// For every lease that ended (released or lost), how long it was held.
     pub held_seconds: redmutex_histogram,
+    // The struct of older headers ended here; new fields only ever go at the end, and a
+    // program reads one only when it ends within the `size` the library filled.
+    /// Mutex acquisitions (`redmutex_lock*`, and the write side of read-write locks:
+    /// `redmutex_write_lock*`), by how they ended.
+    pub by_kind_mutex: redmutex_outcomes,
+    /// Semaphore permits (`redmutex_semaphore_acquire*`), by how they ended.
+    pub by_kind_semaphore: redmutex_outcomes,
+    /// Read holds of read-write locks (`redmutex_read_lock*`), by how they ended.
+    pub by_kind_read: redmutex_outcomes,
+    /// Acquisitions granted after waiting for a release (hand-offs received): woken by a
+    /// release, or finding the lock free when a wait ended.
+    pub handoffs: u64,
+    /// For every renewal the renew thread sent, how late it was against its schedule: the
+    /// renew thread falling behind is the first sign of trouble, long before a lease runs
+    /// out.
+    pub renewal_lag_seconds: redmutex_histogram,
+    /// Connections open now, to all nodes together (`redmutex_client_connections` gives
+    /// each node's).
+    pub connections_open: u64,
 }
 
 /// Fills `*stats` with what `client`'s locks did so far. Set `stats->size` to
@@ -108,6 +146,16 @@ pub extern "C" fn redmutex_client_stats(
             *o = *b;
         }
         out
+    }
+
+    fn outcomes(o: &Outcomes) -> redmutex_outcomes {
+        redmutex_outcomes {
+            acquired: o.acquired,
+            refused: o.refused,
+            timed_out: o.timed_out,
+            interrupted: o.interrupted,
+            failed: o.failed,
+        }
     }
 
     boundary(|| {
@@ -144,6 +192,12 @@ pub extern "C" fn redmutex_client_stats(
             waiting_now: s.waiting_now,
             wait_seconds: histogram(&s.wait_seconds),
             held_seconds: histogram(&s.held_seconds),
+            by_kind_mutex: outcomes(&s.by_kind.mutex),
+            by_kind_semaphore: outcomes(&s.by_kind.semaphore),
+            by_kind_read: outcomes(&s.by_kind.read),
+            handoffs: s.handoffs,
+            renewal_lag_seconds: histogram(&s.renewal_lag_seconds),
+            connections_open: s.connections.iter().sum(),
         };
         // SAFETY: the caller's struct has `size` writable bytes, and `filled <= size` and
         // `filled <= size_of::<redmutex_stats>()`; the two do not overlap.
@@ -154,6 +208,31 @@ pub extern "C" fn redmutex_client_stats(
                 filled,
             );
         }
+        Ok(())
+    })
+}
+
+/// Copies how many connections `client` has open now to each node, in the order of the
+/// client's URLs (a `redis+cluster://` URL is one node, counting every master's; a node's
+/// count covers its pool's idle connections, those in use and the one a wait blocks on), into
+/// `out`: at most `len` counts, and `*out_n` set to the number of nodes (the counts were cut
+/// short when `*out_n > len`). `out` may be NULL only when `len` is 0, to learn the number.
+/// Local, no network; any thread. `redmutex_stats.connections_open` is their sum.
+///
+/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `client` or `out_n`
+/// is NULL, or `out` is NULL while `len` is not 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_client_connections(
+    client: *const redmutex_client,
+    out: *mut u64,
+    len: usize,
+    out_n: *mut usize,
+) -> redmutex_result {
+    boundary(|| {
+        let client = arg(client, "client")?;
+        let out_n = Out::new(out_n, "out_n")?;
+        let nodes = copy_items(&client.client.stats().connections, out, len, "out")?;
+        out_n.write(nodes);
         Ok(())
     })
 }

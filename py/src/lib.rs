@@ -44,6 +44,7 @@ fn _redmutex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<status::RwLockStatus>()?;
     m.add_class::<stats::ClientStats>()?;
     m.add_class::<stats::Histogram>()?;
+    m.add_class::<stats::Outcomes>()?;
     m.add_class::<operate::ListedLock>()?;
     m.add_class::<operate::ListedHold>()?;
     errors::register(m)?;

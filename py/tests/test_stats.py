@@ -1,5 +1,6 @@
 """Client.stats(): each figure moves when what it counts happens through the Python API (a
-grant, a refusal, a wait that runs out, a release, a loss, a thread waiting), with its type."""
+grant, a refusal, a wait that runs out, a release, a loss, a thread waiting, a hand-off, a
+renewal, a connection), with its type."""
 
 from __future__ import annotations
 
@@ -84,6 +85,107 @@ def test_a_waiting_thread_is_counted_while_it_waits(redis_server, name):
     s = client.stats()
     assert (s.waiting_now, s.acquired, s.held_now) == (0, 1, 0)
     assert s.wait_seconds.count == 1
+
+
+def test_each_kind_is_counted_apart_and_adds_up(redis_server, name):
+    """A mutex granted and refused, a read hold granted (a write hold refused: a writer is a
+    mutex), a semaphore permit granted and its wait run out."""
+    client = redmutex.Client(redis_server.url)
+    s = client.stats()
+    assert set(s.by_kind) == {"mutex", "semaphore", "read"}
+    assert all(isinstance(o, redmutex.Outcomes) for o in s.by_kind.values())
+    assert all(o.acquired == 0 for o in s.by_kind.values())
+
+    lock = client.lock(name + ":m", ttl=30.0)
+    assert lock.acquire(blocking=False)
+    assert not client.lock(name + ":m").acquire(blocking=False)
+    rw = client.rwlock(name + ":rw", ttl=30.0)
+    read = rw.read_lock()
+    assert read.acquire(blocking=False)
+    assert not rw.write_lock().acquire(blocking=False)
+    sem = client.semaphore(name + ":s", 1, ttl=30.0)
+    assert sem.acquire(blocking=False)
+    assert not client.semaphore(name + ":s", 1).acquire(timeout=0.05)
+
+    s = client.stats()
+    m, sm, rd = s.by_kind["mutex"], s.by_kind["semaphore"], s.by_kind["read"]
+    assert (m.acquired, m.refused, m.timed_out, m.interrupted, m.failed) == (1, 2, 0, 0, 0)
+    assert (rd.acquired, rd.refused, rd.timed_out) == (1, 0, 0)
+    assert (sm.acquired, sm.refused, sm.timed_out) == (1, 0, 1)
+    for field in ("acquired", "refused", "timed_out", "interrupted", "failed"):
+        assert sum(getattr(o, field) for o in s.by_kind.values()) == getattr(s, field), field
+    lock.release()
+    read.release()
+    sem.release()
+
+
+def test_a_grant_at_the_release_is_a_handoff(redis_server, name):
+    """A thread that waited for a held lock and got it at the release received a hand-off;
+    the holder, granted at once, did not."""
+    holder_client = redmutex.Client(redis_server.url)
+    holder = holder_client.lock(name, ttl=30.0)
+    assert holder.acquire()
+    client = redmutex.Client(redis_server.url)
+    got: list[bool] = []
+
+    def wait() -> None:
+        lock = client.lock(name)
+        got.append(lock.acquire(timeout=30))
+        lock.release()
+
+    def announced() -> bool:
+        # Refused once, the waiter says in Redis that it waits: waiting_now alone counts a
+        # call from its start, before its first attempt.
+        return any(lock.waiters >= 1 for lock in holder_client.list(name))
+
+    t = threading.Thread(target=wait)
+    t.start()
+    try:
+        assert _until(announced, timeout=10.0), client.stats()
+    finally:
+        holder.release()
+        t.join(timeout=30)
+    assert got == [True]
+    assert client.stats().handoffs == 1
+    assert holder_client.stats().handoffs == 0
+
+
+def test_renewals_are_measured_for_lag(redis_server, name):
+    """A 1 s lease is renewed about every 330 ms; each renewal sent is measured against its
+    schedule."""
+    client = redmutex.Client(redis_server.url)
+    lag = client.stats().renewal_lag_seconds
+    assert isinstance(lag, redmutex.Histogram)
+    assert lag.count == 0 and len(lag.buckets) == 18 and lag.bounds[-1] == 60.0
+    lock = client.lock(name, ttl=1.0)
+    assert lock.acquire()
+    try:
+        assert _until(lambda: client.stats().renewals >= 2), client.stats()
+    finally:
+        lock.release()
+    s = client.stats()
+    lag = s.renewal_lag_seconds
+    assert lag.count > 0 and lag.count == s.renewals + s.renewal_failures
+    assert sum(lag.buckets) == lag.count and lag.sum >= 0
+
+
+def test_open_connections_are_counted_per_node(redis_server, dead_url, name):
+    """None before the first call; then at least one to the live node, none to the dead
+    one, in the order of the nodes."""
+    client = redmutex.Client(redis_server.url)
+    assert client.stats().connections == [0]
+    assert not client.lock(name).locked()
+    conns = client.stats().connections
+    assert isinstance(conns, list) and len(conns) == 1 and conns[0] >= 1
+
+    two = redmutex.Client([dead_url, redis_server.url], connect_timeout=0.1)
+    assert two.stats().connections == [0, 0]
+    try:
+        two.lock(name).locked()
+    except redmutex.LockError:
+        pass
+    dead, live = two.stats().connections
+    assert (dead, live >= 1) == (0, True)
 
 
 def test_the_librarys_log_records_reach_python_logging(dead_url, caplog):

@@ -62,6 +62,15 @@ def stats_are_typed(client: redmutex.Client) -> tuple[int, int, float]:
     return s.acquired + s.lost_by["gone"], sum(wait.buckets), wait.sum + wait.bounds[0]
 
 
+def new_stats_are_typed(client: redmutex.Client) -> tuple[int, int, float, list[int]]:
+    s = client.stats()
+    kinds: dict[str, redmutex.Outcomes] = s.by_kind
+    mutex: redmutex.Outcomes = kinds["mutex"]
+    lag: redmutex.Histogram = s.renewal_lag_seconds
+    settled = mutex.acquired + mutex.refused + mutex.timed_out + mutex.interrupted + mutex.failed
+    return settled, s.handoffs, lag.sum / max(lag.count, 1), s.connections
+
+
 def listing_is_typed(client: redmutex.Client) -> list[tuple[str | bytes, str, float | None]]:
     locks: list[redmutex.ListedLock] = client.list() + client.list(b"jobs:*")
     rows = [(lock.name, hold.kind, hold.ttl) for lock in locks for hold in lock.holds]

@@ -2,6 +2,7 @@
 // move-only Guard and the exceptions against a real redis-server.
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -185,6 +186,85 @@ static void test_stats_count_grants_refusals_and_releases() {
   CHECK(s.held_now == 0 && s.held_seconds.count == 1 && s.lost == 0);
 }
 
+// A mutex granted and refused, a read hold and a semaphore permit granted: each counted
+// under its own kind, and the kinds add up to the totals.
+static void test_stats_count_each_kind_apart() {
+  redmutex::Client client = test_client();
+  std::string name = unique_name("stats-kind");
+  redmutex_stats s{};
+  {
+    std::optional<redmutex::Guard> mutex = client.try_lock(name + ":m");
+    CHECK(mutex);
+    CHECK(!client.try_lock(name + ":m"));
+    std::optional<redmutex::Guard> read = client.try_read_lock(name + ":rw");
+    std::optional<redmutex::Guard> permit = client.try_semaphore(name + ":s", 2);
+    CHECK(read && permit);
+    s = client.stats();
+  }
+  CHECK(s.by_kind_mutex.acquired == 1 && s.by_kind_mutex.refused == 1);
+  CHECK(s.by_kind_read.acquired == 1 && s.by_kind_read.refused == 0);
+  CHECK(s.by_kind_semaphore.acquired == 1 && s.by_kind_semaphore.refused == 0);
+  CHECK(s.by_kind_mutex.acquired + s.by_kind_read.acquired + s.by_kind_semaphore.acquired ==
+        s.acquired);
+  CHECK(s.by_kind_mutex.refused + s.by_kind_read.refused + s.by_kind_semaphore.refused ==
+        s.refused);
+}
+
+// A thread that waits for a held lock and gets it at the release received a hand-off; a
+// 1 s lease held past a renewal has the renewal's lag measured.
+static void test_stats_count_handoffs_and_renewal_lag() {
+  redmutex::Client holder = test_client();
+  redmutex::Client client = test_client();
+  std::string name = unique_name("stats-handoff");
+  std::optional<redmutex::Guard> held = holder.try_lock(name);
+  CHECK(held);
+  std::atomic<bool> granted{false};
+  std::thread waiter([&] {
+    try {
+      std::optional<redmutex::Guard> guard = client.try_lock_for(name, 30s);
+      granted = guard.has_value();
+    } catch (const redmutex::Error& e) {
+      std::fprintf(stderr, "the waiter failed: %s\n", e.what());
+    }
+  });
+  // Until the waiter has announced itself in Redis (refused once, it waits for the release):
+  // waiting_now counts a call from its start, before its first attempt.
+  auto announced = [&] {
+    std::vector<redmutex::ListedLock> locks = holder.list(name);
+    return !locks.empty() && locks[0].waiters >= 1;
+  };
+  for (int i = 0; i < 1000 && !announced(); ++i) std::this_thread::sleep_for(10ms);
+  bool waited = client.stats().waiting_now == 1 && announced();
+  redmutex_result released = code_of([&] { held->unlock(); });
+  waiter.join();
+  CHECK(waited && released == REDMUTEX_RESULT_OK && granted);
+  CHECK(client.stats().handoffs == 1);
+  CHECK(holder.stats().handoffs == 0);
+
+  CHECK(client.stats().renewal_lag_seconds.count == 0);
+  {
+    redmutex::Guard guard = client.lock(unique_name("stats-renewed"), 1000ms);
+    for (int i = 0; i < 1000 && client.stats().renewals < 2; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  redmutex_stats s = client.stats();
+  CHECK(s.renewals >= 2 && s.renewal_lag_seconds.count > 0);
+  CHECK(s.renewal_lag_seconds.count == s.renewals + s.renewal_failures);
+}
+
+// No connection before the first call; after it, at least one to the node, and the
+// struct's sum agrees with the per-node counts.
+static void test_connections_are_counted_per_node() {
+  redmutex::Client client = test_client();
+  CHECK(client.connections() == std::vector<std::uint64_t>{0});
+  CHECK(client.stats().connections_open == 0);
+  CHECK(!client.is_locked(unique_name("stats-conns")));
+  std::vector<std::uint64_t> counts = client.connections();
+  CHECK(counts.size() == 1 && counts[0] >= 1);
+  CHECK(client.stats().connections_open == counts[0]);
+}
+
 static void test_status_names_the_holder() {
   redmutex::Client client = test_client();
   std::string name = unique_name("status");
@@ -307,6 +387,9 @@ int main() {
   RUN(test_token_and_owner_label);
   RUN(test_servers_say_what_each_node_runs);
   RUN(test_stats_count_grants_refusals_and_releases);
+  RUN(test_stats_count_each_kind_apart);
+  RUN(test_stats_count_handoffs_and_renewal_lag);
+  RUN(test_connections_are_counted_per_node);
   RUN(test_status_names_the_holder);
   RUN(test_list_and_force_unlock);
   RUN(test_a_node_not_waited_for_is_named_so);

@@ -1,7 +1,9 @@
 /* redmutex_client_stats: each figure moves when the thing it counts happens through the C API
- * (a grant, a refusal, a wait that runs out, a release, a loss), and the struct is versioned
- * by its size: an older, shorter struct is filled only as far as it goes. */
+ * (a grant, a refusal, a wait that runs out, a release, a loss, a hand-off, a renewal, a
+ * connection), and the struct is versioned by its size: an older, shorter struct is filled
+ * only as far as it goes. redmutex_client_connections: the connections open to each node. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +75,215 @@ static void test_a_loss_is_counted_with_its_reason(void) {
   redmutex_client_free(client);
 }
 
+/* Waits (at most 10 s: valgrind is slow) until `pred` holds for the client's figures, which
+ * are left in `*s`. */
+static bool stats_until(redmutex_client *client, redmutex_stats *s,
+                        bool (*pred)(const redmutex_stats *)) {
+  double until = now_ms() + 10000;
+  for (;;) {
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
+    if (redmutex_client_stats(client, s) != REDMUTEX_RESULT_OK) return false;
+    if (pred(s)) return true;
+    if (now_ms() > until) return false;
+    sleep_ms(10);
+  }
+}
+
+/* A mutex granted and refused, a read hold granted, a semaphore permit granted and its wait
+ * run out: each counted under its own kind, and the kinds add up to the totals. A write
+ * hold is a mutex. */
+static void test_each_kind_is_counted_apart_and_adds_up(void) {
+  char m[128], rw[128], sem[128];
+  redmutex_client *client = test_client();
+  redmutex_guard *mutex = NULL, *read = NULL, *permit = NULL, *other = NULL;
+  CHECK(client != NULL);
+  unique_name(m, sizeof m, "stats-kind-m");
+  unique_name(rw, sizeof rw, "stats-kind-rw");
+  unique_name(sem, sizeof sem, "stats-kind-s");
+  CHECK_OK(redmutex_lock(client, m, 30000, 0, &mutex));
+  CHECK_RESULT(redmutex_lock(client, m, 30000, 0, &other), REDMUTEX_RESULT_WOULD_BLOCK);
+  CHECK_OK(redmutex_read_lock(client, rw, 30000, 0, &read));
+  CHECK_RESULT(redmutex_write_lock(client, rw, 30000, 0, &other), REDMUTEX_RESULT_WOULD_BLOCK);
+  CHECK_OK(redmutex_semaphore_acquire(client, sem, 1, 30000, 0, &permit));
+  CHECK_RESULT(redmutex_semaphore_acquire(client, sem, 1, 30000, 50, &other),
+               REDMUTEX_RESULT_WOULD_BLOCK);
+  redmutex_stats s;
+  stats_of(client, &s);
+  CHECK(s.by_kind_mutex.acquired == 1 && s.by_kind_mutex.refused == 2);
+  CHECK(s.by_kind_mutex.timed_out == 0 && s.by_kind_mutex.failed == 0);
+  CHECK(s.by_kind_read.acquired == 1 && s.by_kind_read.refused == 0);
+  CHECK(s.by_kind_semaphore.acquired == 1 && s.by_kind_semaphore.timed_out == 1);
+  CHECK(s.by_kind_semaphore.refused == 0);
+  const redmutex_outcomes *kinds[] = {&s.by_kind_mutex, &s.by_kind_semaphore, &s.by_kind_read};
+  redmutex_outcomes total = {0, 0, 0, 0, 0};
+  for (size_t i = 0; i < 3; i++) {
+    total.acquired += kinds[i]->acquired;
+    total.refused += kinds[i]->refused;
+    total.timed_out += kinds[i]->timed_out;
+    total.interrupted += kinds[i]->interrupted;
+    total.failed += kinds[i]->failed;
+  }
+  CHECK(total.acquired == s.acquired && s.acquired == 3);
+  CHECK(total.refused == s.refused && total.timed_out == s.timed_out);
+  CHECK(total.interrupted == s.interrupted && total.failed == s.failed);
+  CHECK_OK(redmutex_unlock(mutex));
+  CHECK_OK(redmutex_unlock(read));
+  CHECK_OK(redmutex_unlock(permit));
+  redmutex_client_free(client);
+}
+
+struct waiter {
+  redmutex_client *client;
+  const char *name;
+  redmutex_result result;
+};
+
+static void *wait_then_release(void *p) {
+  struct waiter *w = p;
+  redmutex_guard *guard = NULL;
+  w->result = redmutex_lock(w->client, w->name, 30000, 30000, &guard);
+  if (w->result == REDMUTEX_RESULT_OK) w->result = redmutex_unlock(guard);
+  return NULL;
+}
+
+static bool one_waiting(const redmutex_stats *s) { return s->waiting_now == 1; }
+
+static int note_waiters(const redmutex_listed_lock *lock, void *waiters) {
+  *(uint64_t *)waiters = lock->waiters;
+  return 1;
+}
+
+/* Waits (at most 10 s) until a caller has announced in Redis that it waits for `name`: it
+ * was refused once and waits for the release (a call counts in waiting_now from its start,
+ * before its first attempt, so that alone could let the release come first). */
+static bool waiter_announced(redmutex_client *client, const char *name) {
+  double until = now_ms() + 10000;
+  for (;;) {
+    uint64_t waiters = 0;
+    if (redmutex_list(client, name, note_waiters, &waiters) != REDMUTEX_RESULT_OK) return false;
+    if (waiters >= 1) return true;
+    if (now_ms() > until) return false;
+    sleep_ms(10);
+  }
+}
+
+/* A thread that waits for a held lock and gets it at its release: a hand-off received, and
+ * counted by the waiter's client only (the holder's grant came at once). */
+static void test_a_grant_at_the_release_is_a_handoff(void) {
+  char name[128];
+  redmutex_client *holder = test_client();
+  redmutex_guard *held = NULL;
+  CHECK(holder != NULL);
+  unique_name(name, sizeof name, "stats-handoff");
+  CHECK_OK(redmutex_lock(holder, name, 30000, 0, &held));
+  struct waiter w = {test_client(), name, REDMUTEX_RESULT_OK};
+  CHECK(w.client != NULL);
+  pthread_t thread;
+  CHECK(pthread_create(&thread, NULL, wait_then_release, &w) == 0);
+  redmutex_stats s;
+  bool waiting = stats_until(w.client, &s, one_waiting) && waiter_announced(holder, name);
+  redmutex_result released = redmutex_unlock(held);
+  pthread_join(thread, NULL);
+  CHECK(waiting);
+  CHECK_OK(released);
+  CHECK_OK(w.result);
+  stats_of(w.client, &s);
+  CHECK(s.acquired == 1 && s.waiting_now == 0 && s.held_now == 0);
+  CHECK(s.handoffs == 1);
+  stats_of(holder, &s);
+  CHECK(s.acquired == 1 && s.handoffs == 0);
+  redmutex_client_free(w.client);
+  redmutex_client_free(holder);
+}
+
+static bool renewed_twice(const redmutex_stats *s) { return s->renewals >= 2; }
+
+/* A 1 s lease is renewed about every 330 ms (a shorter one could be lost while valgrind runs
+ * the renew thread slowly): each renewal sent is measured against its schedule, in the
+ * renewal-lag histogram. */
+static void test_renewals_are_measured_for_lag(void) {
+  char name[128];
+  redmutex_client *client = test_client();
+  redmutex_guard *guard = NULL;
+  CHECK(client != NULL);
+  unique_name(name, sizeof name, "stats-renewed");
+  redmutex_stats s;
+  stats_of(client, &s);
+  CHECK(s.renewal_lag_seconds.count == 0 && s.renewal_lag_seconds.bounds[16] == 60.0);
+  CHECK_OK(redmutex_lock(client, name, 1000, 0, &guard));
+  bool renewed = stats_until(client, &s, renewed_twice);
+  CHECK_OK(redmutex_unlock(guard));
+  CHECK(renewed);
+  stats_of(client, &s);
+  CHECK(s.renewal_lag_seconds.count > 0);
+  CHECK(s.renewal_lag_seconds.count == s.renewals + s.renewal_failures);
+  CHECK(s.renewal_lag_seconds.sum >= 0.0);
+  uint64_t in_buckets = 0;
+  for (size_t i = 0; i < REDMUTEX_HISTOGRAM_BUCKETS; i++) {
+    in_buckets += s.renewal_lag_seconds.buckets[i];
+  }
+  CHECK(in_buckets == s.renewal_lag_seconds.count);
+  redmutex_client_free(client);
+}
+
+/* No connection before the first call; one at least after it, per node in the order of the
+ * URLs, and their sum in the struct. */
+static void test_open_connections_are_counted_per_node(void) {
+  char name[128];
+  redmutex_client *client = test_client();
+  CHECK(client != NULL);
+  unique_name(name, sizeof name, "stats-conns");
+  redmutex_stats s;
+  stats_of(client, &s);
+  CHECK(s.connections_open == 0);
+  uint64_t counts[4] = {7, 7, 7, 7};
+  size_t n = 0;
+  CHECK_OK(redmutex_client_connections(client, counts, 4, &n));
+  CHECK(n == 1 && counts[0] == 0 && counts[1] == 7);
+
+  bool locked = true;
+  CHECK_OK(redmutex_is_locked(client, name, &locked));
+  CHECK(!locked);
+  stats_of(client, &s);
+  CHECK(s.connections_open >= 1);
+  n = 0;
+  CHECK_OK(redmutex_client_connections(client, counts, 4, &n));
+  CHECK(n == 1 && counts[0] == s.connections_open && counts[1] == 7);
+  /* How many nodes, without a buffer; a buffer too short is filled as far as it goes. */
+  n = 0;
+  CHECK_OK(redmutex_client_connections(client, NULL, 0, &n));
+  CHECK(n == 1);
+
+  CHECK_RESULT(redmutex_client_connections(client, NULL, 1, &n), REDMUTEX_RESULT_NULL_PARAMETER);
+  CHECK_RESULT(redmutex_client_connections(client, counts, 4, NULL),
+               REDMUTEX_RESULT_NULL_PARAMETER);
+  CHECK_RESULT(redmutex_client_connections(NULL, counts, 4, &n), REDMUTEX_RESULT_NULL_PARAMETER);
+  redmutex_client_free(client);
+}
+
+/* Redlock: one count per node, a majority of them connected after a grant. */
+static void test_each_node_of_several_has_its_count(void) {
+  char storage[1024], name[128];
+  const char *urls[5];
+  CHECK(test_urls5(storage, sizeof storage, urls) == 5);
+  redmutex_client *client = client_of(urls, 5);
+  redmutex_guard *guard = NULL;
+  CHECK(client != NULL);
+  unique_name(name, sizeof name, "stats-conns5");
+  CHECK_OK(redmutex_lock(client, name, 30000, 0, &guard));
+  CHECK_OK(redmutex_unlock(guard));
+  uint64_t counts[5] = {0, 0, 0, 0, 0}, two[2] = {0, 0};
+  size_t n = 0, connected = 0;
+  CHECK_OK(redmutex_client_connections(client, two, 2, &n));
+  CHECK(n == 5);
+  CHECK_OK(redmutex_client_connections(client, counts, 5, &n));
+  CHECK(n == 5);
+  for (size_t i = 0; i < 5; i++) connected += counts[i] > 0;
+  CHECK(connected >= 3);
+  redmutex_client_free(client);
+}
+
 static void test_the_struct_is_versioned_by_its_size(void) {
   redmutex_client *client = test_client();
   CHECK(client != NULL);
@@ -89,12 +300,35 @@ static void test_the_struct_is_versioned_by_its_size(void) {
   CHECK(s.size == offsetof(redmutex_stats, timed_out));
   CHECK(s.acquired == 0 && s.refused == 0);
   CHECK(s.timed_out == 0xABABABABABABABABull);
+  /* A program built before the by-kind figures: filled up to `held_seconds`, no further. */
+  memset(&s, 0xAB, sizeof s);
+  s.size = offsetof(redmutex_stats, by_kind_mutex);
+  CHECK_OK(redmutex_client_stats(client, &s));
+  CHECK(s.size == offsetof(redmutex_stats, by_kind_mutex));
+  CHECK(s.held_now == 0 && s.held_seconds.count == 0 && s.held_seconds.bounds[16] == 60.0);
+  CHECK(s.by_kind_mutex.acquired == 0xABABABABABABABABull);
+  CHECK(s.connections_open == 0xABABABABABABABABull);
+  /* A struct longer than this library's (a newer header): filled as far as this one goes. */
+  struct {
+    redmutex_stats s;
+    unsigned char more[16];
+  } longer;
+  memset(&longer, 0xAB, sizeof longer);
+  longer.s.size = sizeof longer;
+  CHECK_OK(redmutex_client_stats(client, &longer.s));
+  CHECK(longer.s.size == sizeof(redmutex_stats) && longer.s.acquired == 0);
+  CHECK(longer.more[0] == 0xAB && longer.more[15] == 0xAB);
   redmutex_client_free(client);
 }
 
 int main(void) {
   RUN(test_grants_refusals_timeouts_and_releases_are_counted);
   RUN(test_a_loss_is_counted_with_its_reason);
+  RUN(test_each_kind_is_counted_apart_and_adds_up);
+  RUN(test_a_grant_at_the_release_is_a_handoff);
+  RUN(test_renewals_are_measured_for_lag);
+  RUN(test_open_connections_are_counted_per_node);
+  RUN(test_each_node_of_several_has_its_count);
   RUN(test_the_struct_is_versioned_by_its_size);
   return TESTING_SUMMARY();
 }

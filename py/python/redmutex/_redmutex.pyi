@@ -20,6 +20,7 @@ __all__ = [
     "LockStatus",
     "NoQuorumError",
     "NotHeldError",
+    "Outcomes",
     "ReadLock",
     "RwLock",
     "RwLockStatus",
@@ -498,10 +499,35 @@ class Histogram:
         """Their sum, in seconds."""
 
 @final
+class Outcomes:
+    """How one kind of lock's acquisitions ended (ClientStats.by_kind): each in exactly one
+    of the five."""
+
+    @property
+    def acquired(self) -> int:
+        """Granted."""
+
+    @property
+    def refused(self) -> int:
+        """Refused at once (blocking=False)."""
+
+    @property
+    def timed_out(self) -> int:
+        """Their wait ran out."""
+
+    @property
+    def interrupted(self) -> int:
+        """Ended by a signal handler's exception (Ctrl-C)."""
+
+    @property
+    def failed(self) -> int:
+        """Failed with an error (no quorum, no connection, ...)."""
+
+@final
 class ClientStats:
     """What one client's locks did since it was made, and what they hold and wait for now
     (Client.stats()). An acquire ends in exactly one of acquired, refused, timed_out,
-    interrupted and failed; lost_by's values add up to lost."""
+    interrupted and failed, and under one kind of by_kind; lost_by's values add up to lost."""
 
     @property
     def acquired(self) -> int:
@@ -522,6 +548,16 @@ class ClientStats:
     @property
     def failed(self) -> int:
         """Acquisitions that failed with an error (no quorum, no connection, ...)."""
+
+    @property
+    def by_kind(self) -> dict[str, Outcomes]:
+        """The same acquisitions by kind of lock: "mutex" (Lock, and RwLock's write side),
+        "semaphore" and "read" (RwLock's read side)."""
+
+    @property
+    def handoffs(self) -> int:
+        """Acquisitions granted after waiting for a release (hand-offs received): woken by a
+        release, or finding the lock free when a wait ended."""
 
     @property
     def lost(self) -> int:
@@ -555,6 +591,17 @@ class ClientStats:
     @property
     def held_seconds(self) -> Histogram:
         """For every lease that ended (released or lost), how long it was held."""
+
+    @property
+    def renewal_lag_seconds(self) -> Histogram:
+        """For every renewal the renew thread sent, how late it was against its schedule: the
+        renew thread falling behind is the first sign of trouble, long before a lease runs
+        out."""
+
+    @property
+    def connections(self) -> list[int]:
+        """Connections open now to each node, in the order of the client's nodes (a cluster's
+        counts every master; a pool's idle ones, those in use and the one a wait blocks on)."""
 
 @final
 class Semaphore:
