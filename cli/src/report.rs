@@ -181,7 +181,10 @@ pub fn stats_line(s: &ClientStats) -> String {
         s.wait_seconds.sum,
         s.held_seconds.sum,
         s.handoffs,
-        s.renewal_lag_seconds.mean().unwrap_or_default().as_secs_f64(),
+        s.renewal_lag_seconds
+            .mean()
+            .unwrap_or_default()
+            .as_secs_f64(),
     )
 }
 

@@ -75,20 +75,37 @@ fn breaks_a_stuck_lock(urls: &[String], nodes: usize) {
         dir,
         urls,
         &[
-            "run", "--key", "op:stuck", "--ttl", "1h", "--", "sh", "-c",
+            "run",
+            "--key",
+            "op:stuck",
+            "--ttl",
+            "1h",
+            "--",
+            "sh",
+            "-c",
             "echo \"started $REDMUTEX_FENCE\" >> log; while [ ! -e go ]; do sleep 0.02; done",
         ],
     )
     .spawn()
     .unwrap();
     let log = dir.join("log");
-    assert!(wait_until(BOUND, || !lines_of(&log).is_empty()), "never started");
+    assert!(
+        wait_until(BOUND, || !lines_of(&log).is_empty()),
+        "never started"
+    );
     let stuck_fence = number_after(&lines_of(&log)[0], "started");
     let waiter = redmutex(
         dir,
         urls,
         &[
-            "run", "--key", "op:stuck", "--wait", "1m", "--", "sh", "-c",
+            "run",
+            "--key",
+            "op:stuck",
+            "--wait",
+            "1m",
+            "--",
+            "sh",
+            "-c",
             "echo \"got $REDMUTEX_FENCE\" >> log",
         ],
     )
@@ -112,7 +129,11 @@ fn breaks_a_stuck_lock(urls: &[String], nodes: usize) {
     let header: Vec<&str> = lines[0].split_whitespace().collect();
     assert_eq!(header, ["NAME", "KIND", "FENCE", "WAITERS", "HOLDERS"]);
     let row: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(&row[..4], ["op:stuck", "exclusive", &stuck_fence.to_string(), "1"], "{out}");
+    assert_eq!(
+        &row[..4],
+        ["op:stuck", "exclusive", &stuck_fence.to_string(), "1"],
+        "{out}"
+    );
     assert!(row[5].starts_with("(59m"), "a 1 h lease: {out}");
 
     let (code, out, err) = once(dir, urls, &["list", "--json", "op:stuck"]);
@@ -125,27 +146,46 @@ fn breaks_a_stuck_lock(urls: &[String], nodes: usize) {
     assert_eq!(object["nodes"], nodes);
     assert_eq!(object["disagree"], false);
     let hold = &object["holds"][0];
-    assert_eq!((&hold["kind"], &hold["nodes"]), (&"exclusive".into(), &nodes.into()));
+    assert_eq!(
+        (&hold["kind"], &hold["nodes"]),
+        (&"exclusive".into(), &nodes.into())
+    );
     assert!(hold["ttl_ms"].as_u64().unwrap() > 3_000_000, "{hold}");
     assert!(
-        hold["holder"].as_str().unwrap().starts_with(hold["owner"].as_str().unwrap()),
+        hold["holder"]
+            .as_str()
+            .unwrap()
+            .starts_with(hold["owner"].as_str().unwrap()),
         "{hold}"
     );
 
     let (code, _, err) = once(dir, urls, &["unlock", "op:stuck"]);
     assert_eq!(code, 64, "{err}");
-    assert!(err.starts_with("redmutex: not removing the holds of op:stuck: add --force"), "{err}");
+    assert!(
+        err.starts_with("redmutex: not removing the holds of op:stuck: add --force"),
+        "{err}"
+    );
     assert!(lines_of(&log).len() == 1, "the waiter ran without --force");
 
     let (code, out, err) = once(dir, urls, &["unlock", "--force", "op:stuck"]);
     assert_eq!(code, 0, "{err}");
-    let of = if nodes > 1 { format!(" on {nodes} of {nodes} nodes") } else { String::new() };
+    let of = if nodes > 1 {
+        format!(" on {nodes} of {nodes} nodes")
+    } else {
+        String::new()
+    };
     assert!(out.starts_with("removed the exclusive hold of "), "{out}");
-    assert!(out.contains(&format!(" on op:stuck{of}, which had 59m")), "{out}");
+    assert!(
+        out.contains(&format!(" on op:stuck{of}, which had 59m")),
+        "{out}"
+    );
     // The waiter runs at once (the lease it waited behind had an hour left).
     assert_eq!(finish(waiter).0, 0);
     let got = number_after(&lines_of(&log)[1], "got");
-    assert!(got > stuck_fence, "fences keep growing: {got} after {stuck_fence}");
+    assert!(
+        got > stuck_fence,
+        "fences keep growing: {got} after {stuck_fence}"
+    );
 
     assert_eq!(
         once(dir, urls, &["list", "op:*"]).1,
@@ -156,7 +196,10 @@ fn breaks_a_stuck_lock(urls: &[String], nodes: usize) {
         "op:stuck was not held: nothing removed\n"
     );
     let (code, out, _) = once(dir, urls, &["unlock", "--force", "--json", "op:stuck"]);
-    assert_eq!((code, out.as_str()), (0, "{\"name\":\"op:stuck\",\"removed\":[]}\n"));
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "{\"name\":\"op:stuck\",\"removed\":[]}\n")
+    );
 }
 
 #[test]
@@ -166,7 +209,10 @@ fn one_node() {
     let dir = TempDir::new("redmutex-operate");
     let (code, _, err) = once(dir.path(), &[server.url()], &["list", ""]);
     assert_eq!(code, 64, "{err}");
-    assert!(err.starts_with("redmutex: ") && err.contains("pattern"), "{err}");
+    assert!(
+        err.starts_with("redmutex: ") && err.contains("pattern"),
+        "{err}"
+    );
 }
 
 #[test]

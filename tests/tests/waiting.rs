@@ -157,8 +157,10 @@ fn a_clients_waiting_writer_and_readers_block_one_connection() {
 }
 
 /// A waiter behind a lock held for long: its waits that run out grow to the wait cap, so once
-/// they have, it costs Redis a round and a wait every 2 s (a handful of commands a second, not
-/// the 45 of a round every 250 ms); it still gets the lock at once when the holder releases.
+/// they have, it costs Redis a round and a wait every 2 s, and only one round in three renews
+/// its announcement (a few commands a second, not the 45 of a round every 250 ms, nor the 4.5
+/// of a round that renews it every time); it still gets the lock at once when the holder
+/// releases.
 #[test]
 fn a_long_wait_costs_redis_a_handful_of_commands_a_second() {
     let server = RedisServer::start();
@@ -177,11 +179,13 @@ fn a_long_wait_costs_redis_a_handful_of_commands_a_second() {
     // 250 + 500 + 1000 ms of waits, then waits of the cap.
     let cap = MutexOptions::default().wait_cap;
     std::thread::sleep(FIRST_WAIT * 7);
-    let window = cap * 2;
+    // Three rounds and waits, one of them renewing the announcement; perhaps a renewal of
+    // the holder's.
+    let window = cap * 3;
     let (commands, _) = stats.over(window);
     let per_second = commands as f64 / window.as_secs_f64();
     eprintln!("a long wait: {per_second:.1} commands/s");
-    assert!(per_second <= 6.0, "{commands} commands in {window:?}");
+    assert!(per_second <= 4.0, "{commands} commands in {window:?}");
     let released = Instant::now();
     guard.unlock().unwrap();
     let at = waiter.join().unwrap();

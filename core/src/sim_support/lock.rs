@@ -104,6 +104,14 @@ impl Lock {
         self
     }
 
+    /// The same lock with a wrong rule for renewing a waiter's announcement plugged in, for
+    /// the negative controls: the standing announcement is counted to last long enough when
+    /// it outlives the round's next wait, forgetting the wait the round runs behind.
+    pub fn announcement_forgets_its_wait(mut self) -> Lock {
+        self.spec.controls.announcement_forgets_its_wait = true;
+        self
+    }
+
     fn with_keys(mut self, change: impl FnOnce(&mut Keys)) -> Lock {
         let mut keys = Keys::new(&self.spec.keys.lock);
         change(&mut keys);
@@ -165,7 +173,7 @@ impl Lock {
             token.to_vec(),
             t0,
             (waited, false),
-            announce,
+            (announce, announce),
             waiter,
         );
         sent.calls.iter().map(argv).collect()

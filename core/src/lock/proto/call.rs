@@ -12,6 +12,17 @@ use super::round::{AcquireRound, Grant, Next, Refused, Requests};
 use super::spec::Spec;
 use crate::lock::clock::Stamp;
 
+/// How many waits one announcement covers. A round that finds the call's standing
+/// announcement alive on every node until the round after its next wait has run does not
+/// renew it: about two rounds of three skip the announcement's commands, most of what a
+/// refused round costs the server (`TIME`, `ZADD`, `ZRANGE`, `PEXPIREAT` of the seven a
+/// waited mutex round runs), so a thread that waits long costs Redis about a third less. The price is
+/// paid only for a waiter that dies without withdrawing: its announcement outlives it by up
+/// to this many waits (2 s each at the default cap), during which releases keep their
+/// hand-off window for it and new readers queue behind it, as they did for one wait before.
+/// Announcements are liveness, never safety: no grant depends on one.
+const ANNOUNCE_WAITS: u32 = 4;
+
 /// The state of one acquisition call: the policy across its rounds, the id it announces itself
 /// by, and the round in flight.
 pub(crate) struct AcquireCall {
@@ -24,6 +35,13 @@ pub(crate) struct AcquireCall {
     round: Option<AcquireRound>,
     /// When the last round began (time since the call began).
     started: Duration,
+    /// How long the round in flight announces the call for (zero: it does not).
+    announcing: Duration,
+    /// Until when (time since the call began) the call's announcement is known to be alive
+    /// on every node: a refused round announced it there and every node refused it (a node
+    /// that granted had it taken back with the grant's undo; one that did not answer may
+    /// not have it).
+    announced_until: Option<Duration>,
 }
 
 /// What became of a round.
@@ -59,6 +77,8 @@ impl AcquireCall {
             waiter: None,
             round: None,
             started: Duration::ZERO,
+            announcing: Duration::ZERO,
+            announced_until: None,
         }
     }
 
@@ -86,11 +106,31 @@ impl AcquireCall {
                 .get_or_insert_with(|| id.unwrap_or(&token).to_vec()),
             false => b"",
         };
-        let announce = match will_wait {
-            true => spec.announce_for(self.policy.announce_block()),
+        // A round sent behind a wait runs when the wait ends (at most `block` from now), and
+        // the next one, which may renew, runs at most another `block` later: the standing
+        // announcement must last past both, and the margin `announce_for` adds. `until` is
+        // counted from when the announcing round was sent, before it ran: on the safe side.
+        let block = self.policy.announce_block();
+        let ahead = match spec.controls.announcement_forgets_its_wait {
+            false => block,
+            true => Duration::ZERO,
+        };
+        let standing = self
+            .announced_until
+            .is_some_and(|until| until >= started + ahead + spec.announce_for(block));
+        let full = match will_wait {
+            true => spec.announce_for(block * ANNOUNCE_WAITS),
             false => Duration::ZERO,
         };
-        let (round, sent) = AcquireRound::new(spec, token, t0, waited, announce, waiter);
+        // Alive through the next wait and the round after: not renewed (see
+        // `ANNOUNCE_WAITS`); but the undo of a round that took it back puts it back whole.
+        // Only after a wait: a round that has not waited announces.
+        let announce = match standing && waited.0 {
+            true => Duration::ZERO,
+            false => full,
+        };
+        self.announcing = announce;
+        let (round, sent) = AcquireRound::new(spec, token, t0, waited, (announce, full), waiter);
         self.round = Some(round);
         self.started = started;
         sent
@@ -125,7 +165,14 @@ impl AcquireCall {
                 };
                 Verdict::Held { grant, withdraw }
             }
-            Err((refused, next)) => Verdict::Refused { refused, next },
+            Err((refused, next)) => {
+                self.announced_until = match refused.refused_everywhere {
+                    false => None,
+                    true if self.announcing.is_zero() => self.announced_until,
+                    true => Some(self.started + self.announcing),
+                };
+                Verdict::Refused { refused, next }
+            }
         }
     }
 
@@ -233,6 +280,46 @@ mod tests {
         assert_eq!(grant.token, b"second");
         // A waited round's grant takes its announcement back itself.
         assert!(withdraw.is_none());
+    }
+
+    /// A round after a wait renews the announcement only when the standing one may end
+    /// before the round after its next wait: every node refused the round that announced, so
+    /// every node has it. A node that did not answer may not have it: the next round renews.
+    #[test]
+    fn an_announcement_covers_several_waits_while_every_node_has_it() {
+        let spec = spec(3);
+        let mut call = AcquireCall::new(&spec, None, t(5_000));
+        call.keep_waits_short();
+        let at = Stamp::from_micros(0);
+        let round = |call: &mut AcquireCall, started: u64, answering: usize| {
+            call.begin(&spec, b"tok".to_vec(), at, t(started), None, Some(b"id"));
+            let announced = call.announcing;
+            for i in 0..3 {
+                match i < answering {
+                    true => call.round().answer(i, &N("n"), &taken()),
+                    false => call.round().left_unread(i, &N("n")),
+                }
+            }
+            let Verdict::Refused { next, .. } = call.finish(at) else {
+                panic!("granted though taken");
+            };
+            let then = call.after(next, t(started + 1), 0);
+            assert!(matches!(then, Then::Wait { .. }), "{then:?}");
+            call.wait_ended(false);
+            announced
+        };
+        // Waits of 250 ms that do not grow: the first announcement, for four of them, lasts
+        // until the rounds behind the next two have run.
+        let first = round(&mut call, 0, 3);
+        assert_eq!(first, spec.announce_for(t(1_000)));
+        assert_eq!(round(&mut call, 250, 3), Duration::ZERO);
+        assert_eq!(round(&mut call, 500, 2), Duration::ZERO);
+        // One node left unread by the last round: renewed, though the time would suffice.
+        assert_eq!(round(&mut call, 750, 3), first);
+        assert_eq!(round(&mut call, 1_000, 3), Duration::ZERO);
+        assert_eq!(round(&mut call, 1_250, 3), Duration::ZERO);
+        // The standing one ends before the round after this round's wait has run.
+        assert_eq!(round(&mut call, 1_500, 3), first);
     }
 
     /// A call that will not wait and has not waited goes without an id: it announces nothing,

@@ -96,6 +96,9 @@ pub(crate) struct Refused {
     /// [`AcquireRound::answer`]), until the lease clock reads `clean_until`.
     pub(crate) clean_up: Vec<usize>,
     pub(crate) clean_until: Stamp,
+    /// Every node answered, and refused: each one ran the round's announcement, if it had
+    /// one, and holds nothing of it to undo.
+    pub(crate) refused_everywhere: bool,
 }
 
 /// What the caller of a refused round should do.
@@ -114,14 +117,16 @@ impl AcquireRound {
     /// A round with `token`, its clock read at `t0`. `waited` says whether this call has
     /// waited for a release (only such callers may take a lock that is being handed off), and
     /// whether its last wait was woken by a wake-up signal (see `Acquisition::wait_ended`);
-    /// `announce` how long to announce this call as a waiter (zero: it will not wait), by
-    /// the id `waiter`. Returns the round and what it sends.
+    /// `announce` how long to announce this call as a waiter (zero: it will not wait, or its
+    /// standing announcement suffices), and how long the undo of a round that a quorum did not
+    /// grant announces it again (a waited grant took the announcement back), by the id
+    /// `waiter`. Returns the round and what it sends.
     pub(crate) fn new(
         spec: &Spec,
         token: Vec<u8>,
         t0: Stamp,
         (waited, woken): (bool, bool),
-        announce: Duration,
+        (announce, again): (Duration, Duration),
         waiter: &[u8],
     ) -> (AcquireRound, Requests) {
         let (opts, keys) = (&spec.opts, &spec.keys);
@@ -134,8 +139,8 @@ impl AcquireRound {
         let plain = other_kind.is_none() && !waits && !opts.fencing;
         // A waited round's grant takes its announcement back (the acquire script); a round
         // that a quorum did not grant puts it back with the undo, where the caller waits on.
-        let rejoin = (other_kind.is_none() && waited && !announce.is_zero())
-            .then(|| (announce, waiter.to_vec()));
+        let rejoin =
+            (other_kind.is_none() && waited && !again.is_zero()).then(|| (again, waiter.to_vec()));
         let mut calls = match other_kind {
             Some(call) => vec![call],
             // An unfenced lock's caller that has not waited and will not wait: plain commands.
@@ -417,6 +422,7 @@ impl AcquireRound {
             .chain(unread_without_undo.iter().copied())
             .collect();
         let answered = self.tally.yes + self.tally.refused;
+        let refused_everywhere = self.tally.refused == self.answered.len();
         let next = if answered >= self.quorum {
             // A split vote or a late grant: nobody may hold it right now, so do not wait for
             // the holder's whole TTL.
@@ -440,6 +446,7 @@ impl AcquireRound {
             token: self.token,
             undo_on,
             clean_up: self.unanswered,
+            refused_everywhere,
         };
         (Box::new(refused), next)
     }

@@ -45,6 +45,10 @@ pub(crate) struct Controls {
     /// A clean-up believes "another owner's" at once, before the request it cleans up after
     /// can no longer arrive (see [`super::cleanup`]).
     pub(crate) another_owner_ends_cleanup: bool,
+    /// A round skips renewing the call's announcement when it lasts through the round's
+    /// next wait only, forgetting the wait the round itself is sent behind (see
+    /// `ANNOUNCE_WAITS` in `call.rs`).
+    pub(crate) announcement_forgets_its_wait: bool,
 }
 
 impl Controls {
@@ -53,6 +57,7 @@ impl Controls {
         fence_counts_refusing: false,
         missing_is_released: false,
         another_owner_ends_cleanup: false,
+        announcement_forgets_its_wait: false,
     };
 }
 

@@ -20,8 +20,14 @@ fn only_an_unfenced_try_lock_sends_plain_commands() {
     let sent = |opts: MutexOptions, waited, announce| {
         let spec = Spec::new(Arc::clone(&keys), opts, timeout, 1).expect("valid options");
         let t0 = Stamp::from_micros(0);
-        let (_, sent) =
-            AcquireRound::new(&spec, b"t".to_vec(), t0, (waited, false), announce, b"w");
+        let (_, sent) = AcquireRound::new(
+            &spec,
+            b"t".to_vec(),
+            t0,
+            (waited, false),
+            (announce, announce),
+            b"w",
+        );
         let words: Vec<Vec<Vec<u8>>> = sent
             .calls
             .iter()
@@ -89,7 +95,15 @@ fn round_of_three(waited: bool) -> AcquireRound {
     let spec = Spec::new(keys, opts, Duration::from_millis(250), 3).expect("valid");
     let announce = Duration::from_millis(300);
     let t0 = Stamp::from_micros(0);
-    AcquireRound::new(&spec, b"t".to_vec(), t0, (waited, false), announce, b"w").0
+    AcquireRound::new(
+        &spec,
+        b"t".to_vec(),
+        t0,
+        (waited, false),
+        (announce, announce),
+        b"w",
+    )
+    .0
 }
 
 fn granted() -> Answer {
