@@ -4,10 +4,14 @@ renewal, a connection), with its type."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
+import pytest
+
 import redmutex
+from conftest import start_redis, stop
 
 
 def _until(pred, timeout: float = 5.0) -> bool:
@@ -61,6 +65,100 @@ def test_a_loss_is_counted_with_its_reason(redis_server, name, r):
         "max_hold": 0,
     }
     assert s.held_now == 0 and s.renewal_failures >= 1
+
+
+REASONS = ("another_owner", "gone", "nodes_down", "validity_ran_out", "max_hold")
+
+
+def _lost_by(**counts: int) -> dict[str, int]:
+    """Every reason, 0 unless given."""
+    return {reason: counts.get(reason, 0) for reason in REASONS}
+
+
+def _lost_saying(lock: redmutex.Lock, why: str) -> None:
+    """Waits (bounded) until `lock` is lost, and checks the reason it gives."""
+    assert lock.wait_lost(timeout=10.0)
+    with pytest.raises(redmutex.LockLostError, match=why):
+        lock.check()
+
+
+def test_each_loss_is_counted_by_its_reason(redis_server, name, r):
+    """One loss for each reason that one server can show, on one client, each counted under
+    its own reason as it happens, the reasons adding up to lost: another owner's value put in
+    the key (the next renewal is refused with it), the key deleted (gone at the next
+    renewal), a lease nothing renews (its validity runs out), and a max_hold longer than the
+    ttl (the lease is renewed, then renewal stops at max_hold). Nodes down needs nodes of its
+    own: see the next test."""
+    client = redmutex.Client(redis_server.url)
+
+    def counted(**counts: int) -> redmutex.ClientStats:
+        # wait_lost returns once the lock is no longer held; the renew thread may count a
+        # lease that ran out a moment later.
+        want = _lost_by(**counts)
+        assert _until(lambda: client.stats().lost_by == want), client.stats().lost_by
+        s = client.stats()
+        assert s.lost == sum(s.lost_by.values())
+        return s
+
+    other = client.lock(name + ":other", ttl=0.5)
+    assert other.acquire()
+    r("SET", name + ":other", "someone-else")
+    _lost_saying(other, "another owner")
+    counted(another_owner=1)
+
+    gone = client.lock(name + ":gone", ttl=0.5)
+    assert gone.acquire()
+    r("DEL", name + ":gone")
+    _lost_saying(gone, "gone")
+    counted(another_owner=1, gone=1)
+
+    ran_out = client.lock(name + ":ran-out", ttl=0.2, auto_renew=False)
+    assert ran_out.acquire()
+    _lost_saying(ran_out, "auto-renew is off")
+    renewals = counted(another_owner=1, gone=1, validity_ran_out=1).renewals
+
+    held = client.lock(name + ":max-hold", ttl=0.5, max_hold=0.8)
+    assert held.acquire()
+    _lost_saying(held, "max_hold")
+    s = counted(another_owner=1, gone=1, validity_ran_out=1, max_hold=1)
+    assert s.renewals > renewals, "renewed until max_hold"
+    assert (s.lost, s.acquired, s.held_now) == (4, 4, 0)
+
+
+def test_a_loss_to_nodes_down_is_counted_as_such(tmp_path, dead_url, name):
+    """Three nodes: one where nothing listens (it refuses connections), and two servers of
+    this test's own, which grant a 1 s lease. Right after a renewal one server is killed
+    (from then on it refuses connections too) and the other frozen (SIGSTOP). The next
+    renewal round waits for the frozen node as long as the node timeout, here the ttl, so it
+    ends after the validity did, with two of the three nodes refusing connections: lost,
+    nodes_down. (Were the third node not frozen, the rounds would end at once and the
+    validity run out between two of them: validity_ran_out, as with one dead node.) The loss
+    is awaited on the figures, as a watchdog's wait_lost might itself end a lease whose
+    validity it sees run out."""
+    killed, frozen = start_redis(str(tmp_path)), start_redis(str(tmp_path))
+    try:
+        client = redmutex.Client([dead_url, killed.url, frozen.url], node_timeout=1.0)
+        lock = client.lock(name, ttl=1.0)
+        assert lock.acquire(timeout=5)
+        # A renewal just ended: the next one is about 330 ms away.
+        assert _until(lambda: client.stats().renewals >= 1, timeout=10.0), client.stats()
+        killed.process.kill()
+        killed.process.wait(timeout=5)
+        frozen.process.send_signal(signal.SIGSTOP)
+        try:
+            assert _until(lambda: client.stats().lost >= 1, timeout=10.0), client.stats()
+        finally:
+            frozen.process.send_signal(signal.SIGCONT)
+        assert lock.wait_lost(timeout=0)
+        with pytest.raises(redmutex.LockLostError, match="nodes are down"):
+            lock.check()
+        s = client.stats()
+        assert s.lost_by == _lost_by(nodes_down=1)
+        assert s.lost == sum(s.lost_by.values()) == 1
+        assert s.renewal_failures >= 1 and s.held_now == 0
+    finally:
+        stop(killed.process)
+        stop(frozen.process)
 
 
 def test_a_waiting_thread_is_counted_while_it_waits(redis_server, name):

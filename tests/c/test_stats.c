@@ -3,15 +3,22 @@
  * connection), and the struct is versioned by its size: an older, shorter struct is filled
  * only as far as it goes. redmutex_client_connections: the connections open to each node. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "redmutex.h"
 #include "support.h"
 #include "testing.h"
+#include "frozen.h"
 
 /* The client's figures now, into `*s` (zeroed when the call fails: the test fails too). */
 static void stats_of(redmutex_client *client, redmutex_stats *s) {
@@ -88,6 +95,244 @@ static bool stats_until(redmutex_client *client, redmutex_stats *s,
     if (now_ms() > until) return false;
     sleep_ms(10);
   }
+}
+
+/* Whether the lost_* figures are these, and add up to `lost` (the reasons on stderr when
+ * not). */
+static bool lost_by_reason(const redmutex_stats *s, uint64_t another_owner, uint64_t gone,
+                           uint64_t nodes_down, uint64_t validity_ran_out, uint64_t max_hold) {
+  uint64_t sum = s->lost_another_owner + s->lost_gone + s->lost_nodes_down +
+                 s->lost_validity_ran_out + s->lost_max_hold;
+  if (s->lost_another_owner == another_owner && s->lost_gone == gone &&
+      s->lost_nodes_down == nodes_down && s->lost_validity_ran_out == validity_ran_out &&
+      s->lost_max_hold == max_hold && s->lost == sum) {
+    return true;
+  }
+  fprintf(stderr,
+          "lost %" PRIu64 ": another_owner %" PRIu64 ", gone %" PRIu64 ", nodes_down %" PRIu64
+          ", validity_ran_out %" PRIu64 ", max_hold %" PRIu64 "\n",
+          s->lost, s->lost_another_owner, s->lost_gone, s->lost_nodes_down,
+          s->lost_validity_ran_out, s->lost_max_hold);
+  return false;
+}
+
+/* Waits (at most 10 s) until `guard` is lost, frees it, and checks that the reason it gives
+ * contains `why`. */
+static bool lost_saying(redmutex_guard *guard, const char *why) {
+  bool lost = false;
+  bool said = false;
+  if (redmutex_guard_wait_lost(guard, 10000, &lost) == REDMUTEX_RESULT_OK && lost) {
+    said = redmutex_guard_check(guard) == REDMUTEX_RESULT_LOST && last_error_contains(why);
+    if (!said) fprintf(stderr, "lost, but not for \"%s\": %s\n", why, last_error());
+  } else {
+    fprintf(stderr, "not lost within 10 s (expected: %s)\n", why);
+  }
+  redmutex_guard_free(guard);
+  return said;
+}
+
+/* One loss for each reason that one server can show, on one client, each counted under its
+ * own reason as it happens, the reasons adding up to `lost`: another owner's value put in
+ * the key (the next renewal is refused with it), the key deleted (gone at the next renewal),
+ * a lease nothing renews (its validity runs out), and a max_hold longer than the TTL (the
+ * lease is renewed, then renewal stops at max_hold). Leases of 1 s where renewal matters
+ * (renewed about every 330 ms): valgrind runs the renew thread slowly. A loss to nodes down
+ * needs nodes of its own: see test_a_loss_to_nodes_down_is_counted_as_such. */
+static void test_each_loss_is_counted_by_its_reason(void) {
+  char other[128], gone[128], ran_out[128], max_hold[128];
+  char command[512];
+  const char *url = testing_env("REDMUTEX_TEST_URL");
+  redmutex_client *client = test_client();
+  redmutex_lock_options *options = NULL;
+  redmutex_guard *guard = NULL;
+  redmutex_result r;
+  redmutex_stats s;
+  CHECK(client != NULL);
+  unique_name(other, sizeof other, "stats-lost-other");
+  unique_name(gone, sizeof gone, "stats-lost-gone");
+  unique_name(ran_out, sizeof ran_out, "stats-lost-ran-out");
+  unique_name(max_hold, sizeof max_hold, "stats-lost-max-hold");
+
+  CHECK_OK(redmutex_lock(client, other, 1000, 0, &guard));
+  CHECK(raw_set(url, other, "someone-else"));
+  CHECK(lost_saying(guard, "another owner"));
+  stats_of(client, &s);
+  CHECK(lost_by_reason(&s, 1, 0, 0, 0, 0));
+
+  CHECK_OK(redmutex_lock(client, gone, 1000, 0, &guard));
+  snprintf(command, sizeof command, "redis-cli -u '%s' DEL '%s' >/dev/null", url, gone);
+  CHECK(system(command) == 0);
+  CHECK(lost_saying(guard, "gone"));
+  stats_of(client, &s);
+  CHECK(lost_by_reason(&s, 1, 1, 0, 0, 0));
+
+  CHECK_OK(lock_unrenewed(client, ran_out, 300, &guard));
+  CHECK(lost_saying(guard, "auto-renew is off"));
+  stats_of(client, &s);
+  CHECK(lost_by_reason(&s, 1, 1, 0, 1, 0));
+
+  uint64_t renewals = s.renewals;
+  CHECK_OK(redmutex_lock_options_new(&options));
+  redmutex_lock_options_set_ttl(options, 1000);
+  redmutex_lock_options_set_max_hold(options, 1500);
+  r = redmutex_lock_with_options(client, (const uint8_t *)max_hold, strlen(max_hold), options, 0,
+                                 &guard);
+  redmutex_lock_options_free(options);
+  CHECK_OK(r);
+  CHECK(lost_saying(guard, "max_hold"));
+  stats_of(client, &s);
+  CHECK(lost_by_reason(&s, 1, 1, 0, 1, 1));
+  CHECK(s.renewals > renewals);
+
+  CHECK(s.lost == 4 && s.acquired == 4 && s.held_now == 0);
+  redmutex_client_free(client);
+}
+
+/* A loopback port that refuses connections: bound by us but never listening, so nobody else
+ * can take it while the test runs. Returns the socket (close it after) or -1. */
+static int closed_port(char *url, size_t url_len) {
+  struct sockaddr_in addr;
+  socklen_t len = sizeof addr;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  memset(&addr, 0, sizeof addr);
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+      getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  snprintf(url, url_len, "redis://127.0.0.1:%u", (unsigned)ntohs(addr.sin_port));
+  return fd;
+}
+
+/* Starts a redis-server of this test's own, which it may kill without harm to the servers
+ * the other tests share, on a free loopback port below Linux's ephemeral range (as
+ * scripts/lib/redis.sh does); its URL goes to `url`. Returns its pid, or -1 when none came
+ * up in ten tries. */
+static pid_t start_own_server(char *url, size_t url_len) {
+  srand((unsigned)getpid() ^ (unsigned)now_ms());
+  for (int attempt = 0; attempt < 10; attempt++) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", 20000 + rand() % 12000);
+    snprintf(url, url_len, "redis://127.0.0.1:%s", port);
+    char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--daemonize", "no", "--dir", "/tmp", NULL};
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+      int null = open("/dev/null", O_WRONLY);
+      if (null >= 0) {
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+      }
+      execvp(argv[0], argv);
+      _exit(127);
+    }
+    bool ended = false;
+    double until = now_ms() + 5000;
+    while (now_ms() < until) {
+      if (waitpid(pid, NULL, WNOHANG) == pid) { /* the port was taken: try another */
+        ended = true;
+        break;
+      }
+      if (raw_set(url, "redmutex-c-test:up", "1")) return pid;
+      sleep_ms(20);
+    }
+    if (!ended) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+    }
+  }
+  return -1;
+}
+
+static bool lost_one(const redmutex_stats *s) { return s->lost >= 1; }
+
+/* Nodes down: three nodes, one of which never listens (it refuses connections), one a
+ * redis-server of this test's own and one the freezable server. The two live ones grant a
+ * 1 s lease. Right after a renewal, the own server is killed (from then on it refuses
+ * connections too) and the freezable one frozen (SIGSTOP). The next renewal round waits for
+ * the frozen node as long as the node timeout, here the TTL, so it ends after the validity
+ * did, with two of the three nodes refusing connections: lost, "nodes down". (Were the third
+ * node not frozen, the rounds would end at once and the validity run out between two of them:
+ * "validity ran out", as with one dead node, which one server cannot avoid.) Nothing waits
+ * with redmutex_guard_wait_lost until the loss is counted: a wait that wakes at the validity
+ * deadline finds the lease run out and ends it itself, with that reason. */
+static void test_a_loss_to_nodes_down_is_counted_as_such(void) {
+  char dead[64], own[64], name[128];
+  const char *urls[3];
+  pid_t frozen = freezable_pid();
+  pid_t server = -1;
+  int fd = -1;
+  redmutex_client *client = NULL;
+  redmutex_lock_options *options = NULL;
+  redmutex_guard *guard = NULL;
+  redmutex_result locked = REDMUTEX_RESULT_NULL_PARAMETER;
+  redmutex_stats s;
+  bool started, made = false, renewed = false, stopped = false, counted = false;
+  bool lost = false, said = false;
+  memset(&s, 0, sizeof s);
+  CHECK(frozen > 1);
+  /* The server first: it would inherit the socket that keeps the dead port. */
+  server = start_own_server(own, sizeof own);
+  started = server > 0;
+  fd = closed_port(dead, sizeof dead);
+  if (fd < 0) started = false;
+  urls[0] = dead;
+  urls[1] = own;
+  urls[2] = freezable_url();
+  unique_name(name, sizeof name, "stats-nodes-down");
+  if (started) client = client_of(urls, 3);
+  made = client != NULL;
+
+  /* Everything runs before the first check, so that a failure still thaws the frozen server,
+   * ends the own one and frees the client. */
+  if (client != NULL && redmutex_lock_options_new(&options) == REDMUTEX_RESULT_OK) {
+    redmutex_lock_options_set_ttl(options, 1000);
+    redmutex_lock_options_set_node_timeout(options, 1000);
+    locked = redmutex_lock_with_options(client, (const uint8_t *)name, strlen(name), options,
+                                        5000, &guard);
+    redmutex_lock_options_free(options);
+  }
+  if (locked == REDMUTEX_RESULT_OK) {
+    /* A renewal just ended: the next one is about 330 ms away. */
+    uint64_t before = redmutex_guard_renewals(guard);
+    double until = now_ms() + 10000;
+    while (!(renewed = redmutex_guard_renewals(guard) > before) && now_ms() < until) sleep_ms(1);
+  }
+  if (renewed && kill(server, SIGKILL) == 0 && waitpid(server, NULL, 0) == server) {
+    server = -1;
+    stopped = kill(frozen, SIGSTOP) == 0;
+  }
+  if (stopped) {
+    counted = stats_until(client, &s, lost_one);
+    kill(frozen, SIGCONT);
+  }
+  if (counted && redmutex_guard_wait_lost(guard, 0, &lost) == REDMUTEX_RESULT_OK && lost) {
+    said = redmutex_guard_check(guard) == REDMUTEX_RESULT_LOST &&
+           last_error_contains("nodes are down");
+    if (!said) fprintf(stderr, "lost, but not for nodes down: %s\n", last_error());
+  }
+  if (server > 0) {
+    kill(server, SIGKILL);
+    waitpid(server, NULL, 0);
+  }
+  if (fd >= 0) close(fd);
+  redmutex_guard_free(guard);
+  redmutex_client_free(client);
+  CHECK(started);
+  CHECK(made);
+  CHECK_OK(locked);
+  CHECK(renewed);
+  CHECK(stopped);
+  CHECK(counted);
+  CHECK(lost);
+  CHECK(lost_by_reason(&s, 0, 0, 1, 0, 0));
+  CHECK(said);
+  CHECK(s.renewal_failures >= 1 && s.held_now == 0);
 }
 
 /* A mutex granted and refused, a read hold granted, a semaphore permit granted and its wait
@@ -324,6 +569,8 @@ static void test_the_struct_is_versioned_by_its_size(void) {
 int main(void) {
   RUN(test_grants_refusals_timeouts_and_releases_are_counted);
   RUN(test_a_loss_is_counted_with_its_reason);
+  RUN(test_each_loss_is_counted_by_its_reason);
+  RUN(test_a_loss_to_nodes_down_is_counted_as_such);
   RUN(test_each_kind_is_counted_apart_and_adds_up);
   RUN(test_a_grant_at_the_release_is_a_handoff);
   RUN(test_renewals_are_measured_for_lag);
