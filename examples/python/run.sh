@@ -16,3 +16,4 @@ source scripts/lib/redis.sh
 redis_start_servers 1
 
 .venv/bin/python examples/python/nightly_invoice.py "${REDIS_URLS[0]}"
+.venv/bin/python examples/python/async_service.py "${REDIS_URLS[0]}"

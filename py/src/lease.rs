@@ -13,160 +13,19 @@ use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use pyo3::PyTraverseError;
-use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use redmutex::{Error, ErrorKind, TryLockError};
+use redmutex::{ErrorKind, TryLockError};
 
+use crate::aio::{Canceller, Grant};
 use crate::args::{self, Wait};
 use crate::callbacks;
 use crate::errors::{self, not_held};
 use crate::gate::Gate;
 use crate::interrupt::{self, SIGNAL_CHECK};
+use crate::source::{Guard, Source};
 use crate::sync::lock;
-
-/// A held lease of the core: a `redmutex::Guard` of any kind.
-pub(crate) trait Guard: Send + Sync + 'static {
-    fn fence(&self) -> u64;
-    fn is_held(&self) -> bool;
-    fn check(&self) -> Result<(), Error>;
-    fn valid_until(&self) -> Instant;
-    fn extend(&self, ttl: Duration) -> Result<(), Error>;
-    fn on_lost(&self, callback: Box<dyn FnOnce() + Send + 'static>);
-    fn release(&self) -> Result<(), Error>;
-    fn unlock(self) -> Result<(), Error>;
-}
-
-impl<K: redmutex::kind::Kind> Guard for redmutex::Guard<K> {
-    fn fence(&self) -> u64 {
-        redmutex::Guard::fence(self)
-    }
-    fn is_held(&self) -> bool {
-        redmutex::Guard::is_held(self)
-    }
-    fn check(&self) -> Result<(), Error> {
-        redmutex::Guard::check(self)
-    }
-    fn valid_until(&self) -> Instant {
-        redmutex::Guard::valid_until(self)
-    }
-    fn extend(&self, ttl: Duration) -> Result<(), Error> {
-        redmutex::Guard::extend(self, ttl)
-    }
-    fn on_lost(&self, callback: Box<dyn FnOnce() + Send + 'static>) {
-        redmutex::Guard::on_lost(self, callback)
-    }
-    fn release(&self) -> Result<(), Error> {
-        redmutex::Guard::release(self).map(drop)
-    }
-    fn unlock(self) -> Result<(), Error> {
-        redmutex::Guard::unlock(self).map(drop)
-    }
-}
-
-/// What hands out one kind of guard: a mutex, a semaphore, one side of a read-write lock.
-pub(crate) trait Source: Clone + Send + 'static {
-    type Guard: Guard;
-    /// One attempt.
-    fn try_once(&self) -> Result<Self::Guard, TryLockError>;
-    /// Waits until `deadline` (or forever), giving up when `cancel` returns true.
-    fn wait(
-        &self,
-        deadline: Option<Instant>,
-        cancel: &mut dyn FnMut() -> bool,
-    ) -> Result<Self::Guard, TryLockError>;
-    /// Waits until `deadline` (or forever), with nothing to interrupt it (so its waits grow
-    /// while nothing is released, see `MutexOptions::wait_cap`).
-    fn wait_uninterrupted(&self, deadline: Option<Instant>) -> Result<Self::Guard, TryLockError>;
-}
-
-impl Source for redmutex::Mutex {
-    type Guard = redmutex::MutexGuard;
-    fn try_once(&self) -> Result<Self::Guard, TryLockError> {
-        self.try_lock()
-    }
-    fn wait(
-        &self,
-        deadline: Option<Instant>,
-        cancel: &mut dyn FnMut() -> bool,
-    ) -> Result<Self::Guard, TryLockError> {
-        self.lock_interruptible(deadline, cancel)
-    }
-    fn wait_uninterrupted(&self, deadline: Option<Instant>) -> Result<Self::Guard, TryLockError> {
-        match deadline {
-            Some(d) => self.try_lock_until(d),
-            None => self.lock().map_err(Into::into),
-        }
-    }
-}
-
-impl Source for redmutex::Semaphore {
-    type Guard = redmutex::Permit;
-    fn try_once(&self) -> Result<Self::Guard, TryLockError> {
-        self.try_acquire()
-    }
-    fn wait(
-        &self,
-        deadline: Option<Instant>,
-        cancel: &mut dyn FnMut() -> bool,
-    ) -> Result<Self::Guard, TryLockError> {
-        self.acquire_interruptible(deadline, cancel)
-    }
-    fn wait_uninterrupted(&self, deadline: Option<Instant>) -> Result<Self::Guard, TryLockError> {
-        match deadline {
-            Some(d) => self.try_acquire_until(d),
-            None => self.acquire().map_err(Into::into),
-        }
-    }
-}
-
-/// The read side of a read-write lock.
-#[derive(Clone)]
-pub(crate) struct Reads(pub(crate) redmutex::RwLock);
-
-/// The write side of a read-write lock.
-#[derive(Clone)]
-pub(crate) struct Writes(pub(crate) redmutex::RwLock);
-
-impl Source for Reads {
-    type Guard = redmutex::ReadGuard;
-    fn try_once(&self) -> Result<Self::Guard, TryLockError> {
-        self.0.try_read()
-    }
-    fn wait(
-        &self,
-        deadline: Option<Instant>,
-        cancel: &mut dyn FnMut() -> bool,
-    ) -> Result<Self::Guard, TryLockError> {
-        self.0.read_interruptible(deadline, cancel)
-    }
-    fn wait_uninterrupted(&self, deadline: Option<Instant>) -> Result<Self::Guard, TryLockError> {
-        match deadline {
-            Some(d) => self.0.try_read_until(d),
-            None => self.0.read().map_err(Into::into),
-        }
-    }
-}
-
-impl Source for Writes {
-    type Guard = redmutex::WriteGuard;
-    fn try_once(&self) -> Result<Self::Guard, TryLockError> {
-        self.0.try_write()
-    }
-    fn wait(
-        &self,
-        deadline: Option<Instant>,
-        cancel: &mut dyn FnMut() -> bool,
-    ) -> Result<Self::Guard, TryLockError> {
-        self.0.write_interruptible(deadline, cancel)
-    }
-    fn wait_uninterrupted(&self, deadline: Option<Instant>) -> Result<Self::Guard, TryLockError> {
-        match deadline {
-            Some(d) => self.0.try_write_until(d),
-            None => self.0.write().map_err(Into::into),
-        }
-    }
-}
 
 /// The messages of a kind's `NotHeldError`s.
 pub(crate) struct Words {
@@ -322,6 +181,50 @@ impl<S: Source> Holds<S> {
             Some(Err(e)) if e.kind() != ErrorKind::Interrupted => Err(errors::to_py(py, e.into())),
             _ => Err(PyKeyboardInterrupt::new_err("the wait was interrupted")),
         }
+    }
+
+    /// `acquire(blocking, timeout)` for a task of `redmutex.asyncio`, on a thread of its pool
+    /// (see `aio.rs`): the lease as a [`Grant`] for the loop's thread to install, or `None`
+    /// when the wait ran out or `canceller` ended it (then nothing is kept).
+    pub(crate) fn take_for_task(
+        &self,
+        py: Python<'_>,
+        blocking: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        canceller: &Canceller,
+    ) -> PyResult<Option<Grant>> {
+        let blocking = match blocking {
+            Some(b) => b.is_truthy()?,
+            None => true,
+        };
+        let wait = args::wait(blocking, timeout)?;
+        let source = self.source.clone();
+        let result = py.detach(move || {
+            canceller.waking(|| match wait {
+                Wait::Once => source.try_once(),
+                Wait::Until(deadline) => source.wait(deadline, &mut || canceller.is_cancelled()),
+            })
+        });
+        match result {
+            Ok(guard) if canceller.is_cancelled() => {
+                py.detach(|| drop(guard.unlock()));
+                Ok(None)
+            }
+            Ok(guard) => Ok(Some(Grant::new(guard))),
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(e) if e.kind() == ErrorKind::Interrupted && canceller.is_cancelled() => Ok(None),
+            Err(e) => Err(errors::to_py(py, e.into())),
+        }
+    }
+
+    /// Installs a lease that [`take_for_task`](Self::take_for_task) took: local, for the
+    /// loop's thread, whose acquisition it becomes (every task of the loop acts on it).
+    pub(crate) fn install_grant(&self, py: Python<'_>, grant: &Grant) -> PyResult<()> {
+        let guard = grant.take::<S::Guard>().ok_or_else(|| {
+            PyRuntimeError::new_err("this grant was installed or discarded already")
+        })?;
+        self.install(py, guard);
+        Ok(())
     }
 
     fn install(&self, py: Python<'_>, guard: S::Guard) {

@@ -5,6 +5,7 @@
 //! locking decision is the core crate's: this crate only converts arguments, errors and
 //! threads.
 
+mod aio;
 mod args;
 mod callbacks;
 mod client;
@@ -16,6 +17,7 @@ mod lock;
 mod operate;
 mod rwlock;
 mod semaphore;
+mod source;
 mod stats;
 mod status;
 mod sync;
@@ -47,6 +49,8 @@ fn _redmutex(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stats::Outcomes>()?;
     m.add_class::<operate::ListedLock>()?;
     m.add_class::<operate::ListedHold>()?;
+    m.add_class::<aio::Canceller>()?;
+    m.add_class::<aio::Grant>()?;
     errors::register(m)?;
     Ok(())
 }

@@ -8,6 +8,7 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::aio::{Canceller, Grant};
 use crate::args::Wait;
 use crate::errors;
 use crate::interrupt;
@@ -83,6 +84,25 @@ impl Lock {
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         self.holds.acquire(py, blocking, timeout)
+    }
+
+    /// For `redmutex.asyncio`, on a thread of its pool: acquire(blocking, timeout) ended at
+    /// once by `canceller`, the lease handed back as a Grant (None: not acquired).
+    #[pyo3(signature = (blocking, timeout, canceller))]
+    fn _take(
+        &self,
+        py: Python<'_>,
+        blocking: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        canceller: &Canceller,
+    ) -> PyResult<Option<Grant>> {
+        self.holds.take_for_task(py, blocking, timeout, canceller)
+    }
+
+    /// For `redmutex.asyncio`, on the loop's thread: makes a Grant this object's acquisition
+    /// (local).
+    fn _install(&self, py: Python<'_>, grant: &Grant) -> PyResult<()> {
+        self.holds.install_grant(py, grant)
     }
 
     /// Releases the lock on every node (only where it still holds our token), and stops its

@@ -78,3 +78,29 @@ def listing_is_typed(client: redmutex.Client) -> list[tuple[str | bytes, str, fl
         removed: list[redmutex.ListedHold] = client.force_unlock("jobs:1")
         rows += [(h.holder, h.kind, float(h.nodes)) for h in removed]
     return rows
+
+
+async def asyncio_usage(url: str) -> int:
+    """What an asyncio service writes, typed (checked by mypy --strict, never run)."""
+    import redmutex.asyncio
+
+    client = redmutex.asyncio.Client(url, connect_timeout=1.0)
+    lock = client.lock("invoice:nightly", ttl=30.0)
+    async with lock:
+        fence: int = lock.fence
+        left: float = lock.valid_for
+        lock.check()
+        await lock.extend(60.0)
+    got: bool = await lock.acquire(blocking=True, timeout=5.0)
+    if got:
+        await lock.release()
+    sem = client.semaphore("payments", 3)
+    async with sem:
+        status = await sem.status()
+        assert status.holders
+    rw = client.rwlock("prices")
+    async with rw.read_lock():
+        pass
+    lost: bool = await client.lock("x").wait_lost(0.1)
+    stats: redmutex.ClientStats = client.stats()
+    return fence + int(left) + int(lost) + stats.acquired

@@ -37,3 +37,50 @@ def counter_worker(url: str, port: int, name: str, rounds: int) -> tuple[int, li
     finally:
         r.close()
     return waits, problems
+
+
+def async_counter_worker(
+    url: str, port: int, name: str, rounds: int, tasks: int
+) -> tuple[int, list[str]]:
+    """`tasks` asyncio tasks of this process, each making `rounds` critical sections of
+    read-modify-write on a plain Redis counter through redmutex.asyncio, each with a lock
+    object of its own. Returns how many acquisitions had to wait, and any fence that did not
+    exceed the previous holder's."""
+    import asyncio
+
+    import redmutex.asyncio as aio
+
+    client = aio.Client(url)
+    r = Resp(port)
+    waits = 0
+    problems: list[str] = []
+
+    async def task() -> None:
+        nonlocal waits
+        lock = client.lock(name, ttl=10.0)
+        for _ in range(rounds):
+            if not await lock.acquire(blocking=False):
+                waits += 1
+                if not await lock.acquire(timeout=60):
+                    problems.append("acquire timed out")
+                    continue
+            try:
+                fence = lock.fence
+                last = int(r("GET", name + ":last-fence") or 0)
+                if fence <= last:
+                    problems.append(f"fence {fence} after {last}")
+                value = int(r("GET", name + ":counter") or 0)
+                await asyncio.sleep(0.001)  # another task of this loop runs meanwhile
+                r("SET", name + ":counter", value + 1)
+                r("SET", name + ":last-fence", fence)
+            finally:
+                await lock.release()
+
+    async def main() -> None:
+        await asyncio.gather(*(task() for _ in range(tasks)))
+
+    try:
+        asyncio.run(main())
+    finally:
+        r.close()
+    return waits, problems

@@ -21,6 +21,9 @@ write_lock() are lock objects like Lock (many readers or one writer).
 client.list(pattern) tells every lock held or waited for whose name matches, and
 client.force_unlock(name) breaks a lock whose holder is gone for good.
 
+redmutex.asyncio gives the same locks to asyncio services: `async with lock:`, awaited calls,
+cancel-safe waits.
+
 Errors derive from LockError; bad arguments raise TypeError or ValueError before anything is
 sent to Redis.
 """

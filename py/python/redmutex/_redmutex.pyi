@@ -8,8 +8,10 @@ from typing import final
 
 __all__ = [
     "AuthenticationError",
+    "Canceller",
     "Client",
     "ClientStats",
+    "Grant",
     "Histogram",
     "ListedHold",
     "ListedLock",
@@ -281,6 +283,16 @@ class Lock:
     release goes on in the background (or the lease runs out). Python runs signal handlers
     on the main thread only, so calls on other threads are not interrupted.
     """
+
+    def _take(
+        self, blocking: bool | None, timeout: float | None, canceller: Canceller
+    ) -> Grant | None:
+        """For redmutex.asyncio, on a thread of its pool: acquire() ended at once by
+        `canceller`, the lease handed back as a Grant (None: not acquired)."""
+
+    def _install(self, grant: Grant) -> None:
+        """For redmutex.asyncio, on the loop's thread: the Grant becomes this object's
+        acquisition (local)."""
 
     def acquire(self, blocking: bool | None = True, timeout: float | None = None) -> bool:
         """Take the lock: True when held, False when the wait ran out.
@@ -619,6 +631,16 @@ class Semaphore:
     Ctrl-C interrupts its waits on the main thread, as for Lock.
     """
 
+    def _take(
+        self, blocking: bool | None, timeout: float | None, canceller: Canceller
+    ) -> Grant | None:
+        """For redmutex.asyncio, on a thread of its pool: acquire() ended at once by
+        `canceller`, the lease handed back as a Grant (None: not acquired)."""
+
+    def _install(self, grant: Grant) -> None:
+        """For redmutex.asyncio, on the loop's thread: the Grant becomes this object's
+        acquisition (local)."""
+
     def acquire(self, blocking: bool | None = True, timeout: float | None = None) -> bool:
         """Take one permit: True when held, False when the wait ran out.
 
@@ -754,6 +776,16 @@ class ReadLock:
     hold the lock at once, and one thread several times (each acquire() is a hold of its
     own). A read hold's fence is that of the last write it may observe."""
 
+    def _take(
+        self, blocking: bool | None, timeout: float | None, canceller: Canceller
+    ) -> Grant | None:
+        """For redmutex.asyncio, on a thread of its pool: acquire() ended at once by
+        `canceller`, the lease handed back as a Grant (None: not acquired)."""
+
+    def _install(self, grant: Grant) -> None:
+        """For redmutex.asyncio, on the loop's thread: the Grant becomes this object's
+        acquisition (local)."""
+
     def acquire(self, blocking: bool | None = True, timeout: float | None = None) -> bool:
         """Take a read hold: True when held, False when the wait ran out; as Lock.acquire()."""
 
@@ -820,6 +852,16 @@ class ReadLock:
 class WriteLock:
     """The write side of an RwLock: a lock object like Lock, and the same lock as
     Client.lock() of the name (they exclude each other). Not re-entrant."""
+
+    def _take(
+        self, blocking: bool | None, timeout: float | None, canceller: Canceller
+    ) -> Grant | None:
+        """For redmutex.asyncio, on a thread of its pool: acquire() ended at once by
+        `canceller`, the lease handed back as a Grant (None: not acquired)."""
+
+    def _install(self, grant: Grant) -> None:
+        """For redmutex.asyncio, on the loop's thread: the Grant becomes this object's
+        acquisition (local)."""
 
     def acquire(self, blocking: bool | None = True, timeout: float | None = None) -> bool:
         """Take the write lock: True when held, False when the wait ran out; as Lock.acquire()."""
@@ -897,3 +939,21 @@ class RwLockStatus:
     @property
     def readers(self) -> list[tuple[bytes, float]]:
         """Each live read hold's value and seconds left."""
+
+@final
+class Canceller:
+    """Ends one redmutex.asyncio acquisition's wait at once (internal)."""
+
+    def __new__(cls) -> Canceller: ...
+    def cancel(self) -> None:
+        """End the wait: the acquisition gives up and keeps nothing it took meanwhile."""
+
+    def cancelled(self) -> bool:
+        """Whether cancel() was called."""
+
+@final
+class Grant:
+    """A lease taken for a redmutex.asyncio task, not installed yet (internal)."""
+
+    def discard(self) -> None:
+        """Release the lease unless a lock object took it (a network call)."""

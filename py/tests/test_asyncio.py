@@ -1,0 +1,283 @@
+"""redmutex.asyncio against a real redis-server: tasks of one loop serialise on one lock,
+each hand-off woken by the release, waiting costs Redis what a waiting thread costs; tasks of
+several processes never overlap; cancellation at any point leaves nothing held and no
+announcement behind; the loop keeps its pace while tasks wait; Ctrl-C on asyncio.run ends
+the program with nothing held."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import redmutex
+import redmutex.asyncio as aio
+from conftest import RedisServer
+from resp import Resp
+from test_waiting import _over
+from workers import async_counter_worker
+
+
+def _keys(r: Resp, name: str) -> list[bytes]:
+    """Every key of `name`'s lock but its fence counter (which never expires)."""
+    keys = r("KEYS", "*" + name + "*") or []
+    return sorted(k for k in keys if not k.endswith(b":fence"))
+
+
+def test_a_hundred_tasks_take_turns_each_woken_by_the_release(
+    redis_server: RedisServer, name: str
+) -> None:
+    holder = redmutex.Client(redis_server.url).lock(name)
+    assert holder.acquire(blocking=False)
+    client = aio.Client(redis_server.url)
+    inside: list[int] = []
+    order: list[int] = []
+    side = redis_server.resp()
+
+    async def task(i: int) -> None:
+        async with client.lock(name):
+            assert not inside, f"{i} entered while {inside} held it"
+            inside.append(i)
+            await asyncio.sleep(0.001)
+            order.append(i)
+            inside.remove(i)
+
+    async def main() -> tuple[int, int, float]:
+        tasks = [asyncio.create_task(task(i)) for i in range(100)]
+        await asyncio.sleep(1.0)
+        # While they wait: what one waiting thread costs, not a hundred (see test_waiting).
+        commands, connections = await asyncio.to_thread(_over, side, 1.0)
+        released = time.monotonic()
+        holder.release()
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+        return commands, connections, (time.monotonic() - released) / 100
+
+    try:
+        commands, connections, per_handoff = asyncio.run(main())
+    finally:
+        side.close()
+    print(f"100 waiting tasks: {commands} commands/s; {per_handoff * 1e3:.2f} ms a hand-off")
+    assert commands <= 60, f"100 waiting tasks cost {commands} commands in a second"
+    assert connections == 0
+    assert sorted(order) == list(range(100))
+    # Woken by each release, not by a wait running out: 100 hand-offs in far less than one
+    # 250 ms wait each.
+    assert per_handoff < 0.1, f"{per_handoff * 1e3:.0f} ms a hand-off"
+
+
+def test_tasks_of_five_processes_never_overlap(redis_server: RedisServer, name: str) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(5) as pool:
+        results = [
+            pool.apply_async(
+                async_counter_worker, (redis_server.url, redis_server.port, name, 10, 5)
+            )
+            for _ in range(5)
+        ]
+        outcomes = [r.get(timeout=120) for r in results]
+    problems = [p for _, ps in outcomes for p in ps]
+    assert not problems, problems
+    r = redis_server.resp()
+    try:
+        assert int(r("GET", name + ":counter")) == 5 * 10 * 5
+    finally:
+        r.close()
+    assert sum(waits for waits, _ in outcomes) > 0, "no acquisition ever had to wait"
+
+
+def test_cancelling_a_thousand_acquires_at_random_points_leaves_nothing(
+    redis_server: RedisServer, name: str, r: Resp
+) -> None:
+    client = aio.Client(redis_server.url)
+    rng = random.Random(7)
+
+    async def one(i: int) -> None:
+        lock = client.lock(name, ttl=5.0)
+        task = asyncio.create_task(lock.acquire(timeout=30))
+        await asyncio.sleep(rng.random() * 0.004)
+        if task.cancel():
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            assert not lock.owned(), f"{i}: cancelled, yet the object holds the lock"
+        elif task.result():
+            await lock.release()
+
+    async def main() -> None:
+        holder = client.lock(name, ttl=5.0)
+        for i in range(1000):
+            # Every tenth round behind a holder, so that some acquires wait when cancelled.
+            if i % 10 == 0:
+                assert await holder.acquire()
+                release = lambda: asyncio.ensure_future(holder.release())  # noqa: E731
+                asyncio.get_running_loop().call_later(0.002, release)
+            await one(i)
+        await asyncio.sleep(0.1)
+
+    asyncio.run(main())
+    # Background discards and releases are done once the pool's threads are idle.
+    # A release's wake-up signal lives as long as the announcements it was for.
+    deadline = time.monotonic() + 15
+    while _keys(r, name) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _keys(r, name) == [], "a cancelled acquire left a lock or an announcement behind"
+
+
+def test_a_task_cancelled_inside_async_with_releases(
+    redis_server: RedisServer, name: str, r: Resp
+) -> None:
+    client = aio.Client(redis_server.url)
+
+    async def hold() -> None:
+        async with client.lock(name):
+            await asyncio.sleep(60)
+
+    async def main() -> None:
+        task = asyncio.create_task(hold())
+        while r("EXISTS", name) != 1:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert r("EXISTS", name) == 0, "the cancelled task's lock is still held"
+
+
+def test_the_loop_keeps_its_pace_while_a_hundred_tasks_wait(
+    redis_server: RedisServer, name: str
+) -> None:
+    holder = redmutex.Client(redis_server.url).lock(name)
+    assert holder.acquire(blocking=False)
+    client = aio.Client(redis_server.url)
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        waiters = [asyncio.create_task(client.lock(name).acquire(timeout=30)) for _ in range(100)]
+        worst = 0.0
+        next_tick = loop.time() + 0.01
+        for _ in range(200):  # 2 s of 10 ms ticks
+            await asyncio.sleep(max(0.0, next_tick - loop.time()))
+            worst = max(worst, loop.time() - next_tick)
+            next_tick += 0.01
+        for w in waiters:
+            w.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        return worst
+
+    worst = asyncio.run(main())
+    holder.release()
+    print(f"worst lateness of a 10 ms ticker: {worst * 1e3:.2f} ms")
+    assert worst < 0.005, f"the ticker ran {worst * 1e3:.1f} ms late"
+
+
+def test_every_kind_and_call(redis_server: RedisServer, name: str) -> None:
+    client = aio.Client(redis_server.url)
+
+    async def main() -> None:
+        lock = client.lock(name, ttl=2.0)
+        assert not await lock.locked()
+        async with lock:
+            assert lock.owned() and lock.fence > 0 and lock.valid_for > 0
+            lock.check()
+            await lock.extend(5.0)
+            assert await lock.locked()
+            assert (await lock.status()).holder is not None
+            assert not await client.lock(name).acquire(blocking=False)
+            assert not await lock.wait_lost(0.05)
+        assert not lock.owned()
+        with pytest.raises(redmutex.NotHeldError):
+            await lock.release()
+        with pytest.raises(ValueError):
+            await lock.acquire(blocking=False, timeout=1)
+
+        sem = client.semaphore(name + ":sem", 2)
+        assert await sem.acquire() and await sem.acquire()
+        assert not await client.semaphore(name + ":sem", 2).acquire(timeout=0.05)
+        assert len((await sem.status()).holders) == 2
+        await sem.release(2)
+
+        rw = client.rwlock(name + ":rw")
+        readers = [rw.read_lock() for _ in range(3)]
+        for reader in readers:
+            assert await reader.acquire()
+        writer = rw.write_lock()
+        assert not await writer.acquire(timeout=0.05)
+        assert len((await rw.status()).readers) == 3
+        for reader in readers:
+            await reader.release()
+        async with writer:
+            assert writer.owned()
+
+        held = client.lock(name, ttl=1.0)
+        assert await held.acquire()
+        other = redis_server.resp()
+        try:
+            other("SET", name, "someone-else")
+        finally:
+            other.close()
+        assert await held.wait_lost(10)
+        with pytest.raises(redmutex.LockLostError):
+            held.check()
+        with pytest.raises(redmutex.LockLostError):
+            await held.release()
+
+    asyncio.run(main())
+
+
+def test_ctrl_c_on_asyncio_run_ends_the_program_with_nothing_held(
+    redis_server: RedisServer, name: str, r: Resp
+) -> None:
+    program = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        import redmutex.asyncio as aio
+
+        async def main():
+            client = aio.Client({redis_server.url!r})
+
+            async def wait():
+                async with client.lock({name!r}):
+                    await asyncio.sleep(60)
+
+            async with client.lock({name!r}):
+                asyncio.create_task(wait())
+                print("ready", flush=True)
+                await asyncio.sleep(60)
+
+        asyncio.run(main())
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"ready"
+        time.sleep(0.3)  # the waiter waits on Redis meanwhile
+        assert r("EXISTS", name) == 1
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    took = time.monotonic() - sent
+    assert b"KeyboardInterrupt" in err, err.decode()
+    # The holder released on its way out; the waiter, cancelled while it waited (or as it
+    # got the lock), left nothing: no lock, no announcement (a release's wake-up signal lives
+    # as long as the announcements it was for).
+    deadline = time.monotonic() + 15
+    while _keys(r, name) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _keys(r, name) == [], _keys(r, name)
+    print(f"the program ended {took:.2f} s after SIGINT")
+    assert took < 5, f"the program ended {took:.1f} s after SIGINT"
