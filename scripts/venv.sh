@@ -11,6 +11,8 @@ PYTEST_VERSION=9.2.0
 MYPY_VERSION=1.19.1
 ZIGLANG_VERSION=0.15.2
 CMAKE_VERSION=3.31.10
+# uvloop: redmutex.asyncio's tests run on it as well as on asyncio's own loop.
+UVLOOP_VERSION=0.21.0
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,7 +26,7 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 
 want=("maturin==$MATURIN_VERSION" "pytest==$PYTEST_VERSION" "mypy==$MYPY_VERSION"
-  "ziglang==$ZIGLANG_VERSION" "cmake==$CMAKE_VERSION")
+  "ziglang==$ZIGLANG_VERSION" "cmake==$CMAKE_VERSION" "uvloop==$UVLOOP_VERSION")
 # pip is slow even when it has nothing to do; ask it only when a pin is missing.
 have=$(.venv/bin/python -m pip freeze --disable-pip-version-check 2>/dev/null || true)
 missing=()

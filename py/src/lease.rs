@@ -219,15 +219,34 @@ impl<S: Source> Holds<S> {
 
     /// Installs a lease that [`take_for_task`](Self::take_for_task) took: local, for the
     /// loop's thread, whose acquisition it becomes (every task of the loop acts on it).
-    pub(crate) fn install_grant(&self, py: Python<'_>, grant: &Grant) -> PyResult<()> {
+    pub(crate) fn install_grant(&self, grant: &Grant) -> PyResult<()> {
         let guard = grant.take::<S::Guard>().ok_or_else(|| {
             PyRuntimeError::new_err("this grant was installed or discarded already")
         })?;
-        self.install(py, guard);
+        if let Some(old) = self.install_replacing(guard) {
+            // Off the loop's thread: dropping a lost acquisition is a (refused) release.
+            thread::spawn(move || {
+                old.close();
+                drop(old);
+            });
+        }
         Ok(())
     }
 
     fn install(&self, py: Python<'_>, guard: S::Guard) {
+        if let Some(old) = self.install_replacing(guard) {
+            // This thread's lost acquisition that it never released; dropping it is a
+            // (refused) release.
+            py.detach(|| {
+                old.close();
+                drop(old);
+            });
+        }
+    }
+
+    /// Makes `guard` the calling thread's acquisition; returns the one it replaces (see
+    /// `stacked`), for the caller to drop: a network call.
+    fn install_replacing(&self, guard: S::Guard) -> Option<Held<S::Guard>> {
         let ended = Arc::new(Flag::default());
         let gate = Arc::new(Gate::new());
         let guard = Arc::new(guard);
@@ -239,31 +258,21 @@ impl<S: Source> Holds<S> {
             callbacks::call_soon(callable, call_gate);
         }));
         let me = thread::current().id();
-        let previous = {
-            let mut held = lock(&self.slot);
-            let previous = if self.stacked {
-                None
-            } else {
-                held.iter()
-                    .position(|h| h.thread == me)
-                    .map(|i| held.remove(i))
-            };
-            held.push(Held {
-                thread: me,
-                guard,
-                ended,
-                gate,
-            });
-            previous
+        let mut held = lock(&self.slot);
+        let previous = if self.stacked {
+            None
+        } else {
+            held.iter()
+                .position(|h| h.thread == me)
+                .map(|i| held.remove(i))
         };
-        if let Some(old) = previous {
-            // This thread's lost acquisition that it never released; dropping it is a
-            // (refused) release.
-            py.detach(|| {
-                old.close();
-                drop(old);
-            });
-        }
+        held.push(Held {
+            thread: me,
+            guard,
+            ended,
+            gate,
+        });
+        previous
     }
 
     /// Releases the current acquisition.

@@ -101,8 +101,8 @@ impl Lock {
 
     /// For `redmutex.asyncio`, on the loop's thread: makes a Grant this object's acquisition
     /// (local).
-    fn _install(&self, py: Python<'_>, grant: &Grant) -> PyResult<()> {
-        self.holds.install_grant(py, grant)
+    fn _install(&self, grant: &Grant) -> PyResult<()> {
+        self.holds.install_grant(grant)
     }
 
     /// Releases the lock on every node (only where it still holds our token), and stops its

@@ -180,8 +180,8 @@ macro_rules! side {
 
             /// For `redmutex.asyncio`, on the loop's thread: makes a Grant this object's acquisition
             /// (local).
-            fn _install(&self, py: Python<'_>, grant: &Grant) -> PyResult<()> {
-                self.holds.install_grant(py, grant)
+            fn _install(&self, grant: &Grant) -> PyResult<()> {
+                self.holds.install_grant(grant)
             }
 
             /// Releases the calling thread's most recent hold (or, for a thread that holds

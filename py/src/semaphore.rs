@@ -96,8 +96,8 @@ impl Semaphore {
 
     /// For `redmutex.asyncio`, on the loop's thread: makes a Grant this object's acquisition
     /// (local).
-    fn _install(&self, py: Python<'_>, grant: &Grant) -> PyResult<()> {
-        self.holds.install_grant(py, grant)
+    fn _install(&self, grant: &Grant) -> PyResult<()> {
+        self.holds.install_grant(grant)
     }
 
     /// Gives back n permits (default 1): the calling thread's most recent first, then the

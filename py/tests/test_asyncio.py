@@ -72,12 +72,18 @@ def test_a_hundred_tasks_take_turns_each_woken_by_the_release(
     assert per_handoff < 0.1, f"{per_handoff * 1e3:.0f} ms a hand-off"
 
 
-def test_tasks_of_five_processes_never_overlap(redis_server: RedisServer, name: str) -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_tasks_of_five_processes_never_overlap(
+    redis_server: RedisServer, name: str, loop: str
+) -> None:
+    if loop == "uvloop":
+        pytest.importorskip("uvloop")
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(5) as pool:
         results = [
             pool.apply_async(
-                async_counter_worker, (redis_server.url, redis_server.port, name, 10, 5)
+                async_counter_worker,
+                (redis_server.url, redis_server.port, name, 10, 5, loop),
             )
             for _ in range(5)
         ]

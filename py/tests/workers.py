@@ -40,12 +40,12 @@ def counter_worker(url: str, port: int, name: str, rounds: int) -> tuple[int, li
 
 
 def async_counter_worker(
-    url: str, port: int, name: str, rounds: int, tasks: int
+    url: str, port: int, name: str, rounds: int, tasks: int, loop: str = "asyncio"
 ) -> tuple[int, list[str]]:
     """`tasks` asyncio tasks of this process, each making `rounds` critical sections of
     read-modify-write on a plain Redis counter through redmutex.asyncio, each with a lock
-    object of its own. Returns how many acquisitions had to wait, and any fence that did not
-    exceed the previous holder's."""
+    object of its own, on asyncio's own event loop or uvloop's (`loop`). Returns how many
+    acquisitions had to wait, and any fence that did not exceed the previous holder's."""
     import asyncio
 
     import redmutex.asyncio as aio
@@ -80,7 +80,12 @@ def async_counter_worker(
         await asyncio.gather(*(task() for _ in range(tasks)))
 
     try:
-        asyncio.run(main())
+        if loop == "uvloop":
+            import uvloop
+
+            uvloop.run(main())
+        else:
+            asyncio.run(main())
     finally:
         r.close()
     return waits, problems
