@@ -73,7 +73,9 @@
 //! 2. `lock/scripts/`: its Lua scripts, in a file beside `shared.rs`, named in `scripts.rs`;
 //! 3. `lock/calls.rs`: which script it sends to acquire, extend, release and undo, and its
 //!    refusal; `preload` and `named` list the new scripts;
-//! 4. `lock/status.rs`: what its status query reads;
+//! 4. `lock/status.rs`: what its status query reads, and `lock/listing.rs`: its holds in a
+//!    listing and their release by `force_unlock` (a `HoldKind`), and its keys in `keys.rs`'s
+//!    companions, so that a scan finds it;
 //! 5. `guard.rs`: its marker in [`kind`] (one line): its guard is a [`Guard`] of that kind;
 //! 6. a file for its handle (`semaphore.rs` is the model: the handle, its calls, the guard's
 //!    alias), declared and exported in `lib.rs`.
@@ -81,7 +83,8 @@
 //! The rounds, the lease, renewal, release, loss and the waiting are the same machines for
 //! every kind. Outside the core: one arm in the C binding's `take.rs` and its functions
 //! (`ffi-c/src/lock.rs` or `shared.rs`), the C++ wrapper (`include/redmutex.hpp`), one
-//! `Source` in the Python binding (`py/src/lease.rs`) and its class, and the simulator's
+//! `Source` in the Python binding (`py/src/source.rs`) and its class (and its class in
+//! `redmutex.asyncio`), and the simulator's
 //! lock shape (`sim/`).
 //!
 //! Dependencies, each for its own job: `redis` for connections, RESP and URL parsing (only its
