@@ -4,11 +4,15 @@
         acquire + release of a free lock, N samples per implementation, taken in R
         interleaved rounds; prints one JSON object: {"python": ..., "impls": {name: {...}}}
         where each entry has "label", "version" and "samples_ns", or "skip" with the reason.
+        The asyncio implementations are timed inside one task of an event loop that this
+        process keeps for the whole run.
 
     locks.py child --impl NAME --url URL --key KEY
         the same line protocol as the Rust children: prints "ready", then answers
         "lock" with "locked T"; "unlock" releases silently and "when" then answers
-        "unlocked T", T taken just before the release (CLOCK_MONOTONIC ns).
+        "unlocked T", T taken just before the release (CLOCK_MONOTONIC ns). An asyncio
+        implementation runs in one task under asyncio.run, reading its commands from stdin
+        through the loop, so that the loop is idle in its own wait while the lock is awaited.
 
     locks.py fleet --url URL --threads T --locks L --settle S --window W --patience P
         T threads of one redmutex Client wait on L locks held by another Client; after S
@@ -21,10 +25,13 @@ Implementations, each with its defaults (TTL 30 s, as the Rust rows):
     ping               redis-py PING, the Python client's own round trip (context)
     redis-py           redis.lock.Lock (polls every 100 ms while waiting)
     python-redis-lock  redis_lock.Lock (waits in BLPOP on a signal list)
+    redis-py-asyncio   redis.asyncio.lock.Lock (asyncio; polls every 100 ms while waiting)
     redmutex-py        the redmutex Python binding (py/), when it has a Client
+    redmutex-py-asyncio  redmutex.asyncio (each network call on a pool thread, awaited)
 """
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -136,23 +143,83 @@ class RedmutexPy:
         self.lock_obj.release()
 
 
+class _AsyncLockObject:
+    """An asyncio lock object (`lock_obj`) with acquire(blocking=...) and release()."""
+
+    is_async = True
+
+    async def lock(self):
+        await self.lock_obj.acquire(blocking=True)
+
+    async def try_lock(self):
+        return await self.lock_obj.acquire(blocking=False)
+
+    async def unlock(self):
+        await self.lock_obj.release()
+
+    async def close(self):
+        pass
+
+
+class AsyncRedisPyLock(_AsyncLockObject):
+    """redis-py's asyncio Lock, with its defaults (sleep=0.1 between attempts while waiting)."""
+
+    label = "redis-py asyncio Lock"
+    dist = "redis"
+
+    def __init__(self, url, key):
+        try:
+            import redis.asyncio
+        except ImportError as e:
+            raise Skip(f"redis.asyncio cannot be imported ({e}); run bench/python/setup.sh") from e
+        self.r = redis.asyncio.Redis.from_url(url)
+        self.lock_obj = self.r.lock(key, timeout=TTL)
+
+    async def close(self):
+        await self.r.aclose()
+
+
+class AsyncRedmutexPy(_AsyncLockObject):
+    label = "redmutex.asyncio"
+    dist = "redmutex"
+
+    def __init__(self, url, key):
+        try:
+            import redmutex.asyncio
+        except ImportError as e:
+            raise Skip(f"the redmutex package has no asyncio module ({e})") from e
+        self.lock_obj = redmutex.asyncio.Client(url).lock(key, ttl=TTL)
+
+
 IMPLS = {
     "ping": Ping,
     "redis-py": RedisPyLock,
+    "redis-py-asyncio": AsyncRedisPyLock,
     "python-redis-lock": PythonRedisLock,
     "redmutex-py": RedmutexPy,
+    "redmutex-py-asyncio": AsyncRedmutexPy,
 }
+
+
+def is_async(cls):
+    return getattr(cls, "is_async", False)
 
 
 def uncontended(args):
     out = {"python": sys.version.split()[0], "impls": {}}
     runners = {}
+    # One loop for the whole run: each asyncio implementation's samples are taken by one task
+    # on it, run_until_complete per chunk (the loop is running while they are timed).
+    loop = asyncio.new_event_loop()
     for name, cls in IMPLS.items():
         entry = {"label": cls.label, "version": version_of(cls.dist)}
         try:
-            impl = cls(args.url, f"bench:uncontended:{name}")
-            for _ in range(WARMUP):
-                sample(impl)
+            if is_async(cls):
+                impl = loop.run_until_complete(awarm(cls, args.url, f"bench:uncontended:{name}"))
+            else:
+                impl = cls(args.url, f"bench:uncontended:{name}")
+                for _ in range(WARMUP):
+                    sample(impl)
             runners[name] = (impl, [])
         except Skip as e:
             entry["skip"] = str(e)
@@ -163,15 +230,24 @@ def uncontended(args):
     for _ in range(args.rounds):
         for name, (impl, samples) in runners.items():
             try:
+                if is_async(type(impl)):
+                    loop.run_until_complete(atimed(impl, per_round, samples))
+                    continue
                 for _ in range(per_round):
                     t = time.perf_counter_ns()
                     sample(impl)
                     samples.append(time.perf_counter_ns() - t)
             except Exception as e:  # noqa: BLE001
                 out["impls"][name]["skip"] = f"{type(e).__name__}: {e}"
-    for name, (_, samples) in runners.items():
+    for name, (impl, samples) in runners.items():
         if "skip" not in out["impls"][name]:
             out["impls"][name]["samples_ns"] = samples
+        if is_async(type(impl)):
+            try:
+                loop.run_until_complete(impl.close())
+            except Exception:  # noqa: BLE001 - the samples are taken; closing is courtesy
+                pass
+    loop.close()
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")
 
@@ -182,12 +258,36 @@ def sample(impl):
     impl.unlock()
 
 
+async def asample(impl):
+    if not await impl.try_lock():
+        raise RuntimeError("the lock was not free; another run on the same server?")
+    await impl.unlock()
+
+
+async def awarm(cls, url, key):
+    """Makes an asyncio implementation on the running loop (a client may bind to it) and
+    warms it up."""
+    impl = cls(url, key)
+    for _ in range(WARMUP):
+        await asample(impl)
+    return impl
+
+
+async def atimed(impl, n, samples):
+    for _ in range(n):
+        t = time.perf_counter_ns()
+        await asample(impl)
+        samples.append(time.perf_counter_ns() - t)
+
+
 def say(line):
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 
 def child(args):
+    if is_async(IMPLS[args.impl]):
+        return asyncio.run(achild(args))
     try:
         impl = IMPLS[args.impl](args.url, args.key)
     except Exception as e:  # noqa: BLE001
@@ -210,6 +310,42 @@ def child(args):
         else:
             say(f"error unknown command {cmd!r}")
             return 1
+    return 0
+
+
+async def achild(args):
+    """The child protocol in one asyncio task: commands come from stdin through the loop."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    try:
+        impl = IMPLS[args.impl](args.url, args.key)
+    except Exception as e:  # noqa: BLE001
+        say(f"error {type(e).__name__}: {e}")
+        return 1
+    say("ready")
+    unlocked_at = 0
+    try:
+        while True:
+            line = await reader.readline()
+            if not line:
+                break
+            cmd = line.decode().strip()
+            if cmd == "lock":
+                await impl.lock()
+                say(f"locked {mono_ns()}")
+            elif cmd == "unlock":
+                unlocked_at = mono_ns()
+                await impl.unlock()
+            elif cmd == "when":
+                say(f"unlocked {unlocked_at}")
+            elif cmd == "quit":
+                break
+            else:
+                say(f"error unknown command {cmd!r}")
+                return 1
+    finally:
+        await impl.close()
     return 0
 
 

@@ -56,7 +56,7 @@ impl Chunks {
 
 /// One implementation measured by an external process.
 pub struct External {
-    /// Short name: `ping`, `redis-py`, `python-redis-lock`, `redmutex-py`, `redmutex-c`.
+    /// Short name: one of [`PYTHON_NAMES`], or `redmutex-c`.
     pub name: String,
     /// For the table: `redis-py Lock 8.1.0`.
     pub label: String,
@@ -79,6 +79,22 @@ pub fn repo_root() -> Option<PathBuf> {
                 .find(|d| d.join("bench/python/locks.py").is_file())
                 .map(Path::to_path_buf)
         })
+}
+
+/// The implementations `locks.py` measures (its `IMPLS`); an asyncio one is named after its
+/// blocking twin with `-asyncio` added.
+pub const PYTHON_NAMES: [&str; 6] = [
+    "ping",
+    "python-redis-lock",
+    "redis-py",
+    "redis-py-asyncio",
+    "redmutex-py",
+    "redmutex-py-asyncio",
+];
+
+/// The blocking implementation whose asyncio twin `name` is.
+pub fn blocking_twin(name: &str) -> Option<&str> {
+    name.strip_suffix("-asyncio")
 }
 
 pub struct Python {
@@ -122,7 +138,7 @@ impl Python {
         let v = match parsed {
             Ok(v) => v,
             Err(e) => {
-                return ["ping", "redis-py", "python-redis-lock", "redmutex-py"]
+                return PYTHON_NAMES
                     .iter()
                     .map(|n| External {
                         name: (*n).to_owned(),

@@ -381,7 +381,10 @@ inside a tokio current-thread runtime in a child process of its own, which takes
 the other uncontended rows round by round), redis-py's `Lock` (polls every \
 100 ms) and python-redis-lock (`BLPOP` on a signal list), all with default settings and a \
 30 s TTL, measured by the same code paths; the Python ones by `bench/python/locks.py` in the \
-repository's `.venv` (pins in `bench/python/requirements.txt`). The redmutex Python and C \
+repository's `.venv` (pins in `bench/python/requirements.txt`). The asyncio rows \
+(redmutex.asyncio, whose calls run on a pool thread and are awaited, and redis-py's asyncio \
+`Lock`, which polls every 100 ms too) are timed in one task on a running event loop; their \
+hand-off children read their commands through the loop. The redmutex Python and C \
 binding rows appear once those bindings exist; until then they are skipped with a note.\n\
 - Quantiles are nearest-rank: the median and p99 are observed samples.\n\n\
 ## Running it\n\n\

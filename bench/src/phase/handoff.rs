@@ -103,7 +103,7 @@ pub fn run(
                 ctx.probe(drift)?;
                 progress(&format!("handoff: {}", e.label));
                 let key = format!("bench:handoff:{}", e.name);
-                let n = if e.name == "redmutex-py" {
+                let n = if e.name.starts_with("redmutex-py") {
                     counts.handoff_compare.max(counts.handoff / 4)
                 } else {
                     counts.handoff_compare
