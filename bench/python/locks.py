@@ -32,6 +32,7 @@ Implementations, each with its defaults (TTL 30 s, as the Rust rows):
 
 import argparse
 import asyncio
+import importlib
 import json
 import sys
 import time
@@ -143,6 +144,14 @@ class RedmutexPy:
         self.lock_obj.release()
 
 
+def _imported(module, missing):
+    """`module`, imported; a Skip saying `missing` when it cannot be."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise Skip(f"{missing} ({e})") from e
+
+
 class _AsyncLockObject:
     """An asyncio lock object (`lock_obj`) with acquire(blocking=...) and release()."""
 
@@ -168,11 +177,8 @@ class AsyncRedisPyLock(_AsyncLockObject):
     dist = "redis"
 
     def __init__(self, url, key):
-        try:
-            import redis.asyncio
-        except ImportError as e:
-            raise Skip(f"redis.asyncio cannot be imported ({e}); run bench/python/setup.sh") from e
-        self.r = redis.asyncio.Redis.from_url(url)
+        aioredis = _imported("redis.asyncio", "redis.asyncio cannot be imported; run bench/python/setup.sh")
+        self.r = aioredis.Redis.from_url(url)
         self.lock_obj = self.r.lock(key, timeout=TTL)
 
     async def close(self):
@@ -184,11 +190,8 @@ class AsyncRedmutexPy(_AsyncLockObject):
     dist = "redmutex"
 
     def __init__(self, url, key):
-        try:
-            import redmutex.asyncio
-        except ImportError as e:
-            raise Skip(f"the redmutex package has no asyncio module ({e})") from e
-        self.lock_obj = redmutex.asyncio.Client(url).lock(key, ttl=TTL)
+        aio = _imported("redmutex.asyncio", "the redmutex package has no asyncio module")
+        self.lock_obj = aio.Client(url).lock(key, ttl=TTL)
 
 
 IMPLS = {
