@@ -47,11 +47,6 @@ impl Canceller {
             let _ = (&self.wake).write(b"!");
         }
     }
-
-    /// Whether cancel() was called.
-    fn cancelled(&self) -> bool {
-        self.is_cancelled()
-    }
 }
 
 impl Canceller {

@@ -102,9 +102,17 @@ pub(crate) enum Wait {
     Until(Option<Instant>),
 }
 
-/// `acquire`'s arguments, with `threading.Lock.acquire` semantics: `timeout=-1` (or `None`)
-/// waits forever, `timeout=0` tries once, and a non-blocking call takes no timeout.
-pub(crate) fn wait(blocking: bool, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Wait> {
+/// `acquire`'s arguments, with `threading.Lock.acquire` semantics: `blocking` is any truthy
+/// value (`None`: true), `timeout=-1` (or `None`) waits forever, `timeout=0` tries once, and a
+/// non-blocking call takes no timeout.
+pub(crate) fn wait(
+    blocking: Option<&Bound<'_, PyAny>>,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Wait> {
+    let blocking = match blocking {
+        Some(b) => b.is_truthy()?,
+        None => true,
+    };
     let secs = match timeout.filter(|o| !o.is_none()) {
         None => None,
         Some(obj) => Some(number("timeout", obj)?),

@@ -138,13 +138,7 @@ impl<S: Source> Holds<S> {
         blocking: Option<&Bound<'_, PyAny>>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        // Any truthy value, as threading.Lock.acquire takes it.
-        let blocking = match blocking {
-            Some(b) => b.is_truthy()?,
-            None => true,
-        };
-        let wait = args::wait(blocking, timeout)?;
-        self.take(py, wait)
+        self.take(py, args::wait(blocking, timeout)?)
     }
 
     pub(crate) fn take(&self, py: Python<'_>, wait: Wait) -> PyResult<bool> {
@@ -193,10 +187,6 @@ impl<S: Source> Holds<S> {
         timeout: Option<&Bound<'_, PyAny>>,
         canceller: &Canceller,
     ) -> PyResult<Option<Grant>> {
-        let blocking = match blocking {
-            Some(b) => b.is_truthy()?,
-            None => true,
-        };
         let wait = args::wait(blocking, timeout)?;
         let source = self.source.clone();
         let result = py.detach(move || {

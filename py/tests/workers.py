@@ -8,6 +8,21 @@ import redmutex
 from resp import Resp
 
 
+def _read(r: Resp, name: str, fence: int, problems: list[str]) -> int:
+    """The critical section's read: the counter, and a check that `fence` exceeds the last
+    holder's."""
+    last = int(r("GET", name + ":last-fence") or 0)
+    if fence <= last:
+        problems.append(f"fence {fence} after {last}")
+    return int(r("GET", name + ":counter") or 0)
+
+
+def _write(r: Resp, name: str, fence: int, value: int) -> None:
+    """The critical section's write: the counter, and the fence it was written with."""
+    r("SET", name + ":counter", value)
+    r("SET", name + ":last-fence", fence)
+
+
 def counter_worker(url: str, port: int, name: str, rounds: int) -> tuple[int, list[str]]:
     """`rounds` critical sections of read-modify-write on a plain Redis counter. Returns how
     many acquisitions had to wait, and any fence that did not exceed the previous holder's."""
@@ -25,13 +40,9 @@ def counter_worker(url: str, port: int, name: str, rounds: int) -> tuple[int, li
                     continue
             try:
                 fence = lock.fence
-                last = int(r("GET", name + ":last-fence") or 0)
-                if fence <= last:
-                    problems.append(f"fence {fence} after {last}")
-                value = int(r("GET", name + ":counter") or 0)
+                value = _read(r, name, fence, problems)
                 time.sleep(0.001)  # widen the window a missing lock would let others in
-                r("SET", name + ":counter", value + 1)
-                r("SET", name + ":last-fence", fence)
+                _write(r, name, fence, value + 1)
             finally:
                 lock.release()
     finally:
@@ -66,13 +77,9 @@ def async_counter_worker(
                     continue
             try:
                 fence = lock.fence
-                last = int(r("GET", name + ":last-fence") or 0)
-                if fence <= last:
-                    problems.append(f"fence {fence} after {last}")
-                value = int(r("GET", name + ":counter") or 0)
+                value = _read(r, name, fence, problems)
                 await asyncio.sleep(0.001)  # another task of this loop runs meanwhile
-                r("SET", name + ":counter", value + 1)
-                r("SET", name + ":last-fence", fence)
+                _write(r, name, fence, value + 1)
             finally:
                 await lock.release()
 

@@ -1,7 +1,8 @@
 /*
  * For the tests of a round that ends without a frozen node, in C and C++: three nodes of
  * which two fail at once and the third, a server of its own (REDMUTEX_TEST_FREEZABLE_URL), is
- * frozen with SIGSTOP and thawed by its pid (REDMUTEX_TEST_FREEZABLE_PID).
+ * frozen with SIGSTOP and thawed by its pid (REDMUTEX_TEST_FREEZABLE_PID); and a port that
+ * refuses connections, for a node that is down.
  *
  * Include after testing.h; the test file defines _GNU_SOURCE before its first #include.
  */
@@ -21,6 +22,26 @@
 #include <unistd.h>
 
 #include "testing.h"
+
+/* A loopback port that refuses connections: bound by us but never listening, so nobody else
+ * can take it while the test runs. Returns the socket (close it after) or -1. */
+static inline int closed_port(char *url, size_t url_len) {
+  struct sockaddr_in addr;
+  socklen_t len = sizeof addr;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  memset(&addr, 0, sizeof addr);
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+      getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  snprintf(url, url_len, "redis://127.0.0.1:%u", (unsigned)ntohs(addr.sin_port));
+  return fd;
+}
 
 /* Sends `SET key value` to the server at `url` (redis://127.0.0.1:PORT) on a socket of its
  * own; whether it answered +OK. The C API has no raw command. */

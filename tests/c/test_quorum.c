@@ -13,26 +13,6 @@
 #include "testing.h"
 #include "frozen.h"
 
-/* A loopback port that refuses connections: bound by us but never listening, so nobody else
- * can take it while the test runs. Returns the socket (close it after) or -1. */
-static int closed_port(char *url, size_t url_len) {
-  struct sockaddr_in addr;
-  socklen_t len = sizeof addr;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  memset(&addr, 0, sizeof addr);
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-      getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  snprintf(url, url_len, "redis://127.0.0.1:%u", (unsigned)ntohs(addr.sin_port));
-  return fd;
-}
-
 /* A client on `up` of the five test servers plus `5 - up` dead ports. */
 struct cluster {
   char storage[1024];

@@ -188,26 +188,6 @@ static void test_each_loss_is_counted_by_its_reason(void) {
   redmutex_client_free(client);
 }
 
-/* A loopback port that refuses connections: bound by us but never listening, so nobody else
- * can take it while the test runs. Returns the socket (close it after) or -1. */
-static int closed_port(char *url, size_t url_len) {
-  struct sockaddr_in addr;
-  socklen_t len = sizeof addr;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  memset(&addr, 0, sizeof addr);
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-      getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  snprintf(url, url_len, "redis://127.0.0.1:%u", (unsigned)ntohs(addr.sin_port));
-  return fd;
-}
-
 /* Starts a redis-server of this test's own, which it may kill without harm to the servers
  * the other tests share, on a free loopback port below Linux's ephemeral range (as
  * scripts/lib/redis.sh does); its URL goes to `url`. Returns its pid, or -1 when none came

@@ -111,8 +111,8 @@ impl Keys {
         if !keys.fence.is_empty() {
             let prefix = companion_prefix(&keys.lock);
             let with = |suffix: &str| [&prefix[..], suffix.as_bytes()].concat();
-            keys.wake = with(":semwake");
-            keys.waiters = with(":semwaitq");
+            keys.wake = with(SEM_WAKE);
+            keys.waiters = with(SEM_WAITQ);
         }
         keys
     }
@@ -126,15 +126,15 @@ impl Keys {
         };
         Keys {
             lock: name.to_vec(),
-            fence: with(":fence"),
-            wake: with(":wake"),
+            fence: with(FENCE),
+            wake: with(WAKE),
             // Not `:waiters`, the string key of earlier versions: an old and a new client on
             // one name must not meet a key of the other type.
-            waiters: with(":waitq"),
-            readers: with(":readers"),
-            readq: with(":readq"),
-            holders: with(":holders"),
-            permits: with(":permits"),
+            waiters: with(WAITQ),
+            readers: with(READERS),
+            readq: with(READQ),
+            holders: with(HOLDERS),
+            permits: with(PERMITS),
             acquire_keys: Default::default(),
             try_acquire_keys: Default::default(),
             release_keys: Default::default(),
@@ -190,17 +190,20 @@ impl Keys {
     }
 }
 
-/// The endings of companion keys (see [`Keys::new`] and [`Keys::for_semaphore`]).
+/// The endings of companion keys after their prefix (see [`companion_prefix`]): what
+/// [`Keys::new`] and [`Keys::for_semaphore`] make them with, and what
+/// [`Keys::name_of_companion`] recognises them by.
+const FENCE: &str = ":fence";
+const WAKE: &str = ":wake";
+const WAITQ: &str = ":waitq";
+const READERS: &str = ":readers";
+const READQ: &str = ":readq";
+const HOLDERS: &str = ":holders";
+const PERMITS: &str = ":permits";
+const SEM_WAKE: &str = ":semwake";
+const SEM_WAITQ: &str = ":semwaitq";
 const COMPANIONS: [&str; 9] = [
-    ":fence",
-    ":wake",
-    ":waitq",
-    ":readers",
-    ":readq",
-    ":holders",
-    ":permits",
-    ":semwake",
-    ":semwaitq",
+    FENCE, WAKE, WAITQ, READERS, READQ, HOLDERS, PERMITS, SEM_WAKE, SEM_WAITQ,
 ];
 
 impl Keys {

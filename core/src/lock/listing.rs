@@ -31,7 +31,7 @@ use super::scripts::{Call, SHARED_STATUS, STATUS};
 use super::tally::{Tally, unexpected};
 use super::voters::Voters;
 use crate::error::{Error, ErrorKind, NodeOutcome};
-use crate::net;
+use crate::net::{self, Node};
 use crate::options::{DEFAULT_TTL, MutexOptions, default_node_timeout};
 use crate::wire::{Answer, Command};
 
@@ -151,81 +151,48 @@ impl Voters {
         let nodes = &self.nodes;
         let timeout = self.operator_timeout();
         let mut tally = Tally::default();
-        // Per node, each server still being scanned: its slot (a cluster's master) and cursor.
-        let mut left: Vec<Vec<(Option<u16>, Vec<u8>)>> = Vec::new();
-        let mut failed = vec![false; nodes.len()];
-        for (i, node) in nodes.iter().enumerate() {
+        // Per node, each server still being scanned: its slot (a cluster's master) and cursor;
+        // `None` once the node failed.
+        let mut left: Vec<Option<Vec<Cursor>>> = Vec::new();
+        for node in nodes {
             match node.servers_by_slot(Instant::now() + timeout) {
-                Ok(slots) => left.push(slots.into_iter().map(|s| (s, b"0".to_vec())).collect()),
+                Ok(slots) => left.push(Some(
+                    slots.into_iter().map(|s| (s, b"0".to_vec())).collect(),
+                )),
                 Err(e) => {
                     tally.fail(&**node, e);
-                    failed[i] = true;
-                    left.push(Vec::new());
+                    left.push(None);
                 }
             }
         }
         let mut names = BTreeSet::new();
-        while left.iter().any(|l| !l.is_empty()) {
+        while left.iter().flatten().any(|l| !l.is_empty()) {
             let requests: Vec<Vec<Command>> = left
                 .iter()
                 .map(|l| {
                     l.iter()
+                        .flatten()
                         .map(|(slot, cursor)| scan_step(*slot, cursor))
                         .collect()
                 })
                 .collect();
             let refs: Vec<&[Command]> = requests.iter().map(Vec::as_slice).collect();
             let answers = net::exchange(nodes, &refs, Instant::now() + timeout, None);
-            for (i, answer) in answers.into_iter().enumerate() {
-                if left[i].is_empty() {
+            for ((node, answer), l) in nodes.iter().zip(answers).zip(&mut left) {
+                // A node done scanning, or failed, was sent nothing.
+                let Some(steps) = l.as_mut().filter(|s| !s.is_empty()).map(std::mem::take) else {
                     continue;
-                }
-                let steps = std::mem::take(&mut left[i]);
-                let mut next = Vec::new();
-                let replies = match answer {
-                    Ok(r) if r.len() == steps.len() => r,
-                    Ok(_) => {
-                        tally.push(&*nodes[i], unexpected("scan reply", &[]));
-                        failed[i] = true;
-                        continue;
-                    }
-                    Err(e) => {
-                        tally.fail(&*nodes[i], e);
-                        failed[i] = true;
-                        continue;
-                    }
                 };
-                for ((slot, _), reply) in steps.into_iter().zip(replies) {
-                    match reply {
-                        Ok(Value::Array(items)) if items.len() == 2 => {
-                            if let Value::Array(keys) = &items[1] {
-                                names.extend(
-                                    keys.iter()
-                                        .filter_map(|k| Keys::name_of_companion(&bytes(k)))
-                                        .filter(|n| glob::matches(pattern, n)),
-                                );
-                            }
-                            let cursor = bytes(&items[0]);
-                            if cursor != b"0" {
-                                next.push((slot, cursor));
-                            }
-                        }
-                        Ok(other) => {
-                            tally.push(&*nodes[i], unexpected("scan reply", &[&other]));
-                            failed[i] = true;
-                        }
-                        Err(e) => {
-                            tally.fail(&*nodes[i], e);
-                            failed[i] = true;
-                        }
+                match scanned(steps, answer, pattern, &mut names) {
+                    Ok(next) => *l = Some(next),
+                    Err(f) => {
+                        *l = None;
+                        f.count(&mut tally, node);
                     }
-                }
-                if !failed[i] {
-                    left[i] = next;
                 }
             }
         }
-        for (node, _) in nodes.iter().zip(&failed).filter(|(_, f)| !**f) {
+        for (node, _) in nodes.iter().zip(&left).filter(|(_, l)| l.is_some()) {
             tally.push(&**node, NodeOutcome::Ok);
         }
         if tally.yes < self.quorum {
@@ -258,12 +225,8 @@ impl Voters {
                     tally.push(&**node, NodeOutcome::Ok);
                     seen.push(Some(v));
                 }
-                Err(Fault::Net(e)) => {
-                    tally.fail(&**node, e);
-                    seen.push(None);
-                }
-                Err(Fault::Reply(outcome)) => {
-                    tally.push(&**node, outcome);
+                Err(f) => {
+                    f.count(&mut tally, node);
                     seen.push(None);
                 }
             }
@@ -381,6 +344,54 @@ fn scan_step(slot: Option<u16>, cursor: &[u8]) -> Command {
 enum Fault {
     Net(crate::wire::NetError),
     Reply(NodeOutcome),
+}
+
+impl Fault {
+    /// Counts it in `tally` as `node`'s answer.
+    fn count(self, tally: &mut Tally, node: &Node) {
+        match self {
+            Fault::Net(e) => tally.fail(node, e),
+            Fault::Reply(outcome) => tally.push(node, outcome),
+        }
+    }
+}
+
+/// A server still being scanned: its slot (for a cluster's master) and the cursor to go on
+/// from.
+type Cursor = (Option<u16>, Vec<u8>);
+
+/// One node's answer to its scan steps: the names found (matching `pattern`) go into
+/// `names`; returns the steps still to make.
+fn scanned(
+    steps: Vec<Cursor>,
+    answer: Answer,
+    pattern: &[u8],
+    names: &mut BTreeSet<Vec<u8>>,
+) -> Result<Vec<Cursor>, Fault> {
+    let replies = answer.map_err(Fault::Net)?;
+    if replies.len() != steps.len() {
+        return Err(Fault::Reply(unexpected("scan reply", &[])));
+    }
+    let mut next = Vec::new();
+    for ((slot, _), reply) in steps.into_iter().zip(replies) {
+        let reply = reply.map_err(Fault::Net)?;
+        let Value::Array(items) = &reply else {
+            return Err(Fault::Reply(unexpected("scan reply", &[&reply])));
+        };
+        let [cursor, Value::Array(keys)] = items.as_slice() else {
+            return Err(Fault::Reply(unexpected("scan reply", &[&reply])));
+        };
+        names.extend(
+            keys.iter()
+                .filter_map(|k| Keys::name_of_companion(&bytes(k)))
+                .filter(|n| glob::matches(pattern, n)),
+        );
+        let cursor = bytes(cursor);
+        if cursor != b"0" {
+            next.push((slot, cursor));
+        }
+    }
+    Ok(next)
 }
 
 /// A node's answer to [`reads`] calls, `per_name` for each name: what it holds of each.

@@ -948,9 +948,6 @@ class Canceller:
     def cancel(self) -> None:
         """End the wait: the acquisition gives up and keeps nothing it took meanwhile."""
 
-    def cancelled(self) -> bool:
-        """Whether cancel() was called."""
-
 @final
 class Grant:
     """A lease taken for a redmutex.asyncio task, not installed yet (internal)."""
