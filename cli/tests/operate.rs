@@ -130,10 +130,17 @@ fn breaks_a_stuck_lock(urls: &[String], nodes: usize) {
     assert_eq!(header, ["NAME", "KIND", "FENCE", "WAITERS", "HOLDERS"]);
     let row: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(
-        &row[..4],
-        ["op:stuck", "exclusive", &stuck_fence.to_string(), "1"],
+        [row[0], row[1], row[3]],
+        ["op:stuck", "exclusive", "1"],
         "{out}"
     );
+    // The last fence is the largest counter among the nodes: with several, a node whose grant
+    // the round did not wait for may have counted on to its own clock's time.
+    let listed: u64 = row[2].parse().unwrap();
+    match nodes {
+        1 => assert_eq!(listed, stuck_fence, "{out}"),
+        _ => assert!(listed >= stuck_fence, "{out}"),
+    }
     assert!(row[5].starts_with("(59m"), "a 1 h lease: {out}");
 
     let (code, out, err) = once(dir, urls, &["list", "--json", "op:stuck"]);
@@ -141,7 +148,7 @@ fn breaks_a_stuck_lock(urls: &[String], nodes: usize) {
     let object: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(object["name"], "op:stuck");
     assert_eq!(object["kind"], "exclusive");
-    assert_eq!(object["fence"], stuck_fence);
+    assert_eq!(object["fence"], listed);
     assert_eq!(object["waiters"], 1);
     assert_eq!(object["nodes"], nodes);
     assert_eq!(object["disagree"], false);

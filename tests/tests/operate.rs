@@ -77,7 +77,12 @@ fn lists_and_breaks(client: &Client, urls: &str, semaphores: bool) {
     assert_eq!(m.holds[0].holder, mutex.token());
     assert_eq!(m.holds[0].nodes, nodes);
     assert!(m.holds[0].ttl.is_some_and(|t| t <= Duration::from_secs(30)));
-    assert_eq!(m.fence, mutex.fence());
+    // The largest counter among the nodes: with several, a node whose grant the round did not
+    // wait for may have counted on to its own clock's time (see `LockStatus::fence`).
+    match nodes {
+        1 => assert_eq!(m.fence, mutex.fence()),
+        _ => assert!(m.fence >= mutex.fence(), "{} < {}", m.fence, mutex.fence()),
+    }
     assert_eq!((m.waiters, m.nodes, m.disagree()), (0, nodes, false));
     let r = find(&locks, "op:rw");
     assert_eq!(r.holds.len(), 1);
