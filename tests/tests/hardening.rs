@@ -495,9 +495,11 @@ fn an_interrupted_wait_keeps_no_lock() {
             .arg("hardening:interrupted")
             .query(&mut server.conn())
             .unwrap();
-        assert_eq!(
-            held, None,
-            "round {round}: an interrupted wait kept the lock"
+        // Free, or in the release's hand-off window (the empty value, nobody's token, for
+        // 20 ms): the waiter may have given up just before the release, announced still.
+        assert!(
+            held.as_deref().is_none_or(str::is_empty),
+            "round {round}: an interrupted wait kept the lock: {held:?}"
         );
     }
 }
