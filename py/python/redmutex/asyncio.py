@@ -41,6 +41,7 @@ from types import TracebackType
 import typing
 
 import redmutex
+from redmutex._pool import Pool
 from redmutex._redmutex import Canceller, Grant
 
 __all__ = ["Client", "Lock", "ReadLock", "RwLock", "Semaphore", "WriteLock"]
@@ -49,16 +50,14 @@ _T = typing.TypeVar("_T")
 
 # The pool's threads make the network calls; a waiting acquire holds one while it waits (in
 # the core, with no Redis command until the release), so the pool is sized for many waiting
-# tasks. Threads start on demand. At exit, Python waits for the pool's threads: a release or a
-# discarded grant sent as the loop ended still completes.
-_POOL = concurrent.futures.ThreadPoolExecutor(
-    max_workers=int(os.environ.get("REDMUTEX_ASYNCIO_THREADS", "256")),
-    thread_name_prefix="redmutex-asyncio",
-)
+# tasks. Threads start on demand, and never on the loop's thread (_pool.py says why). At exit,
+# Python waits for the pool's calls: a release or a discarded grant sent as the loop ended
+# still completes.
+_POOL = Pool(int(os.environ.get("REDMUTEX_ASYNCIO_THREADS", "256")), "redmutex-asyncio")
 
 
 async def _run(call: typing.Callable[..., _T], *args: typing.Any) -> _T:
-    """`call(*args)` on the pool, awaited: cancelling the await leaves it running."""
+    """`call(*args)` on the pool, awaited: cancelling the await leaves it to run."""
     return await asyncio.wrap_future(_POOL.submit(call, *args))
 
 
