@@ -14,12 +14,13 @@
 //! and ends when its answers decide it, or at its deadline; a node that did not answer in
 //! time gets the round's undo queued behind its requests on the same connection, and when
 //! that connection has closed (the write fails), or its connection broke, a clean-up on new
-//! connections, tried as the core's clean-up machine says; a script the server lost is sent again with its text; with one node, the
-//! next round goes right behind the wait on its connection, its clock read before the wait.
+//! connections, tried as the core's clean-up machine says; a script the server lost is sent
+//! again with its text; with one node, the next round goes right behind the wait on its connection, its clock read before the wait.
 //! A wait whose time is up is ended early from another connection (`CLIENT UNBLOCK`), and
 //! its replies (and the round's behind it) are then read on its own connection; when they do
-//! not come within the node timeout, the connection is closed (the round behind may have run,
-//! and it is undone on a new connection).
+//! not come within the node timeout, the round behind is abandoned, its undo written behind
+//! it on that connection, and the connection closed (a connection that broke under a wait
+//! takes the undo's way with it: the round is undone on a new connection).
 
 mod acquire;
 mod cleanup;

@@ -118,7 +118,9 @@ impl CoreClient {
     /// The wait's time is up: its end is asked for from another connection (`CLIENT
     /// UNBLOCK`), as the library does, and its reply and the round's behind it are awaited
     /// for the node timeout more. When that is up too, its connection is closed, and the
-    /// call goes on.
+    /// call goes on: a round behind the wait is abandoned, its undo written behind it on
+    /// that connection before it closes (the library's block that timed out, `failed` in
+    /// `net/block.rs`); where that write fails, a clean-up takes over (`undo_unwritten`).
     pub(super) fn wait_over(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
         if let State::Waiting {
             no,
@@ -133,30 +135,40 @@ impl CoreClient {
             self.wake(now.mono + self.opts.node_timeout, Timer::WaitOver(no), out);
             return;
         }
-        let State::Waiting {
-            node, behind, ends, ..
-        } = std::mem::replace(&mut self.state, State::Idle)
+        let State::Waiting { node, behind, .. } = std::mem::replace(&mut self.state, State::Idle)
         else {
             return;
         };
+        // The round's first request behind the wait, for its undo to follow.
+        let first = self
+            .pending
+            .iter()
+            .find(|(_, p)| p.purpose == Purpose::Acquire && p.node == node)
+            .map(|(id, _)| *id);
         self.pending
             .retain(|_, p| !matches!(p.purpose, Purpose::Wait | Purpose::Acquire));
-        out.push(Output::Reconnect { node });
-        match behind {
-            Some(_) => self.behind_lost(node, ends, now, rng, out),
-            None => {
-                // As the library's block that timed out: a wait that ran out.
-                if let Some((call, _)) = &mut self.call {
-                    call.wait_ended(false);
-                }
-                self.start_round(now, rng, out)
-            }
+        let Some((call, _)) = &mut self.call else {
+            return;
+        };
+        let abandoned = behind.map(|_| (call.token(), call.abandon()));
+        // As the library's block that timed out: a wait that ran out.
+        call.wait_ended(false);
+        if let Some((token, (undo, until))) = abandoned {
+            let purpose = Purpose::Undo {
+                until,
+                behind: true,
+            };
+            self.send_after(node, undo, purpose, first, out);
+            out.push(Output::Note(Note::AttemptOver { token }));
         }
+        out.push(Output::Reconnect { node });
+        self.start_round(now, rng, out)
     }
 
-    /// The round behind a wait may have run, and its undo can no longer follow it on that
-    /// connection: it is undone on a new one, in the background (the library's failed
-    /// block), and the call goes on after the pause its call says (the wait ended at `ends`).
+    /// The wait's connection broke with a round behind it: the round may have run, and its
+    /// undo can no longer follow it on that connection. It is undone on a new one, in the
+    /// background (the library's failed block), and the call goes on after the pause its
+    /// call says (the wait ended at `ends`).
     fn behind_lost(
         &mut self,
         node: usize,
