@@ -841,6 +841,25 @@ redmutex_result redmutex_lock_options_set_interrupt_fd(struct redmutex_lock_opti
                                                        int fd);
 
 /**
+ * With `every_wait`, the descriptor of `redmutex_lock_options_set_interrupt_fd` ends not only
+ * a wait for a release but every wait of the call: each read of a reply and each connect
+ * (also on the threads the call starts to connect on), so a call ends within about a
+ * millisecond even while a server does not answer (frozen, or a host that is gone), not at
+ * its node or connect timeout. The interrupt check then runs as soon as `fd` becomes
+ * readable, in whichever wait: when it says to stop, the round in flight counts as one
+ * whose nodes did not answer in time (what it may have stored is undone behind its
+ * requests, or in the background), the call's clean-up (withdrawing its place among the
+ * waiters) goes to the background, and the call returns `REDMUTEX_RESULT_INTERRUPTED`. When
+ * it says to go on, it must have drained `fd`: the wait goes on. The check is also asked as
+ * the call's interrupt check, when `fd` may be empty: it must not block reading it (make
+ * `fd` non-blocking). Off by default (`false`).
+ *
+ * Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+ */
+redmutex_result redmutex_lock_options_set_interrupt_every_wait(struct redmutex_lock_options *options,
+                                                               bool every_wait);
+
+/**
  * Takes the lock named by the NUL-terminated UTF-8 string `name` (its Redis key), with a
  * lease of `ttl_ms` milliseconds (10 ms to 24 h) that the client's renew thread extends
  * every `ttl_ms / 3` while the guard lives.

@@ -144,6 +144,13 @@ struct LockOptions {
    * locking (see redmutex_lock_options_set_interrupt_fd).
    */
   std::optional<int> interrupt_fd;
+  /**
+   * Makes `interrupt_fd` end every wait of the call, not only a wait for a release: each read
+   * of a reply and each connect, so a call ends at once even while a server does not answer.
+   * `interrupt` then runs whenever the descriptor is readable, and must drain it when it says
+   * to go on (see redmutex_lock_options_set_interrupt_every_wait).
+   */
+  bool interrupt_every_wait = false;
 };
 
 /**
@@ -659,6 +666,9 @@ class Client {
     }
     if (options.interrupt_fd) {
       detail::check(redmutex_lock_options_set_interrupt_fd(opts.get(), *options.interrupt_fd));
+    }
+    if (options.interrupt_every_wait) {
+      detail::check(redmutex_lock_options_set_interrupt_every_wait(opts.get(), true));
     }
     redmutex_guard* guard = nullptr;
     const std::uint8_t* n = bytes(name);

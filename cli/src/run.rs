@@ -48,8 +48,9 @@ pub fn run(events: &Events, client: &Client, plan: &Plan) -> i32 {
         .with_max_hold(plan.max_hold)
         .with_min_replicas(plan.min_replicas);
     let deadline = plan.wait.map(|w| Instant::now() + w);
-    // A signal ends the wait at once (the self-pipe wakes it); a wake-up for anything else is
-    // emptied, or it would end every wait.
+    // A signal ends every wait of the lock call at once, a round to a server that does not
+    // answer included (the self-pipe wakes it); a wake-up for anything else is emptied, or it
+    // would end every wait.
     let mut stop = || {
         if sys::pending_signal().is_some() {
             return true;
@@ -58,7 +59,21 @@ pub fn run(events: &Events, client: &Client, plan: &Plan) -> i32 {
         sys::pending_signal().is_some()
     };
     let take = || hold::take(client, &plan.key, plan.kind, opts, deadline, &mut stop);
-    let taken = redmutex::wake_on(events.fd(), take).unwrap_or_else(|e| Err(e.into()));
+    let taken = match events.drainer() {
+        Ok(drain) => {
+            let go_on = move || {
+                if sys::pending_signal().is_some() {
+                    return false;
+                }
+                drain();
+                sys::pending_signal().is_none()
+            };
+            redmutex::wake_on_checked(events.fd(), go_on, take)
+        }
+        // No descriptor left to duplicate: the waits for a release still end at once.
+        Err(_) => redmutex::wake_on(events.fd(), take),
+    };
+    let taken = taken.unwrap_or_else(|e| Err(e.into()));
     let guard = match taken {
         Ok(g) => g,
         Err(TryLockError::WouldBlock) => {

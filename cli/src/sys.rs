@@ -163,6 +163,13 @@ impl Events {
         self.wait(Some(Duration::ZERO));
     }
 
+    /// Empties a duplicate of the pipe's read end, without waiting: for a check that must own
+    /// what it uses (`redmutex::wake_on_checked`).
+    pub fn drainer(&self) -> io::Result<impl Fn() + 'static> {
+        let read = self.read.try_clone()?;
+        Ok(move || drain_fd(read.as_raw_fd()))
+    }
+
     /// Blocks until something was signalled or `timeout` (`None`: no bound) passed, then
     /// empties the pipe. The caller re-checks every condition afterwards.
     pub fn wait(&self, timeout: Option<Duration>) {
@@ -179,14 +186,18 @@ impl Events {
         unsafe {
             libc::poll(&mut pfd, 1, ms);
         }
-        let mut buf = [0u8; 64];
-        loop {
-            // SAFETY: read(2) into a local buffer of its size; the pipe is non-blocking.
-            let n =
-                unsafe { libc::read(self.read.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n < buf.len() as isize {
-                break;
-            }
+        drain_fd(self.read.as_raw_fd());
+    }
+}
+
+/// Reads what the non-blocking pipe `fd` holds.
+fn drain_fd(fd: i32) {
+    let mut buf = [0u8; 64];
+    loop {
+        // SAFETY: read(2) into a local buffer of its size; the pipe is non-blocking.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < buf.len() as isize {
+            break;
         }
     }
 }

@@ -526,6 +526,43 @@ fn a_signal_ends_the_wait_at_once() {
     assert_eq!(get(&server, "busy").as_deref(), Some("someone-else"));
 }
 
+/// Ctrl-C ends the lock call at once also while the server does not answer (here: frozen
+/// during the first connection's handshake, with a 10 s connect timeout): every wait of the
+/// call watches the signal pipe, not only the waits for a release.
+#[test]
+fn a_signal_ends_a_call_to_a_frozen_server_at_once() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("redmutex-cli");
+    server.pause();
+    let run = Redmutex::new(dir.path(), &[server.url()])
+        .args([
+            "run",
+            "--key",
+            "frozen",
+            "--connect-timeout",
+            "10s",
+            "--",
+            "touch",
+            "ran",
+        ])
+        .spawn();
+    // Most likely inside the handshake by then; a signal that comes sooner ends the call
+    // just as well, so the bound below holds either way.
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    run.signal(libc::SIGINT);
+    let r = run.finish();
+    let took = sent.elapsed();
+    server.resume();
+    assert_eq!(r.code, 128 + libc::SIGINT, "{r:?}");
+    assert!(r.error_line().contains("interrupted by SIGINT"), "{r:?}");
+    assert!(
+        took < Duration::from_secs(1),
+        "exited {took:?} after SIGINT, toward the 10 s connect timeout"
+    );
+    assert!(!dir.path().join("ran").exists());
+}
+
 #[test]
 fn an_unreachable_redis_fails_fast_in_one_line_without_running_the_command() {
     let dir = TempDir::new("redmutex-cli");

@@ -1,4 +1,5 @@
-//! Ending a wait for a release the moment a signal arrives: [`wake_on`].
+//! Ending a call's waits the moment a signal arrives: [`wake_on`] (waits for a release) and
+//! [`wake_on_checked`] (every wait: reads and connects too).
 
 use std::os::fd::BorrowedFd;
 
@@ -22,10 +23,46 @@ use crate::error::{Error, ErrorKind};
 /// [`ErrorKind::InvalidArgument`] when `fd` cannot be used (the thread keeps a duplicate of it
 /// while `f` runs, and duplicating it failed); `f` did not run.
 pub fn wake_on<R>(fd: BorrowedFd<'_>, f: impl FnOnce() -> R) -> Result<R, Error> {
-    crate::net::wake_on(fd, f).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidArgument,
-            format!("the wake-up descriptor cannot be used: {e}"),
-        )
-    })
+    crate::net::wake_on(fd, None, f).map_err(unusable)
+}
+
+/// Runs `f` on this thread so that **every** network wait it makes ends as soon as `fd`
+/// becomes readable and `go_on` says to stop: the waits for a release as with [`wake_on`],
+/// and also each read of a reply, each connect on this thread and on the threads it starts
+/// to connect for a round. So a call ends within about a millisecond of a signal even while
+/// a server does not answer (frozen, or a host that is gone), not at its node or connect
+/// timeout.
+///
+/// `go_on` is called on this thread whenever `fd` is readable during such a wait. It must
+/// first drain `fd` (read what it holds), then say whether the call goes on (`true`: the
+/// wait goes on as if nothing happened) or stops (`false`). Python's binding, for one, drains
+/// its signal self-pipe and runs the signal handlers there, and stops when one raised.
+/// A wait inside `go_on` (a handler that calls the library) is not ended by `fd`.
+///
+/// Once `go_on` said stop, every later wait of `f` ends at once as if its time had run out:
+/// the round in flight is treated as one whose nodes did not answer by its deadline (what it
+/// may have stored is undone behind its requests, or by a clean-up in the background), and
+/// the call's clean-up (withdrawing a waiter's announcement, releasing a lock taken as the
+/// wait ended) goes to the background rather than waiting on its servers. The call ends
+/// with [`ErrorKind::Interrupted`] when its interrupt check (the `interrupted` of
+/// `lock_interruptible`) says so, which it should once `go_on` said stop; a call with no
+/// interrupt check ends with the error its interrupted round gave (a timeout).
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidArgument`] when `fd` cannot be used (the thread keeps a duplicate of it
+/// while `f` runs, and duplicating it failed); `f` did not run.
+pub fn wake_on_checked<R>(
+    fd: BorrowedFd<'_>,
+    go_on: impl FnMut() -> bool + 'static,
+    f: impl FnOnce() -> R,
+) -> Result<R, Error> {
+    crate::net::wake_on(fd, Some(Box::new(go_on)), f).map_err(unusable)
+}
+
+fn unusable(e: std::io::Error) -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        format!("the wake-up descriptor cannot be used: {e}"),
+    )
 }

@@ -33,6 +33,8 @@ pub struct redmutex_lock_options {
     pub(crate) interrupt: Option<Interrupt>,
     /// The descriptor of `redmutex_lock_options_set_interrupt_fd`.
     pub(crate) wake_fd: Option<RawFd>,
+    /// `redmutex_lock_options_set_interrupt_every_wait`.
+    pub(crate) every_wait: bool,
 }
 
 impl redmutex_lock_options {
@@ -44,7 +46,11 @@ impl redmutex_lock_options {
                 "an interrupt descriptor needs an interrupt check \
                  (redmutex_lock_options_set_interrupt)",
             )),
-            (i, wake_fd) => Ok(i.map(|i| Interrupt { wake_fd, ..i })),
+            (i, wake_fd) => Ok(i.map(|i| Interrupt {
+                wake_fd,
+                every_wait: self.every_wait,
+                ..i
+            })),
         }
     }
 }
@@ -65,6 +71,7 @@ pub extern "C" fn redmutex_lock_options_new(
             opts: MutexOptions::default(),
             interrupt: None,
             wake_fd: None,
+            every_wait: false,
         })));
         Ok(())
     })
@@ -226,6 +233,7 @@ pub extern "C" fn redmutex_lock_options_set_interrupt(
             check,
             user_data,
             wake_fd: None,
+            every_wait: false,
         });
         Ok(())
     })
@@ -259,6 +267,31 @@ pub extern "C" fn redmutex_lock_options_set_interrupt_fd(
                 )));
             }
         };
+        Ok(())
+    })
+}
+
+/// With `every_wait`, the descriptor of `redmutex_lock_options_set_interrupt_fd` ends not only
+/// a wait for a release but every wait of the call: each read of a reply and each connect
+/// (also on the threads the call starts to connect on), so a call ends within about a
+/// millisecond even while a server does not answer (frozen, or a host that is gone), not at
+/// its node or connect timeout. The interrupt check then runs as soon as `fd` becomes
+/// readable, in whichever wait: when it says to stop, the round in flight counts as one
+/// whose nodes did not answer in time (what it may have stored is undone behind its
+/// requests, or in the background), the call's clean-up (withdrawing its place among the
+/// waiters) goes to the background, and the call returns `REDMUTEX_RESULT_INTERRUPTED`. When
+/// it says to go on, it must have drained `fd`: the wait goes on. The check is also asked as
+/// the call's interrupt check, when `fd` may be empty: it must not block reading it (make
+/// `fd` non-blocking). Off by default (`false`).
+///
+/// Returns `REDMUTEX_RESULT_OK`, or `REDMUTEX_RESULT_NULL_PARAMETER` when `options` is NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn redmutex_lock_options_set_interrupt_every_wait(
+    options: *mut redmutex_lock_options,
+    every_wait: bool,
+) -> redmutex_result {
+    boundary(|| {
+        options_mut(options)?.every_wait = every_wait;
         Ok(())
     })
 }

@@ -19,6 +19,8 @@ pub(crate) struct Interrupt {
     pub(crate) check: unsafe extern "C" fn(user_data: *mut c_void) -> bool,
     pub(crate) user_data: *mut c_void,
     pub(crate) wake_fd: Option<RawFd>,
+    /// `redmutex_lock_options_set_interrupt_every_wait`: the descriptor ends every wait.
+    pub(crate) every_wait: bool,
 }
 
 /// What a lock call takes.
@@ -100,12 +102,18 @@ pub(crate) fn take(
             }
         })
     };
-    let held = match wake_fd {
-        None => call()?,
+    let held = match (wake_fd, interrupt) {
+        (None, _) => call()?,
         // SAFETY: the caller keeps the descriptor it gave open while it locks with these
         // options (`redmutex_lock_options_set_interrupt_fd` says so); the core duplicates it
         // for the call.
-        Some(fd) => redmutex::wake_on(unsafe { BorrowedFd::borrow_raw(fd) }, call)??,
+        (Some(fd), Some(i)) if i.every_wait => {
+            // SAFETY: as `interrupted`: the caller's function, called on the caller's thread
+            // during the call (the core asks it only there).
+            let go_on = move || !unsafe { (i.check)(i.user_data) };
+            redmutex::wake_on_checked(unsafe { BorrowedFd::borrow_raw(fd) }, go_on, call)??
+        }
+        (Some(fd), _) => redmutex::wake_on(unsafe { BorrowedFd::borrow_raw(fd) }, call)??,
     };
     out.write(redmutex_guard::new_raw(held));
     Ok(())

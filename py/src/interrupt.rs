@@ -1,199 +1,175 @@
-//! Network calls that Ctrl-C can end.
+//! Network calls that Ctrl-C can end, run on the calling thread.
 //!
 //! Python runs signal handlers only on the main thread, and only between bytecodes: a thread
-//! blocked in a call into Rust never runs them. So on the main thread a call that may wait
-//! (for Redis, or for the first connection to it) runs on a helper thread while this one runs
-//! the handlers every `SIGNAL_CHECK`. On other threads no handler would ever run, so the call
-//! runs in place.
+//! blocked in a call into Rust never runs them. But Python's C-level handler writes the
+//! signal's number to its wake-up descriptor (`signal.set_wakeup_fd`) the moment the signal
+//! arrives. So a call on the main thread points that descriptor at a pipe of this module for
+//! the call's length, and runs with every network wait watching the pipe
+//! (`redmutex::wake_on_checked`): each read of a reply, each connect, each wait for a release.
+//! When a signal comes, the wait runs the handlers (`PyErr_CheckSignals`). When one raised
+//! (`KeyboardInterrupt`), the call stops at once: its round counts as one whose time ran out,
+//! its clean-up goes to the background, and the exception is raised. Otherwise the wait goes
+//! on. No helper thread, no periodic check: the call costs what the Rust call costs, and its
+//! waits keep the core's wait cap.
 //!
-//! The helper is one thread kept for the next call: starting a thread per call costs more
-//! than a round trip to a local Redis. A call takes it out of its slot and puts it back when
-//! done, so a call that a signal handler makes meanwhile gets a helper of its own; an
-//! interrupted call leaves its helper to finish the work in the background, and the next call
-//! starts another. The helper waits for a release with a wake-up pipe (`redmutex::wake_on`)
-//! that an interrupted call writes to: its wait ends at once rather than at the core's wait
-//! cap, so the wait cap stays the core's (a waiting thread costs Redis one round per cap).
-//!
-//! The calling thread looks for the helper's answer for its first [`SPIN`] without sleeping
-//! (giving the CPU away between looks), then sleeps on the channel. Most calls are one round
-//! trip, and an answer found so spares a sleeping thread's wake-up, which on a loaded or
-//! virtual machine costs tens of microseconds: in `make bench`, the Python uncontended row
-//! went from 1.60× the Rust row to about 1.2× with it.
+//! On other threads no handler would ever run, so the call runs as it is. The descriptor that
+//! was set before the call (an asyncio loop's) is set back after it, and the signal numbers
+//! the call's pipe took in are passed on to it.
 
-use std::io::{PipeWriter, Write};
-use std::os::fd::AsFd;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::cell::RefCell;
+use std::io::{ErrorKind, PipeReader, PipeWriter, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 
 use crate::sync::lock;
 
-/// The longest a blocking call waits without running Python's signal handlers, so that
-/// Ctrl-C interrupts it well within 100 ms.
+/// The longest a blocking call waits without running Python's signal handlers where it
+/// cannot watch the signal pipe (a wait for a lock's loss), so that Ctrl-C interrupts it
+/// well within 100 ms.
 pub(crate) const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
-type Job = Box<dyn FnOnce() + Send + 'static>;
+/// This process's signal pipe: made on first use, and anew in a forked child (which must not
+/// share its parent's).
+static PIPE: Mutex<Option<Pipe>> = Mutex::new(None);
 
-/// A helper thread, fed through its queue; it ends when the queue's sender is dropped.
-struct Helper {
-    /// The process that started it: a forked child inherits the slot but not the thread.
+struct Pipe {
     pid: u32,
-    jobs: Sender<Job>,
-    /// The write end of the pipe that ends the helper's wait for a release: written once,
-    /// by the call that was interrupted, which then lets the helper go.
-    wake: PipeWriter,
+    reader: Arc<PipeReader>,
+    writer: Arc<PipeWriter>,
 }
 
-/// The idle helper, if any.
-static IDLE: Mutex<Option<Helper>> = Mutex::new(None);
+/// The signal pipe's ends, both non-blocking (Python requires it of a wake-up descriptor).
+fn pipe() -> PyResult<(Arc<PipeReader>, Arc<PipeWriter>)> {
+    let pid = std::process::id();
+    let mut slot = lock(&PIPE);
+    if let Some(p) = slot.as_ref().filter(|p| p.pid == pid) {
+        return Ok((Arc::clone(&p.reader), Arc::clone(&p.writer)));
+    }
+    let fail = |e: std::io::Error| PyRuntimeError::new_err(format!("cannot make a pipe: {e}"));
+    let (reader, writer) = std::io::pipe().map_err(fail)?;
+    for fd in [reader.as_fd(), writer.as_fd()] {
+        rustix::io::ioctl_fionbio(fd, true).map_err(|e| fail(e.into()))?;
+    }
+    let p = Pipe {
+        pid,
+        reader: Arc::new(reader),
+        writer: Arc::new(writer),
+    };
+    let ends = (Arc::clone(&p.reader), Arc::clone(&p.writer));
+    // A parent's pipe, inherited through fork, stays open: the parent still uses it.
+    std::mem::forget(slot.replace(p));
+    Ok(ends)
+}
 
-impl Helper {
-    /// The idle helper of this process, or a new one.
-    fn take() -> PyResult<Helper> {
-        let pid = std::process::id();
-        let idle = lock(&IDLE).take();
-        match idle {
-            Some(h) if h.pid == pid => Ok(h),
-            stale => {
-                // Inherited from the parent process: its thread does not exist here, and its
-                // queue's state is the parent's; leave it untouched.
-                std::mem::forget(stale);
-                Helper::start(pid)
-            }
+/// Reads what the pipe holds (the numbers of the signals that came) into `into`.
+fn drain(reader: &PipeReader, into: &mut Vec<u8>) {
+    let mut buf = [0u8; 64];
+    loop {
+        match (&*reader).read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => into.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return,
         }
     }
+}
 
-    fn start(pid: u32) -> PyResult<Helper> {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let (woken, wake) = std::io::pipe()
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot make a pipe: {e}")))?;
-        thread::Builder::new()
-            .name("redmutex-call".into())
-            .spawn(move || {
-                for job in queue {
-                    // A panic drops the job's answer sender: its caller sees an error.
-                    let _ = catch_unwind(AssertUnwindSafe(|| {
-                        let mut job = Some(job);
-                        let _ = redmutex::wake_on(woken.as_fd(), || job.take().map(|j| j()));
-                        // The pipe could not be used (no descriptor left): wait as before.
-                        if let Some(job) = job {
-                            job();
-                        }
-                    }));
-                }
-            })
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
-        Ok(Helper { pid, jobs, wake })
-    }
-
-    /// Ends the helper's wait for a release now: its interrupted call needs it no more.
-    fn wake(&self) {
-        // A full pipe (it is written once) would mean it was woken already.
-        let _ = (&self.wake).write(b"!");
-    }
-
-    /// Runs `job` on this helper, or on a new one if this one is gone (it cannot be, short
-    /// of a bug).
-    fn run(self, job: Job) -> PyResult<Helper> {
-        match self.jobs.send(job) {
-            Ok(()) => Ok(self),
-            Err(mpsc::SendError(job)) => {
-                let h = Helper::start(self.pid)?;
-                h.jobs
-                    .send(job)
-                    .map_err(|_| PyRuntimeError::new_err("redmutex: the helper thread is gone"))?;
-                Ok(h)
-            }
-        }
-    }
-
-    /// Back in the slot for the next call, unless a helper is there already (one that a call
-    /// made from a signal handler started meanwhile): then this one ends.
-    fn put_back(self) {
-        let mut idle = lock(&IDLE);
-        if idle.is_none() {
-            *idle = Some(self);
-        }
-    }
+/// `signal.set_wakeup_fd(fd, warn_on_full_buffer=…)`: the descriptor set before.
+fn set_wakeup_fd(py: Python<'_>, fd: RawFd, warn: bool) -> PyResult<RawFd> {
+    static SET: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let set = SET.get_or_try_init(py, || {
+        PyResult::Ok(py.import("signal")?.getattr("set_wakeup_fd")?.unbind())
+    })?;
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("warn_on_full_buffer", warn)?;
+    set.bind(py).call((fd,), Some(&kwargs))?.extract()
 }
 
 /// Runs `work` with the GIL released and returns what it returns, or the exception of a
 /// signal handler (`KeyboardInterrupt`) that ran meanwhile: then `work` sees its flag set
-/// and finishes on its own in the background (it must leave nothing held). Off the main
-/// thread, where no signal handler runs, `work` gets no flag: nothing can interrupt it.
-pub(crate) fn call<T: Send + 'static>(
+/// (its call's interrupt check) and ends at once, keeping nothing. Off the main thread,
+/// where no signal handler runs, `work` gets no flag: nothing can interrupt it.
+pub(crate) fn call<T: Send>(
     py: Python<'_>,
-    work: impl FnOnce(Option<&AtomicBool>) -> T + Send + 'static,
+    work: impl FnOnce(Option<&AtomicBool>) -> T + Send,
 ) -> PyResult<T> {
     if !on_main_thread(py) {
         return Ok(py.detach(|| work(None)));
     }
-    let cancel = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&cancel);
-    let (tx, mut rx) = mpsc::sync_channel(1);
-    let helper = Helper::take()?.run(Box::new(move || {
-        // The caller may have gone (interrupted); then nobody needs the answer.
-        let _ = tx.send(work(Some(&flag)));
-    }))?;
-    let mut first = true;
-    loop {
-        // A Receiver is not Sync: it goes with the wait and comes back.
-        let spin = std::mem::take(&mut first);
-        let (answer, back) = py.detach(move || (answer_within(&rx, spin), rx));
-        rx = back;
-        match answer {
-            Ok(value) => {
-                helper.put_back();
-                return Ok(value);
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if let Err(e) = py.check_signals() {
-                    cancel.store(true, Ordering::SeqCst);
-                    helper.wake();
-                    // The helper finishes `work`, then ends: its queue closes here.
-                    drop(helper);
-                    return Err(e);
+    // Signals that came before the call: their handlers run now.
+    py.check_signals()?;
+    let (reader, writer) = pipe()?;
+    let Ok(before) = set_wakeup_fd(py, writer.as_raw_fd(), false) else {
+        // Not the main interpreter's main thread after all: no handler runs here either.
+        return Ok(py.detach(|| work(None)));
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let raised: Rc<RefCell<Option<PyErr>>> = Rc::new(RefCell::new(None));
+    let taken: Rc<RefCell<Vec<u8>>> = Rc::new(RefCell::new(Vec::new()));
+    let go_on = {
+        let (reader, stop, raised, taken) = (
+            Arc::clone(&reader),
+            Arc::clone(&stop),
+            Rc::clone(&raised),
+            Rc::clone(&taken),
+        );
+        move || {
+            drain(&reader, &mut taken.borrow_mut());
+            match Python::attach(|py| pending(py).map_or_else(|| py.check_signals(), Err)) {
+                Ok(()) => true,
+                Err(e) => {
+                    *raised.borrow_mut() = Some(e);
+                    stop.store(true, Ordering::SeqCst);
+                    false
                 }
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                helper.put_back();
-                return Err(PyRuntimeError::new_err(
-                    "redmutex: an internal error stopped the call",
-                ));
-            }
         }
+    };
+    let flag = &*stop;
+    let mut work = Some(work);
+    let done = redmutex::wake_on_checked(reader.as_fd(), go_on, || {
+        py.detach(|| work.take().map(|w| w(Some(flag))))
+    });
+    // A handler may have run in Python code the call ran (a log record's), and raised there.
+    if let Some(e) = pending(py) {
+        raised.borrow_mut().get_or_insert(e);
+    }
+    // The descriptor before is set back, and told of the signals this call's pipe took in.
+    let restored = set_wakeup_fd(py, before, true);
+    let mut taken = taken.take();
+    drain(&reader, &mut taken);
+    if before >= 0 && !taken.is_empty() {
+        // SAFETY: `before` is the open descriptor Python had; it is only written to here.
+        let before = unsafe { BorrowedFd::borrow_raw(before) };
+        if let Ok(owned) = before.try_clone_to_owned() {
+            let _ = PipeWriter::from(owned).write(&taken);
+        }
+    }
+    let done = match (done, work) {
+        (Ok(Some(done)), _) => done,
+        // The pipe could not be used (no descriptor left): the call runs without it.
+        (_, Some(work)) => py.detach(|| work(None)),
+        (_, None) => unreachable!("the work ran, or was given back"),
+    };
+    restored?;
+    match raised.take() {
+        Some(e) => Err(e),
+        None => Ok(done),
     }
 }
 
-/// How long the calling thread keeps looking for the helper's answer, giving the CPU away
-/// between looks, before it sleeps on the channel: most calls are one round trip to a healthy
-/// server, and an answer found this way spares the wake-up of a sleeping thread (on a loaded
-/// machine, tens of µs). A call that takes longer (a wait for a release) costs this much CPU
-/// once.
-const SPIN: Duration = Duration::from_micros(400);
-
-/// The helper's answer within `SIGNAL_CHECK`; on a call's first look (`spin`), looked for
-/// without sleeping for [`SPIN`] first.
-fn answer_within<T>(rx: &mpsc::Receiver<T>, spin: bool) -> Result<T, mpsc::RecvTimeoutError> {
-    if spin {
-        let begun = std::time::Instant::now();
-        while begun.elapsed() < SPIN {
-            match rx.try_recv() {
-                Ok(v) => return Ok(v),
-                Err(mpsc::TryRecvError::Disconnected) => {
-                    return Err(mpsc::RecvTimeoutError::Disconnected);
-                }
-                Err(mpsc::TryRecvError::Empty) => thread::yield_now(),
-            }
-        }
-    }
-    rx.recv_timeout(SIGNAL_CHECK)
+/// The exception left set by Python code that the call ran on this thread: the library's log
+/// records go to Python's `logging`, where a signal's handler may run and raise, and the
+/// logging bridge leaves that exception set for its caller.
+fn pending(py: Python<'_>) -> Option<PyErr> {
+    PyErr::take(py)
 }
 
 /// Whether this is the thread that runs Python's signal handlers.

@@ -100,3 +100,97 @@ def test_a_waiting_acquire_blocks_on_redis_for_the_cores_wait_cap(redis_server, 
     lock.release()
     assert counted, "the count did not finish"
     assert counted[0] <= 8, f"{counted[0]} waits in one second"
+
+
+def _thread_names() -> list[str]:
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass  # ended meanwhile
+    return names
+
+
+def test_a_call_on_the_main_thread_waits_there_with_no_helper_thread(redis_server, name, r):
+    """The main thread's waiting acquire waits in place: Ctrl-C reaches it through the signal
+    pipe, so no thread is started to wait for it (and none is left behind)."""
+    r("SET", name, "foreign", "PX", 700)
+    lock = redmutex.Client(redis_server.url).lock(name)
+    seen: list[list[str]] = []
+
+    def look() -> None:
+        time.sleep(0.3)
+        seen.append(_thread_names())
+
+    t = threading.Thread(target=look, name="look")
+    t.start()
+    try:
+        assert lock.acquire(timeout=10)
+    finally:
+        t.join(timeout=10)
+    lock.release()
+    assert seen, "the look did not happen"
+    assert "redmutex-call" not in seen[0], seen[0]
+    assert "redmutex-call" not in _thread_names()
+
+
+def test_a_signal_whose_handler_does_not_raise_leaves_the_call_to_finish(own_server):
+    """A signal with a handler that returns (SIGUSR1 here) wakes the call's wait, runs the
+    handler there, and the call goes on: a round to a frozen server still gets its answer
+    once the server wakes, within its node timeout."""
+    client = redmutex.Client(own_server.url, connect_timeout=10.0, node_timeout=5.0)
+    lock = client.lock("go-on")
+    assert lock.acquire(blocking=False)
+    lock.release()
+    handled: list[float] = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: handled.append(time.monotonic()))
+    os.kill(own_server.process.pid, signal.SIGSTOP)
+
+    def poke_then_resume() -> None:
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.3)
+        os.kill(own_server.process.pid, signal.SIGCONT)
+
+    t = threading.Thread(target=poke_then_resume)
+    try:
+        t.start()
+        assert lock.acquire(blocking=False), "the round did not go on after the handler"
+    finally:
+        t.join(timeout=10)
+        os.kill(own_server.process.pid, signal.SIGCONT)
+        signal.signal(signal.SIGUSR1, previous)
+    assert len(handled) == 1, handled
+    lock.release()
+
+
+def test_a_signal_handler_may_use_the_library_while_a_call_waits(redis_server, name, r):
+    """A handler that runs inside a waiting call (the signal wakes the call's wait, and its
+    handlers run there) may itself take and release another lock: that inner call runs to
+    its end, and the outer call goes on and gets its lock."""
+    r("SET", name, "foreign", "PX", 800)
+    client = redmutex.Client(redis_server.url)
+    lock, other = client.lock(name), client.lock(name + ":other")
+    inner: list[bool] = []
+
+    def handler(*_: object) -> None:
+        inner.append(other.acquire(blocking=False))
+        other.release()
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+
+    def poke() -> None:
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    t = threading.Thread(target=poke)
+    try:
+        t.start()
+        assert lock.acquire(timeout=10)
+    finally:
+        t.join(timeout=10)
+        signal.signal(signal.SIGUSR1, previous)
+    lock.release()
+    assert inner == [True]

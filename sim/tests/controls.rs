@@ -279,6 +279,24 @@ fn an_undo_whose_failed_write_is_dropped_is_caught() {
     );
 }
 
+/// An interrupted round (a signal whose check says stop, `wake_on_checked`) that leaves its
+/// unread nodes as they are, with no undo behind their requests: a grant that arrives there
+/// after the call gave up stays for a whole TTL. In the worlds where calls are interrupted
+/// (`Config::cutting`), the checker must see the token outlive its undo's bound; the right
+/// rule (the round ends as at its deadline) keeps every property.
+#[test]
+fn an_interrupted_round_that_forgets_its_unread_nodes_is_caught() {
+    family_control_caught(
+        "an interrupted round that forgets its unread nodes",
+        Config::cutting,
+        BUDGET,
+        |cfg, i| {
+            CoreClient::new(i, cfg.model(), cfg.fencing, cfg.shape).forgetting_interrupted_rounds()
+        },
+        "not undone within",
+    );
+}
+
 /// The first seed within the budget whose world shares a lock of `shape` and, with the
 /// clients `make` builds, fails; with the violation. The failure must replay.
 fn first_catch_of(

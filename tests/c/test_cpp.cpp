@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "redmutex.hpp"
@@ -377,6 +378,84 @@ static void test_a_node_not_waited_for_is_named_so() {
   CHECK(message.find("unreachable") == std::string::npos);
 }
 
+// With interrupt_every_wait, the interrupt descriptor ends even a read of a reply: a round
+// waiting for a frozen server ends once the descriptor is readable and `interrupt` says stop,
+// well before its 5 s node timeout, and what its request stores when the server wakes is
+// undone by the undo written behind it. The call could wait 10 s: it ends at the stop.
+static void test_interrupt_every_wait_ends_a_read_from_a_frozen_server() {
+  pid_t frozen = freezable_pid();
+  CHECK(frozen > 1);
+  redmutex::ClientOptions client_options = test_options();
+  client_options.node_timeout = 5s;
+  redmutex::Client client(freezable_url(), client_options);
+  std::string name = unique_name("every-wait");
+  std::uint64_t fence = 0;
+  // A pooled connection, so that the round is written at once while the server is frozen.
+  CHECK(code_of([&] {
+          redmutex::Guard guard = client.lock(name, 30s);
+          fence = guard.fence();
+          guard.unlock();
+        }) == REDMUTEX_RESULT_OK);
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  // The read end does not block: `interrupt` drains it, and may run when it is empty.
+  bool nonblocking = fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0;
+  std::atomic<bool> poked{false};
+  std::atomic<int> asked{0};
+  redmutex::LockOptions options;
+  options.interrupt_fd = fds[0];
+  options.interrupt_every_wait = true;
+  options.interrupt = [&] {
+    char buf[16];
+    while (read(fds[0], buf, sizeof buf) > 0) {
+    }
+    ++asked;
+    return poked.load();
+  };
+  // Everything runs before the next check, so that a failure still thaws the server and
+  // closes the pipe (its write end only now: a closed write end leaves the pipe readable).
+  redmutex_result got = REDMUTEX_RESULT_NULL_PARAMETER;
+  std::string message;
+  auto took = std::chrono::steady_clock::duration::zero();
+  bool stopped = nonblocking && freeze(frozen);
+  if (stopped) {
+    std::thread poker([&] {
+      std::this_thread::sleep_for(100ms);
+      poked = true;
+      if (write(fds[1], "!", 1) != 1) poked = false;
+    });
+    auto start = std::chrono::steady_clock::now();
+    got = code_of([&] { (void)client.try_lock_for(name, 10s, options); }, &message);
+    took = std::chrono::steady_clock::now() - start;
+    poker.join();
+  }
+  kill(frozen, SIGCONT);
+  close(fds[0]);
+  close(fds[1]);
+  if (got != REDMUTEX_RESULT_INTERRUPTED) {
+    std::fprintf(stderr, "the error said: %s\n", message.c_str());
+  }
+  CHECK(nonblocking);
+  CHECK(stopped);
+  CHECK(got == REDMUTEX_RESULT_INTERRUPTED);
+  CHECK(asked >= 1);
+  // Ended by the descriptor, some 100 ms in.
+  CHECK(took < 2s);
+  // The server ran the request when it woke (the fence counter moved past the warm-up's),
+  // then the undo behind it (the lock key is gone).
+  std::string fence_key = "{" + name + "}:fence";
+  auto deadline = std::chrono::steady_clock::now() + 3s;
+  bool undone = false;
+  for (;;) {
+    long long counter = raw_number(freezable_url(), "GET", fence_key.c_str());
+    long long exists = raw_number(freezable_url(), "EXISTS", name.c_str());
+    undone = counter > static_cast<long long>(fence) && exists == 0;
+    if (undone || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(undone);
+}
+
 int main() {
   RUN(test_version_matches_c_api);
   RUN(test_guard_releases_at_the_end_of_its_scope);
@@ -393,5 +472,6 @@ int main() {
   RUN(test_status_names_the_holder);
   RUN(test_list_and_force_unlock);
   RUN(test_a_node_not_waited_for_is_named_so);
+  RUN(test_interrupt_every_wait_ends_a_read_from_a_frozen_server);
   return TESTING_SUMMARY();
 }

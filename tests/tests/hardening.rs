@@ -813,3 +813,121 @@ fn a_call_granted_by_a_quorum_takes_back_its_announcement_where_refused() {
     );
     guard.unlock().unwrap();
 }
+
+/// A pipe for `wake_on_checked`, with a thread that writes to it after `after` and hands
+/// its end back (a closed write end would leave the pipe readable for good).
+fn poke_after(
+    after: Duration,
+) -> (
+    std::io::PipeReader,
+    std::thread::JoinHandle<std::io::PipeWriter>,
+) {
+    use std::io::Write;
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let poke = std::thread::spawn(move || {
+        std::thread::sleep(after);
+        writer.write_all(b"!").unwrap();
+        writer
+    });
+    (reader, poke)
+}
+
+/// A round in flight to a frozen server, on a thread that watches every wait
+/// (`wake_on_checked`): the wake-up's check says stop, and the round ends at once rather than
+/// at its node timeout, as one whose time ran out: what its request stores when the server
+/// wakes is undone by the undo written behind it, so no key is left for a TTL.
+#[test]
+fn a_round_to_a_frozen_server_ends_at_once_when_the_wake_up_check_says_stop() {
+    use std::os::fd::AsFd;
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let name = "hardening:stopped-round";
+    let mutex = client
+        .mutex(name)
+        .ttl(Duration::from_secs(30))
+        .node_timeout(Duration::from_secs(5));
+    // A pooled connection: the round is written on it at once.
+    mutex.try_lock().unwrap().unlock().unwrap();
+    server.pause();
+    let (reader, poke) = poke_after(Duration::from_millis(100));
+    let pipe = reader.try_clone().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let said = stop.clone();
+    let go_on = move || {
+        let mut buf = [0u8; 8];
+        let _ = std::io::Read::read(&mut &pipe, &mut buf);
+        said.store(true, std::sync::atomic::Ordering::SeqCst);
+        false
+    };
+    let mut interrupted = || stop.load(std::sync::atomic::Ordering::SeqCst);
+    let started = Instant::now();
+    // One attempt, with the interrupt check the stop sets.
+    let taken = redmutex::wake_on_checked(reader.as_fd(), go_on, || {
+        mutex.lock_interruptible(Some(Instant::now()), &mut interrupted)
+    })
+    .unwrap();
+    let took = started.elapsed();
+    let _writer = poke.join().unwrap();
+    server.resume();
+    match taken {
+        Err(redmutex::TryLockError::Error(e)) => {
+            assert_eq!(e.kind(), redmutex::ErrorKind::Interrupted, "{e}")
+        }
+        other => panic!("expected Interrupted, got {other:?}"),
+    }
+    assert!(
+        took < Duration::from_secs(2),
+        "the round ran {took:?}, toward its 5 s node timeout"
+    );
+    // The request ran when the server woke, and its undo right behind it.
+    assert!(
+        wait_until(Duration::from_secs(3), || {
+            let held: Option<String> = server.conn().get(name).unwrap();
+            held.is_none()
+        }),
+        "the stopped round's grant was left on the server"
+    );
+}
+
+/// The wake-up's check says go on (it drained the descriptor: a signal whose handler did not
+/// raise): the round waits on, and takes the lock once the frozen server wakes.
+#[test]
+fn a_round_goes_on_when_the_wake_up_check_says_so() {
+    use std::os::fd::AsFd;
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let mutex = client
+        .mutex("hardening:go-on")
+        .node_timeout(Duration::from_secs(5));
+    mutex.try_lock().unwrap().unlock().unwrap();
+    server.pause();
+    let (reader, poke) = poke_after(Duration::from_millis(100));
+    let resumed = {
+        let pid = server.pid();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        })
+    };
+    let asked = std::rc::Rc::new(std::cell::Cell::new(0));
+    let (pipe, counted) = (reader.try_clone().unwrap(), asked.clone());
+    let go_on = move || {
+        let mut buf = [0u8; 8];
+        let _ = std::io::Read::read(&mut &pipe, &mut buf);
+        counted.set(counted.get() + 1);
+        true
+    };
+    let taken = redmutex::wake_on_checked(reader.as_fd(), go_on, || mutex.try_lock()).unwrap();
+    let _writer = poke.join().unwrap();
+    resumed.join().unwrap();
+    server.resume();
+    assert_eq!(
+        asked.get(),
+        1,
+        "the check was asked once, for the one wake-up"
+    );
+    taken
+        .expect("the round went on and took the free lock")
+        .unlock()
+        .unwrap();
+}

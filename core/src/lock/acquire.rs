@@ -151,12 +151,20 @@ impl Plan {
                     if !matches!(e, TryLockError::WouldBlock) {
                         place.free_all();
                     }
+                    // A round that a wake-up's check stopped (see `crate::wake_on_checked`)
+                    // fails like one whose nodes timed out; the call was interrupted.
+                    if net::stopped()
+                        && let Some(check) = interrupted.as_mut()
+                        && check()
+                    {
+                        return Err(interrupt(made.take()));
+                    }
                     return Err(e);
                 }
                 Then::Again => {}
                 Then::Pause(pause) => {
                     place.free_all();
-                    std::thread::sleep(pause)
+                    net::sleep(pause)
                 }
                 Then::Wait {
                     node,
@@ -174,7 +182,7 @@ impl Plan {
                         WaitEnd::Attempt(attempt) => made = Some(attempt),
                         WaitEnd::Ended { woken } => call.wait_ended(woken),
                         WaitEnd::Broken { left } => {
-                            std::thread::sleep(call.pause_after_broken_wait(left, token::random()))
+                            net::sleep(call.pause_after_broken_wait(left, token::random()))
                         }
                     },
                     Turn::Go => call.wait_ended(false),

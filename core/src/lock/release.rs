@@ -6,6 +6,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::calls::release_call;
+use super::cleanup::Cleanup;
 use super::clock::{Reading, Stamp};
 use super::lease::Lease;
 use super::proto::hold::refusal;
@@ -122,12 +123,20 @@ impl Lease {
             if done {
                 return tally;
             }
+            // The call's waits were told to stop (see `crate::wake_on_checked`): the nodes
+            // not known to have released are released in the background.
+            if net::stopped() {
+                let until = began.instant_of(valid_until);
+                let cleanup = Cleanup::new(&self.spec, &self.token, round.asked().to_vec(), until);
+                self.voters.renewer.clean_up(cleanup);
+                return tally;
+            }
             // Only now: the jitter reads the OS's random source, a system call per release.
             let pause = token::jitter(self.spec.opts.retry_delay);
             if Instant::now() + pause > give_up {
                 return tally;
             }
-            std::thread::sleep(pause);
+            net::sleep(pause);
         }
     }
 }

@@ -120,13 +120,21 @@ impl Plan {
         }
     }
 
-    /// Takes this call's waiter announcement back on every node (best effort, within the
-    /// node timeout): a release then no longer keeps the lock, or a permit, for it.
+    /// Takes this call's waiter announcement back on every node, within the node timeout: a
+    /// release then no longer keeps the lock, or a permit, for it. Nodes that did not answer
+    /// (or were not asked: the call's waits were told to stop) are left to a clean-up in the
+    /// background, until the announcement would have lapsed anyway.
     #[cold]
     pub(super) fn withdraw(&self, id: &[u8]) {
         let calls = withdraw_calls(&self.spec, id);
         let nodes = &self.voters.nodes;
         let deadline = Instant::now() + self.spec.node_timeout;
-        net::exchange(nodes, &vec![&calls[..]; nodes.len()], deadline, None);
+        let answers = net::exchange(nodes, &vec![&calls[..]; nodes.len()], deadline, None);
+        let failed: Vec<usize> = (0..nodes.len()).filter(|&i| answers[i].is_err()).collect();
+        if !failed.is_empty() {
+            let until = Instant::now() + self.spec.announce(true);
+            let cleanup = Cleanup::withdraw(&self.spec, id, failed, until);
+            self.voters.renewer.clean_up(cleanup);
+        }
     }
 }

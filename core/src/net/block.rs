@@ -137,9 +137,10 @@ pub(crate) fn block_then<R: Request>(
 }
 
 /// Waits for the block's reply, or for this thread's wake-up descriptor (see
-/// [`crate::wake_on`]): woken first, the read that follows is given no more time, so the
-/// block ends as one whose time ran out (ended early from another connection, its late reply
-/// skipped), and the call's interrupt check decides what comes next.
+/// [`crate::wake_on`]): woken first, and told to stop (see `wake.rs`), the read that follows
+/// is given no more time, so the block ends as one whose time ran out (ended early from
+/// another connection, its late reply skipped), and the call's interrupt check decides what
+/// comes next. Told to go on (the descriptor drained), it waits on.
 fn until_woken(conn: &Connection, until: Instant) -> redis::RedisResult<()> {
     let (Some(fd), Some(socket)) = (wake::fd(), conn.socket()) else {
         return Ok(());
@@ -147,9 +148,14 @@ fn until_woken(conn: &Connection, until: Instant) -> redis::RedisResult<()> {
     if conn.holds(1) {
         return Ok(());
     }
-    match poll::socket_or(socket, &fd, until.saturating_duration_since(Instant::now())) {
-        Either::Socket => Ok(()),
-        Either::Woken | Either::TimedOut => conn.set_read_timeout(Some(Duration::from_micros(100))),
+    loop {
+        match poll::socket_or(socket, &fd, until.saturating_duration_since(Instant::now())) {
+            Either::Socket => return Ok(()),
+            Either::Woken if !wake::woken_now() => {}
+            Either::Woken | Either::TimedOut => {
+                return conn.set_read_timeout(Some(Duration::from_micros(100)));
+            }
+        }
     }
 }
 

@@ -24,6 +24,7 @@ use super::leg::{
 use super::node::Node;
 use super::redirect::{follow, split};
 use super::wait::as_they_come;
+use super::wake;
 use super::warm::warm_up;
 use crate::wire::Answer;
 use crate::wire::NetError;
@@ -214,15 +215,20 @@ fn run<R: Request>(
     }
 
     let mut unread = Vec::new();
+    // Threads that connect for a call whose waits may stop stop with it.
+    let stop = wake::for_helper();
     std::thread::scope(|scope| {
         let spawn = |l: usize| {
             let leg = &legs[l];
             let requests = leg_requests(l);
-            scope.spawn(move || match &leg.endpoint {
-                Ok(endpoint) => {
-                    connect_and_run(endpoint, requests, leg.asking, deadline, on_timeout)
-                }
-                Err(e) => Err(e.clone()),
+            let stop = stop.clone();
+            scope.spawn(move || {
+                wake::helping(stop, || match &leg.endpoint {
+                    Ok(endpoint) => {
+                        connect_and_run(endpoint, requests, leg.asking, deadline, on_timeout)
+                    }
+                    Err(e) => Err(e.clone()),
+                })
             })
         };
         let mut threads: Vec<_> = fresh.iter().map(|&l| (l, spawn(l))).collect();
@@ -314,6 +320,8 @@ fn run<R: Request>(
                 }
             }
         }
+        // Joined once done, or once this thread's waits stopped (they then stop too).
+        wake::until_done(|| threads.iter().all(|(_, t)| t.is_finished()));
         for (l, t) in threads {
             answers[l] = Some(t.join().unwrap_or_else(|_| Err(NetError::timeout())));
         }

@@ -18,7 +18,7 @@
 //! by redis-rs's own parser, one whole reply at a time.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 #[cfg(unix)]
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -74,7 +74,7 @@ impl Plain {
         let mut last = None;
         let mut sock = None;
         for addr in (host, port).to_socket_addrs()? {
-            match TcpStream::connect_timeout(&addr, left(deadline)?) {
+            match super::socket::connect_tcp(&addr, left(deadline)?) {
                 Ok(s) => {
                     sock = Some(s);
                     break;

@@ -3,10 +3,12 @@
 //! `poll(2)`.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
+
+use super::wake;
 
 /// A connection's socket, TCP or Unix.
 pub(crate) enum Socket {
@@ -38,6 +40,14 @@ impl Socket {
         }
     }
 
+    fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        match self {
+            Socket::Tcp(s) => s.read_timeout(),
+            #[cfg(unix)]
+            Socket::Unix(s) => s.read_timeout(),
+        }
+    }
+
     pub(crate) fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.set_write_timeout(dur),
@@ -56,7 +66,11 @@ impl Socket {
 }
 
 impl Read for &Socket {
+    /// On a thread that watches every wait (see `wake.rs`), the read first waits for the
+    /// socket or the thread's wake-up descriptor, within the read timeout.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::fd::AsFd;
+        wake::ready(self.as_fd(), false, || self.read_timeout())?;
         match self {
             Socket::Tcp(s) => (&*s).read(buf),
             #[cfg(unix)]
@@ -97,4 +111,35 @@ impl std::os::fd::AsFd for Socket {
             Socket::Unix(s) => s.as_fd(),
         }
     }
+}
+
+/// Connects to `addr` within `timeout`. On a thread that watches every wait (see `wake.rs`),
+/// the connect is made without blocking and waited for with the thread's wake-up descriptor
+/// (or its call's stop flag): it ends, as timed out, when the wait stops.
+pub(crate) fn connect_tcp(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    if !wake::watches() {
+        return TcpStream::connect_timeout(addr, timeout);
+    }
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, connect, socket_with, sockopt};
+    use std::os::fd::AsFd;
+    let family = match addr {
+        SocketAddr::V4(_) => AddressFamily::INET,
+        SocketAddr::V6(_) => AddressFamily::INET6,
+    };
+    let fd = socket_with(
+        family,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?;
+    match connect(&fd, addr) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::INPROGRESS) => {
+            wake::ready(fd.as_fd(), true, || Ok(Some(timeout)))?;
+            sockopt::socket_error(&fd)??;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    rustix::io::ioctl_fionbio(&fd, false)?;
+    Ok(TcpStream::from(fd))
 }

@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 
 use super::conn::{Connection, remaining};
 use super::poll::readable;
+use super::wake;
 
 /// Hands each leg of `waiting` to `read` as soon as its `expected(leg)` replies (behind those
 /// its connection still owes) have all come, or its connection failed; `read` says whether
 /// that decided the round. Returns the legs not read: when the round was decided, when the
-/// deadline passed, or when the sockets could not be waited on (the caller then reads them
-/// one after another, as it does redis-rs's).
+/// deadline passed, when this thread's waits stopped (see `wake.rs`: then each of those
+/// reads ends at once, as at its deadline), or when the sockets could not be waited on (the
+/// caller then reads them one after another, as it does redis-rs's).
 pub(super) fn as_they_come(
     mut waiting: Vec<(usize, Connection)>,
     expected: impl Fn(usize) -> usize,
@@ -32,6 +34,9 @@ pub(super) fn as_they_come(
         let Ok(left) = remaining(deadline) else {
             return waiting;
         };
+        if wake::reads_stop() {
+            return waiting;
+        }
         ready.clear();
         if waiting.is_empty() || !wait(&waiting, left, &mut ready) {
             return waiting;
@@ -49,15 +54,18 @@ pub(super) fn as_they_come(
     }
 }
 
-/// Waits up to `left` for any of the legs' sockets to become readable (see
-/// [`readable`]); `false` when one of them cannot be waited on.
+/// Waits up to `left` for any of the legs' sockets to become readable, or this thread's
+/// wake-up descriptor when it watches every wait (see [`readable`]); `false` when one of
+/// them cannot be waited on.
 fn wait(legs: &[(usize, Connection)], left: Duration, ready: &mut Vec<usize>) -> bool {
+    use std::os::fd::AsFd;
     let Some(sockets) = legs
         .iter()
-        .map(|(_, conn)| conn.socket())
+        .map(|(_, conn)| conn.socket().map(AsFd::as_fd))
         .collect::<Option<Vec<_>>>()
     else {
         return false;
     };
-    readable(&sockets, left, ready)
+    let wake = wake::watched_fd();
+    readable(&sockets, wake.as_ref().map(AsFd::as_fd), left, ready)
 }

@@ -1,43 +1,319 @@
-//! A file descriptor whose readability ends the calling thread's wait for a release at once
-//! (see [`crate::wake_on`]): typically the read end of the self-pipe a signal handler writes
-//! to, so that a signal ends a wait without waiting for its cap. A thread-local setting, so
-//! that every kind of lock honours it with no argument added to each call. The thread keeps
-//! its own duplicate of the descriptor while the setting lasts.
+//! A file descriptor whose readability ends the calling thread's waits at once (see
+//! [`crate::wake_on`] and [`crate::wake_on_checked`]): typically the read end of the self-pipe
+//! a signal handler writes to. A thread-local setting, so that every kind of lock honours it
+//! with no argument added to each call. The thread keeps its own duplicate of the descriptor
+//! while the setting lasts.
+//!
+//! Two strengths:
+//! - **waits only** (`wake_on`): a wait for a release ends when the descriptor is readable,
+//!   and the call's interrupt check decides what comes next. A round's reads run to their
+//!   deadline as always.
+//! - **every wait** (`wake_on_checked`, with a check): also every read of a reply, every
+//!   connect on this thread, and the threads this thread starts to connect for its round
+//!   (which watch a flag instead: they have no descriptor of their own). The descriptor being
+//!   readable asks the check; when it says stop, the setting stops for good: every later wait
+//!   of the scope ends at once, as if its deadline had passed, so the call's round is treated
+//!   as one whose time ran out (its unread nodes undone behind their requests, or by a
+//!   clean-up in the background) and the call ends quickly whatever its servers do.
 
 use std::cell::RefCell;
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use super::poll;
+
+/// How often a thread that watches a flag rather than a descriptor (one started to connect
+/// for a watching call) looks at it, and how often a watching thread that waits for such
+/// threads looks at its descriptor between their ends.
+const SLICE: Duration = Duration::from_millis(5);
+
+/// Asked when the descriptor is readable during a watched wait: `true` when it drained the
+/// descriptor and the wait goes on, `false` to stop.
+pub(crate) type GoOn = Box<dyn FnMut() -> bool>;
+
+/// This thread's setting.
+struct Wake {
+    fd: OwnedFd,
+    /// With a check, every wait is watched; without, waits for a release only.
+    go_on: Option<RefCell<GoOn>>,
+    /// The check said stop; shared with the threads started for the call.
+    stopped: Arc<AtomicBool>,
+}
+
+enum Setting {
+    /// A descriptor of this thread's own.
+    Own(Rc<Wake>),
+    /// A thread started for a watching call: it watches that call's stop flag.
+    Helping(Arc<AtomicBool>),
+}
 
 thread_local! {
-    static FD: RefCell<Option<Rc<OwnedFd>>> = const { RefCell::new(None) };
+    static SETTING: RefCell<Option<Rc<Setting>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with `fd` as this thread's wake-up descriptor, then restores the one before.
-/// Fails when the descriptor cannot be duplicated (not open, or too many open).
-pub(crate) fn scoped<R>(fd: BorrowedFd<'_>, f: impl FnOnce() -> R) -> io::Result<R> {
-    struct Restore(Option<Rc<OwnedFd>>);
+fn with_setting<R>(setting: Option<Rc<Setting>>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Rc<Setting>>);
     impl Drop for Restore {
         fn drop(&mut self) {
-            FD.set(self.0.take());
+            SETTING.set(self.0.take());
         }
     }
-    let ours = Rc::new(fd.try_clone_to_owned()?);
-    let _restore = Restore(FD.replace(Some(ours)));
-    Ok(f())
+    let _restore = Restore(SETTING.replace(setting));
+    f()
 }
 
-/// This thread's wake-up descriptor, if one is set.
-pub(super) fn fd() -> Option<Rc<OwnedFd>> {
-    FD.with_borrow(Clone::clone)
+fn current() -> Option<Rc<Setting>> {
+    SETTING.with_borrow(Clone::clone)
+}
+
+/// Runs `f` with `fd` as this thread's wake-up descriptor, then restores the one before:
+/// watching waits for a release only, or every wait with `go_on`. Fails when the
+/// descriptor cannot be duplicated (not open, or too many open).
+pub(crate) fn scoped<R>(
+    fd: BorrowedFd<'_>,
+    go_on: Option<GoOn>,
+    f: impl FnOnce() -> R,
+) -> io::Result<R> {
+    let wake = Wake {
+        fd: fd.try_clone_to_owned()?,
+        go_on: go_on.map(RefCell::new),
+        stopped: Arc::new(AtomicBool::new(false)),
+    };
+    Ok(with_setting(Some(Rc::new(Setting::Own(Rc::new(wake)))), f))
+}
+
+impl Wake {
+    /// Whether the check runs now (this is a wait inside it).
+    fn checking(&self) -> bool {
+        self.go_on
+            .as_ref()
+            .is_some_and(|g| g.try_borrow_mut().is_err())
+    }
+
+    /// Whether the waits of this scope stop now: the check said so earlier, or the
+    /// descriptor is readable and the check (if any) says so.
+    fn stop(&self) -> bool {
+        if self.stopped.load(Ordering::SeqCst) {
+            return true;
+        }
+        if !poll::readable_now(&self.fd) {
+            return false;
+        }
+        let Some(go_on) = &self.go_on else {
+            return true;
+        };
+        // A check runs already (it may run user code that calls the library): a wait inside
+        // it is not ended by the descriptor it answers for.
+        let Ok(mut go_on) = go_on.try_borrow_mut() else {
+            return false;
+        };
+        let go = go_on();
+        if !go {
+            self.stopped.store(true, Ordering::SeqCst);
+        }
+        !go
+    }
+}
+
+/// This thread's wake-up descriptor, if it has one.
+pub(super) fn fd() -> Option<WakeFd> {
+    match current().as_deref() {
+        Some(Setting::Own(w)) => Some(WakeFd(Rc::clone(w))),
+        _ => None,
+    }
+}
+
+/// This thread's wake-up descriptor when it watches every wait (reads too).
+pub(super) fn watched_fd() -> Option<WakeFd> {
+    fd().filter(|w| w.0.go_on.is_some())
+}
+
+/// Whether this thread watches every wait and its waits stop now: a round's reads end.
+pub(super) fn reads_stop() -> bool {
+    match watching().as_deref() {
+        Some(Setting::Own(w)) => w.stop(),
+        Some(Setting::Helping(stopped)) => stopped.load(Ordering::SeqCst),
+        None => false,
+    }
+}
+
+/// A thread's wake-up descriptor, kept open while it is held.
+pub(super) struct WakeFd(Rc<Wake>);
+
+impl AsFd for WakeFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.fd.as_fd()
+    }
 }
 
 /// Whether this thread has a wake-up descriptor.
 pub(crate) fn is_set() -> bool {
-    FD.with_borrow(Option::is_some)
+    matches!(current().as_deref(), Some(Setting::Own(_)))
 }
 
-/// Whether this thread's wake-up descriptor is readable now (`false` when it has none).
-pub(crate) fn readable_now() -> bool {
-    fd().is_some_and(|fd| super::poll::readable_now(&*fd))
+/// Whether this thread's waits stop now (see the module's doc): `false` when it has no
+/// setting. Asks the check when the descriptor is readable.
+pub(crate) fn woken_now() -> bool {
+    match current().as_deref() {
+        Some(Setting::Own(w)) => w.stop(),
+        Some(Setting::Helping(stopped)) => stopped.load(Ordering::SeqCst),
+        None => false,
+    }
+}
+
+/// Whether a check said stop in this thread's scope: the call's clean-up then goes to the
+/// background rather than wait on its servers.
+pub(crate) fn stopped() -> bool {
+    match current().as_deref() {
+        Some(Setting::Own(w)) => w.stopped.load(Ordering::SeqCst),
+        Some(Setting::Helping(stopped)) => stopped.load(Ordering::SeqCst),
+        None => false,
+    }
+}
+
+/// The setting of a thread started for this thread's call (to connect on): it watches this
+/// one's stop flag. `None` when this thread does not watch every wait.
+pub(super) fn for_helper() -> Option<Arc<AtomicBool>> {
+    match current().as_deref() {
+        Some(Setting::Own(w)) if w.go_on.is_some() => Some(Arc::clone(&w.stopped)),
+        Some(Setting::Helping(stopped)) => Some(Arc::clone(stopped)),
+        _ => None,
+    }
+}
+
+/// Runs `f` on a thread started for a watching call (see [`for_helper`]).
+pub(super) fn helping<R>(stopped: Option<Arc<AtomicBool>>, f: impl FnOnce() -> R) -> R {
+    match stopped {
+        Some(s) => with_setting(Some(Rc::new(Setting::Helping(s))), f),
+        None => f(),
+    }
+}
+
+/// Whether this thread watches every wait (reads and connects too).
+pub(super) fn watches() -> bool {
+    watching().is_some()
+}
+
+fn watching() -> Option<Rc<Setting>> {
+    current().filter(|s| match &**s {
+        Setting::Own(w) => w.go_on.is_some(),
+        Setting::Helping(_) => true,
+    })
+}
+
+/// The error of a watched wait that stopped or ran out: a timeout, as the wait's own.
+fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the wait was ended (interrupted, or timed out)",
+    )
+}
+
+/// Before a blocking read of `socket` (or a connect, `write`: its end) that may wait up to
+/// `timeout`: on a watching thread, waits until it can go on at once, and fails as a timeout
+/// when the wait stops or `timeout` passes first. On other threads, returns at once.
+pub(super) fn ready(
+    socket: BorrowedFd<'_>,
+    write: bool,
+    timeout: impl FnOnce() -> io::Result<Option<Duration>>,
+) -> io::Result<()> {
+    let Some(setting) = watching() else {
+        return Ok(());
+    };
+    let until = timeout()?.map(|t| Instant::now() + t);
+    loop {
+        let left = until.map(|u| u.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|l| l.is_zero()) {
+            return Err(timed_out());
+        }
+        match &*setting {
+            Setting::Own(w) => {
+                if w.stop() {
+                    return Err(timed_out());
+                }
+                if w.checking() {
+                    // A wait inside the check: the descriptor is not its to watch.
+                    match left {
+                        None => return Ok(()),
+                        Some(l) if poll::fd_ready(socket, write, l) => return Ok(()),
+                        Some(_) => continue,
+                    }
+                }
+                match poll::fd_or(socket, write, &w.fd, left) {
+                    poll::Either::Socket => return Ok(()),
+                    poll::Either::TimedOut => return Err(timed_out()),
+                    // The check decides at the top of the loop.
+                    poll::Either::Woken => {}
+                }
+            }
+            Setting::Helping(stopped) => {
+                if stopped.load(Ordering::SeqCst) {
+                    return Err(timed_out());
+                }
+                let slice = left.map_or(SLICE, |l| l.min(SLICE));
+                if poll::fd_ready(socket, write, slice) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// On a thread that watches every wait, waits until `done()` or the wait stops, looking at
+/// `done` every few milliseconds: before joining threads that connect for this one (they
+/// stop on their own once this one's check said stop). Elsewhere returns at once.
+pub(super) fn until_done(done: impl Fn() -> bool) {
+    let Some(setting) = watching() else {
+        return;
+    };
+    let Setting::Own(w) = &*setting else {
+        return;
+    };
+    while !done() && !w.stop() {
+        poll::fd_ready(w.fd.as_fd(), false, SLICE);
+    }
+}
+
+/// The next message on `rx`, `None` once it is closed; on a thread that watches every wait,
+/// also `None` once its waits stop (looked at every few milliseconds).
+pub(super) fn recv<T>(rx: &Receiver<T>) -> Option<T> {
+    if !watches() {
+        return rx.recv().ok();
+    }
+    loop {
+        match rx.recv_timeout(SLICE) {
+            Ok(v) => return Some(v),
+            Err(RecvTimeoutError::Disconnected) => return None,
+            Err(RecvTimeoutError::Timeout) if reads_stop() => return None,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// Sleeps for `pause`; on a thread with a wake-up descriptor, ends early when its waits stop.
+pub(crate) fn sleep(pause: Duration) {
+    let Some(setting) = current() else {
+        return std::thread::sleep(pause);
+    };
+    let until = Instant::now() + pause;
+    loop {
+        if woken_now() {
+            return;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        match &*setting {
+            Setting::Own(w) => {
+                poll::fd_ready(w.fd.as_fd(), false, left);
+            }
+            Setting::Helping(_) => std::thread::sleep(left.min(SLICE)),
+        }
+    }
 }

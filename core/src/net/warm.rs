@@ -5,6 +5,7 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use super::node::Node;
+use super::wake;
 
 /// Opens the first connection of each fresh node `i` for which `slot(i)` names the key slot
 /// its requests are about, in parallel, within the connect timeout (see [`Node::warm_up`]).
@@ -32,10 +33,12 @@ pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) 
         _ => {}
     }
     let (tx, rx) = mpsc::channel();
+    // Threads that connect for a call whose waits may stop stop with it.
+    let stop = wake::for_helper();
     for &(i, slot) in &claimed {
-        let (node, done) = (Arc::clone(&nodes[i]), tx.clone());
+        let (node, done, stop) = (Arc::clone(&nodes[i]), tx.clone(), stop.clone());
         let opening = move || {
-            let _ = done.send(node.warm_up(slot));
+            let _ = done.send(wake::helping(stop, || node.warm_up(slot)));
         };
         if let Err(e) = std::thread::Builder::new()
             .name("redmutex-connect".into())
@@ -51,12 +54,12 @@ pub(crate) fn warm_up(nodes: &[Arc<Node>], slot: impl Fn(usize) -> Option<u16>) 
     let mut ready = nodes.len() - fresh;
     let mut pending = claimed.len();
     while pending > 0 && ready < majority {
-        match rx.recv() {
-            Ok(opened) => {
+        match wake::recv(&rx) {
+            Some(opened) => {
                 pending -= 1;
                 ready += usize::from(opened);
             }
-            Err(_) => break,
+            None => break,
         }
     }
     started.elapsed()

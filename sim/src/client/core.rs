@@ -75,6 +75,8 @@ enum Timer {
     Think,
     Retry,
     RoundDeadline(u64),
+    /// The round's call is interrupted now (see [`ModelOptions::interrupts`]).
+    Interrupt(u64),
     FenceDeadline(u64),
     WaitOver(u64),
     Renew(u64),
@@ -187,6 +189,11 @@ pub struct CoreClient {
     /// A negative control: an undo that cannot be written behind its request is dropped
     /// rather than handed to a clean-up.
     forgets_unwritten_undos: bool,
+    /// The current call was interrupted: it gives up after its round.
+    interrupted: bool,
+    /// A negative control: an interrupted round's unread nodes are left as they are, with no
+    /// undo behind their requests.
+    interrupt_forgets_unread: bool,
 }
 
 /// How long a call rides over an outage (µs).
@@ -220,6 +227,8 @@ impl CoreClient {
             cleanups: BTreeMap::new(),
             next: 0,
             forgets_unwritten_undos: false,
+            interrupted: false,
+            interrupt_forgets_unread: false,
         }
     }
 
@@ -228,6 +237,13 @@ impl CoreClient {
     /// so a late grant there stays for a whole TTL.
     pub fn forgetting_unwritten_undos(mut self) -> CoreClient {
         self.forgets_unwritten_undos = true;
+        self
+    }
+
+    /// The same client with a wrong rule for interrupted rounds, for a negative control:
+    /// their unread nodes get no undo, so a grant that arrives there stays for a whole TTL.
+    pub fn forgetting_interrupted_rounds(mut self) -> CoreClient {
+        self.interrupt_forgets_unread = true;
         self
     }
 
@@ -308,6 +324,7 @@ impl CoreClient {
             Timer::Think if idle => self.start_call(now, rng, out),
             Timer::Retry if idle && self.call.is_some() => self.start_round(now, rng, out),
             Timer::RoundDeadline(no) if no == phase => self.round_deadline(now, rng, out),
+            Timer::Interrupt(no) if no == phase => self.interrupt(now, rng, out),
             Timer::FenceDeadline(no) if no == phase => self.finish_round(now, rng, out),
             Timer::WaitOver(no) if no == phase => self.wait_over(now, rng, out),
             Timer::Renew(no) if no == phase => self.renew(now, rng, out),

@@ -65,6 +65,9 @@ pub struct ModelOptions {
     pub use_every: u64,
     /// The mistakes to make.
     pub controls: Controls,
+    /// The core's clients' rounds are interrupted at random (see `Config::interrupts`); the
+    /// model client ignores it.
+    pub interrupts: bool,
 }
 
 /// The design's drift allowance: 1% of the TTL plus 2 ms (µs).

@@ -58,6 +58,10 @@ pub struct Config {
     /// where no message is lost (see [`Config::cutting`]); `None`: one TTL, as for any
     /// orphan.
     pub undone_within: Option<u64>,
+    /// Whether the core's clients' calls are interrupted at random points of their rounds:
+    /// a signal whose check says stop (`redmutex::wake_on_checked`) ends the round as its
+    /// deadline would, and the call gives up after it.
+    pub interrupts: bool,
     /// Whether each new connection loads the scripts before its first request, as the
     /// library's do (otherwise a script's first call on each node answers `NOSCRIPT`, and
     /// the client sends its text).
@@ -122,6 +126,7 @@ impl Config {
             flushes: 0,
             short_holds: false,
             undone_within: None,
+            interrupts: false,
             preload: false,
         }
     }
@@ -191,6 +196,9 @@ impl Config {
         // (the try) and a pause (under a node timeout), and runs within the longest delay.
         cfg.undone_within = Some(4 * node_timeout + cfg.network.late_max + 5_000);
         cfg.preload = true;
+        // An interrupted round leaves its unread nodes as a round at its deadline does: the
+        // bound above holds for them too.
+        cfg.interrupts = true;
         cfg
     }
 
@@ -207,6 +215,7 @@ impl Config {
             think_max: if self.short_holds { 10_000 } else { 300_000 },
             use_every: 50_000,
             controls: self.controls,
+            interrupts: self.interrupts,
         }
     }
 }

@@ -20,6 +20,7 @@ impl CoreClient {
             shared: self.shared(),
         }));
         let deadline = rng.chance(1.0 / 3.0).then_some(0);
+        self.interrupted = false;
         self.call = Some((
             Acquisition::new(&self.lock, deadline, CONNECT_TIMEOUT),
             now.mono,
@@ -37,6 +38,23 @@ impl CoreClient {
             }
         }
         self.acquiring(requests.len(), now, out);
+        // A signal comes while the round waits for its answers, one round in ten: the call
+        // watches every wait (`wake_on_checked`), and its check says stop.
+        if self.opts.interrupts && rng.chance(0.1) {
+            let State::Acquiring { no, .. } = self.state else {
+                return;
+            };
+            let at = now.mono + rng.below(self.opts.node_timeout);
+            self.wake(at, Timer::Interrupt(no), out);
+        }
+    }
+
+    /// The call is interrupted while its round waits for answers: the round ends as at its
+    /// deadline (the library's reads end as timed out, and the fan-out writes the undo behind
+    /// the requests left unread), and the call gives up after it.
+    pub(super) fn interrupt(&mut self, now: Now, rng: &mut Rng, out: &mut Vec<Output>) {
+        self.interrupted = true;
+        self.round_deadline(now, rng, out);
     }
 
     /// Begins the call's next round, its attempt noted, not sent: returns its requests.
@@ -280,6 +298,7 @@ impl CoreClient {
             call.left_unread(&self.lock, node);
         }
         let undo_behind = match timed_out || call.undo_behind_unread() {
+            _ if self.interrupted && self.interrupt_forgets_unread => Vec::new(),
             true => silent,
             false => Vec::new(),
         };
@@ -378,7 +397,12 @@ impl CoreClient {
         let Some((call, begun)) = &mut self.call else {
             return;
         };
-        match call.after(refused.next, now.mono - *begun, rng.next_u64()) {
+        let step = match self.interrupted {
+            // The library's interrupt check says stop before the call's next step.
+            true => Step::Fail("interrupted".into()),
+            false => call.after(refused.next, now.mono - *begun, rng.next_u64()),
+        };
+        match step {
             Step::Fail(_) => {
                 // The call takes its announcement back (see `Acquisition::announced`).
                 for argv in call.withdraw_on_giving_up(&self.lock) {
