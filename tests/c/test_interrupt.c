@@ -196,136 +196,103 @@ static bool undone_on_the_server(const char *name, uint64_t fence) {
   return false;
 }
 
+/* What one lock call against the frozen server did (see `run_frozen`). */
+struct outcome {
+  bool made, frozen, resumed_first, taken, undone, poked;
+  redmutex_result got, unlocked;
+  int checks;
+  double took;
+};
+
+/* Sets up a warm client and lock options (`check`, the pipe, `every_wait`), freezes the
+ * server and makes one lock call on a fresh name that waits at most `wait_ms`, poked after
+ * 100 ms and, with `resume`, thawed some 300 ms after the poke (after the check it caused,
+ * with `resume_after_check`). A guard it got is unlocked; with `look_for_undo`, the server is
+ * then asked whether the round's request ran and its undo after it. Everything is freed
+ * before the caller's first check, so that a failure leaves no server frozen. */
+static struct outcome run_frozen(const char *what, redmutex_interrupt_callback check,
+                                 bool every_wait, int64_t wait_ms, bool resume,
+                                 bool resume_after_check, redmutex_result expected,
+                                 bool look_for_undo) {
+  struct outcome o = {.got = REDMUTEX_RESULT_NULL_PARAMETER,
+                      .unlocked = REDMUTEX_RESULT_NULL_PARAMETER};
+  char name[128];
+  struct poke p;
+  redmutex_client *client = NULL;
+  redmutex_lock_options *options = NULL;
+  redmutex_guard *guard = NULL;
+  uint64_t fence = 0;
+  pid_t server = freezable_pid();
+  if (server <= 1 || !poke_open(&p, server)) return o;
+  p.resume_after_check = resume_after_check;
+  unique_name(name, sizeof name, what);
+  client = warm_client(name, &fence);
+  options = options_of(check, &p, every_wait);
+  o.made = client != NULL && options != NULL;
+  if (o.made) {
+    o.got = attempt_frozen(client, name, options, wait_ms, &p, resume, expected, &guard,
+                           &o.frozen, &o.took, &o.resumed_first);
+  }
+  if (o.frozen && look_for_undo) o.undone = undone_on_the_server(name, fence);
+  o.taken = guard != NULL;
+  if (o.taken) o.unlocked = redmutex_unlock(guard);
+  redmutex_lock_options_free(options);
+  redmutex_client_free(client);
+  o.checks = atomic_load(&p.checks);
+  o.poked = atomic_load(&p.poked);
+  poke_close(&p);
+  return o;
+}
+
 /* The interrupt check says stop while the round waits for a frozen server's reply: the call
  * ends at once with REDMUTEX_RESULT_INTERRUPTED, not at its 5 s node timeout, and when the
  * server wakes, it runs the request and then the undo written behind it, so nothing stays
  * held. One attempt: a round so stopped ends the call as interrupted, not with the round's
  * own error (its node timed out). */
 static void test_every_wait_stops_a_read_from_a_frozen_server(void) {
-  char name[128];
-  struct poke p;
-  redmutex_client *client = NULL;
-  redmutex_lock_options *options = NULL;
-  redmutex_guard *guard = NULL;
-  redmutex_result got = REDMUTEX_RESULT_NULL_PARAMETER;
-  uint64_t fence = 0;
-  bool opened, made, frozen = false, resumed_first = false, taken, undone = false;
-  double took = 0;
-  pid_t server = freezable_pid();
-  CHECK(server > 1);
-  unique_name(name, sizeof name, "every-wait-stop");
-  opened = poke_open(&p, server);
-  CHECK(opened);
-
-  /* Everything runs before the first check, so that a failure still frees the client and
-   * closes the pipe (attempt_frozen thaws the server itself). */
-  client = warm_client(name, &fence);
-  options = options_of(stop_when_poked, &p, true);
-  made = client != NULL && options != NULL;
-  if (made) {
-    got = attempt_frozen(client, name, options, 0, &p, false, REDMUTEX_RESULT_INTERRUPTED,
-                         &guard, &frozen, &took, &resumed_first);
-  }
-  if (frozen) undone = undone_on_the_server(name, fence);
-  taken = guard != NULL;
-  if (taken) (void)redmutex_unlock(guard);
-  redmutex_lock_options_free(options);
-  redmutex_client_free(client);
-  poke_close(&p);
-  printf("     ended %.0f ms into a read of a frozen server\n", took);
-  CHECK(made);
-  CHECK(frozen);
-  CHECK(got == REDMUTEX_RESULT_INTERRUPTED);
-  CHECK(!taken);
-  CHECK(atomic_load(&p.checks) >= 1);
+  struct outcome o = run_frozen("every-wait-stop", stop_when_poked, true, 0, false, false,
+                                REDMUTEX_RESULT_INTERRUPTED, true);
+  printf("     ended %.0f ms into a read of a frozen server\n", o.took);
+  CHECK(o.made);
+  CHECK(o.frozen);
+  CHECK(o.got == REDMUTEX_RESULT_INTERRUPTED);
+  CHECK(!o.taken);
+  CHECK(o.checks >= 1);
   /* Ended by the descriptor, some 100 ms in: well before the 5 s node timeout. */
-  CHECK(took < 2000);
-  CHECK(undone);
+  CHECK(o.took < 2000);
+  CHECK(o.undone);
 }
 
 /* The interrupt check drains the pipe and says go on: the call's one attempt keeps waiting
  * for the frozen server's reply, and takes the lock once the server is thawed some 300 ms
  * after the check. */
 static void test_every_wait_goes_on_when_the_check_says_so(void) {
-  char name[128];
-  struct poke p;
-  redmutex_client *client = NULL;
-  redmutex_lock_options *options = NULL;
-  redmutex_guard *guard = NULL;
-  redmutex_result got = REDMUTEX_RESULT_NULL_PARAMETER;
-  redmutex_result unlocked = REDMUTEX_RESULT_NULL_PARAMETER;
-  uint64_t fence = 0;
-  bool opened, made, frozen = false, resumed_first = false;
-  double took = 0;
-  pid_t server = freezable_pid();
-  CHECK(server > 1);
-  unique_name(name, sizeof name, "every-wait-go-on");
-  opened = poke_open(&p, server);
-  CHECK(opened);
-  p.resume_after_check = true;
-
-  /* As above: every check comes after the clean-up. */
-  client = warm_client(name, &fence);
-  options = options_of(go_on, &p, true);
-  made = client != NULL && options != NULL;
-  if (made) {
-    got = attempt_frozen(client, name, options, 0, &p, true, REDMUTEX_RESULT_OK, &guard,
-                         &frozen, &took, &resumed_first);
-  }
-  if (guard != NULL) unlocked = redmutex_unlock(guard);
-  redmutex_lock_options_free(options);
-  redmutex_client_free(client);
-  poke_close(&p);
-  printf("     took the lock %.0f ms in, once the server was thawed\n", took);
-  CHECK(made);
-  CHECK(frozen);
-  CHECK(got == REDMUTEX_RESULT_OK);
-  CHECK(atomic_load(&p.checks) >= 1);
-  CHECK(resumed_first);
-  CHECK(took < NODE_TIMEOUT_MS);
-  CHECK(unlocked == REDMUTEX_RESULT_OK);
+  struct outcome o =
+      run_frozen("every-wait-go-on", go_on, true, 0, true, true, REDMUTEX_RESULT_OK, false);
+  printf("     took the lock %.0f ms in, once the server was thawed\n", o.took);
+  CHECK(o.made);
+  CHECK(o.frozen);
+  CHECK(o.got == REDMUTEX_RESULT_OK);
+  CHECK(o.checks >= 1);
+  CHECK(o.resumed_first);
+  CHECK(o.took < NODE_TIMEOUT_MS);
+  CHECK(o.unlocked == REDMUTEX_RESULT_OK);
 }
 
 /* The control: without every_wait, the same call (the same wait, descriptor and check, which
  * would say stop) leaves the read alone. The check is not even asked, and the call takes the
  * lock once the server is thawed, some 300 ms after the poke. */
 static void test_without_every_wait_a_read_is_not_interrupted(void) {
-  char name[128];
-  struct poke p;
-  redmutex_client *client = NULL;
-  redmutex_lock_options *options = NULL;
-  redmutex_guard *guard = NULL;
-  redmutex_result got = REDMUTEX_RESULT_NULL_PARAMETER;
-  redmutex_result unlocked = REDMUTEX_RESULT_NULL_PARAMETER;
-  uint64_t fence = 0;
-  bool opened, made, frozen = false, resumed_first = false;
-  double took = 0;
-  pid_t server = freezable_pid();
-  CHECK(server > 1);
-  unique_name(name, sizeof name, "every-wait-off");
-  opened = poke_open(&p, server);
-  CHECK(opened);
-
-  /* As above: every check comes after the clean-up. */
-  client = warm_client(name, &fence);
-  options = options_of(stop_when_poked, &p, false);
-  made = client != NULL && options != NULL;
-  if (made) {
-    got = attempt_frozen(client, name, options, 10000, &p, true, REDMUTEX_RESULT_OK, &guard,
-                         &frozen, &took, &resumed_first);
-  }
-  if (guard != NULL) unlocked = redmutex_unlock(guard);
-  redmutex_lock_options_free(options);
-  redmutex_client_free(client);
-  poke_close(&p);
-  printf("     took the lock %.0f ms in, once the server was thawed\n", took);
-  CHECK(made);
-  CHECK(frozen);
-  CHECK(got == REDMUTEX_RESULT_OK);
-  CHECK(atomic_load(&p.poked));
-  CHECK(atomic_load(&p.checks) == 0);
-  CHECK(resumed_first);
-  CHECK(unlocked == REDMUTEX_RESULT_OK);
+  struct outcome o = run_frozen("every-wait-off", stop_when_poked, false, 10000, true, false,
+                                REDMUTEX_RESULT_OK, false);
+  printf("     took the lock %.0f ms in, once the server was thawed\n", o.took);
+  CHECK(o.made);
+  CHECK(o.frozen);
+  CHECK(o.got == REDMUTEX_RESULT_OK);
+  CHECK(o.poked);
+  CHECK(o.checks == 0);
+  CHECK(o.resumed_first);
+  CHECK(o.unlocked == REDMUTEX_RESULT_OK);
 }
 
 int main(void) {
