@@ -135,11 +135,7 @@ pub(super) fn watched_fd() -> Option<WakeFd> {
 
 /// Whether this thread watches every wait and its waits stop now: a round's reads end.
 pub(super) fn reads_stop() -> bool {
-    match watching().as_deref() {
-        Some(Setting::Own(w)) => w.stop(),
-        Some(Setting::Helping(stopped)) => stopped.load(Ordering::SeqCst),
-        None => false,
-    }
+    watches() && woken_now()
 }
 
 /// A thread's wake-up descriptor, kept open while it is held.
