@@ -279,10 +279,17 @@ def test_every_kind_and_call(redis_server: RedisServer, name: str) -> None:
         writer = rw.write_lock()
         assert not await writer.acquire(timeout=0.05)
         assert len((await rw.status()).readers) == 3
+        # Each side reports the read-write lock's status, as the blocking RwLock.status().
+        seen = await readers[0].status()
+        assert len(seen.readers) == 3 and seen.writer.holder is None
+        assert len((await writer.status()).readers) == 3
         for reader in readers:
             await reader.release()
         async with writer:
             assert writer.owned()
+            seen = await rw.read_lock().status()
+            assert seen.writer.holder is not None and seen.readers == []
+            assert (await writer.status()).writer.fence == writer.fence
 
         held = client.lock(name, ttl=1.0)
         assert await held.acquire()

@@ -100,7 +100,8 @@ async def asyncio_usage(url: str) -> int:
         assert status.holders
     rw = client.rwlock("prices")
     async with rw.read_lock():
-        pass
+        seen: redmutex.RwLockStatus = await rw.write_lock().status()
+        assert seen.readers
     lost: bool = await client.lock("x").wait_lost(0.1)
     stats: redmutex.ClientStats = client.stats()
     return fence + int(left) + int(lost) + stats.acquired

@@ -9,9 +9,9 @@
 
 Each lock object mirrors asyncio.Lock and the blocking redmutex.Lock: `async with`,
 `await acquire(blocking=True, timeout=None) -> bool`, `await release()`, `await extend(ttl)`,
-`await locked()` (not a Semaphore's), `await status()`, `await wait_lost(timeout=None)`, and
-the local, non-awaiting `fence`, `owned()`, `check()` and `valid_for`. The exceptions are the
-blocking API's.
+`await locked()` (not a Semaphore's), `await status()` (a read or write side's is its
+RwLock's), `await wait_lost(timeout=None)`, and the local, non-awaiting `fence`, `owned()`,
+`check()` and `valid_for`. The exceptions are the blocking API's.
 
 An acquisition belongs to the lock object, as with asyncio.Lock: any task of the loop may
 release it, and owned() is true for every task while the object holds it. (The blocking Lock's
@@ -207,21 +207,37 @@ class Semaphore(_Lease[redmutex.Semaphore]):
 class ReadLock(_Lease[redmutex.ReadLock]):
     """The read side of an RwLock for asyncio: many readers at once."""
 
-    __slots__ = ()
+    __slots__ = ("_rwlock",)
+
+    def __init__(self, sync: redmutex.ReadLock, rwlock: redmutex.RwLock) -> None:
+        super().__init__(sync)
+        self._rwlock = rwlock
 
     async def locked(self) -> bool:
         """Whether anyone holds a read side, this process or another: asks Redis."""
         return await _run(self._sync.locked)
 
+    async def status(self) -> redmutex.RwLockStatus:
+        """The writer and the readers of the name, as RwLock.status(): asks Redis."""
+        return await _run(self._rwlock.status)
+
 
 class WriteLock(_Lease[redmutex.WriteLock]):
     """The write side of an RwLock for asyncio: one writer, and no reader meanwhile."""
 
-    __slots__ = ()
+    __slots__ = ("_rwlock",)
+
+    def __init__(self, sync: redmutex.WriteLock, rwlock: redmutex.RwLock) -> None:
+        super().__init__(sync)
+        self._rwlock = rwlock
 
     async def locked(self) -> bool:
         """Whether a writer holds it, this process or another: asks Redis."""
         return await _run(self._sync.locked)
+
+    async def status(self) -> redmutex.RwLockStatus:
+        """The writer and the readers of the name, as RwLock.status(): asks Redis."""
+        return await _run(self._rwlock.status)
 
 
 class RwLock:
@@ -232,8 +248,8 @@ class RwLock:
 
     def __init__(self, sync: redmutex.RwLock) -> None:
         self._sync = sync
-        self._read = ReadLock(sync.read_lock())
-        self._write = WriteLock(sync.write_lock())
+        self._read = ReadLock(sync.read_lock(), sync)
+        self._write = WriteLock(sync.write_lock(), sync)
 
     def read_lock(self) -> ReadLock:
         """The read side: the same object on every call (it may hold several read holds)."""
