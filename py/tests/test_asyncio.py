@@ -267,7 +267,11 @@ def test_every_kind_and_call(redis_server: RedisServer, name: str) -> None:
             await lock.acquire(blocking=False, timeout=1)
 
         sem = client.semaphore(name + ":sem", 2)
-        assert await sem.acquire() and await sem.acquire()
+        assert not await sem.locked()
+        assert await sem.acquire()
+        assert not await sem.locked(), "one permit of two is free"
+        assert await sem.acquire()
+        assert await sem.locked()
         assert not await client.semaphore(name + ":sem", 2).acquire(timeout=0.05)
         assert len((await sem.status()).holders) == 2
         await sem.release(2)

@@ -241,6 +241,22 @@ def test_status_lists_the_holders(client, name):
         assert repr(held).startswith("SemaphoreStatus(permits=3, holders=[(b'")
 
 
+def test_locked_when_no_permit_is_free(client, name, redis_server):
+    sem = client.semaphore(name, 2)
+    assert sem.locked() is False
+    assert sem.acquire(blocking=False)
+    assert sem.locked() is False, "one permit of two is free"
+    # Another process's permit counts as well as this object's.
+    other = redmutex.Client(redis_server.url).semaphore(name, 2)
+    assert other.acquire(blocking=False)
+    assert sem.locked() is True and other.locked() is True
+    assert sem.acquire(blocking=False) is False
+    other.release()
+    assert sem.locked() is False
+    sem.release()
+    assert sem.locked() is False
+
+
 def test_properties_and_repr(client, name):
     sem = client.semaphore(name.encode(), 4, ttl=5)
     assert sem.name == name.encode()

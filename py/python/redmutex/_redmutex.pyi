@@ -674,6 +674,12 @@ class Semaphore:
         """Every holder's live permits, the count they were taken with and the last fence
         number: asks Redis. For monitoring; the answer may be stale at once."""
 
+    def locked(self) -> bool:
+        """Whether no permit can be taken now, as asyncio.Semaphore.locked(): every permit of
+        the name is held (by this process or another). Asks Redis; the answer may be stale
+        at once. A free permit that announced waiters come before a newcomer for counts as
+        free."""
+
     def owned(self) -> bool:
         """Whether the current permit is held now, answered locally (no network)."""
 

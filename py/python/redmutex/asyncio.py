@@ -9,9 +9,10 @@
 
 Each lock object mirrors asyncio.Lock and the blocking redmutex.Lock: `async with`,
 `await acquire(blocking=True, timeout=None) -> bool`, `await release()`, `await extend(ttl)`,
-`await locked()` (not a Semaphore's), `await status()` (a read or write side's is its
-RwLock's), `await wait_lost(timeout=None)`, and the local, non-awaiting `fence`, `owned()`,
-`check()` and `valid_for`. The exceptions are the blocking API's.
+`await locked()` (a Semaphore's: whether no permit can be taken now, as
+asyncio.Semaphore.locked()), `await status()` (a read or write side's is its RwLock's),
+`await wait_lost(timeout=None)`, and the local, non-awaiting `fence`, `owned()`, `check()`
+and `valid_for`. The exceptions are the blocking API's.
 
 An acquisition belongs to the lock object, as with asyncio.Lock: any task of the loop may
 release it, and owned() is true for every task while the object holds it. (The blocking Lock's
@@ -193,6 +194,11 @@ class Semaphore(_Lease[redmutex.Semaphore]):
     async def release(self, n: int = 1) -> None:
         """Give `n` of this object's permits back."""
         await _run(self._sync.release, n)
+
+    async def locked(self) -> bool:
+        """Whether no permit can be taken now (every permit of the name is held, by this
+        process or another), as asyncio.Semaphore.locked(): asks Redis."""
+        return await _run(self._sync.locked)
 
     async def status(self) -> redmutex.SemaphoreStatus:
         """The live permits of the name: asks Redis."""
