@@ -311,6 +311,50 @@ def test_every_kind_and_call(redis_server: RedisServer, name: str) -> None:
     asyncio.run(main())
 
 
+def test_on_lost_is_called_when_the_lock_is_taken_or_deleted_behind_the_holder(
+    redis_server: RedisServer, name: str, r: Resp
+) -> None:
+    client = aio.Client(redis_server.url)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+        lost: dict[str, asyncio.Event] = {"taken": asyncio.Event(), "deleted": asyncio.Event(),
+                                           "released": asyncio.Event()}
+        threads: list[int] = []
+
+        def on_lost(which: str) -> typing.Callable[[], None]:
+            def called() -> None:
+                threads.append(threading.get_ident())
+                loop.call_soon_threadsafe(lost[which].set)
+            return called
+
+        # ttl 1 s: renewed every third of a second, so the renewal finds the loss soon.
+        taken = client.lock(name + ":taken", ttl=1.0, on_lost=on_lost("taken"))
+        deleted = client.lock(name + ":deleted", ttl=1.0, on_lost=on_lost("deleted"))
+        released = client.lock(name + ":released", ttl=1.0, on_lost=on_lost("released"))
+        for lock in (taken, deleted, released):
+            assert await lock.acquire(timeout=10)
+        r("SET", name + ":taken", "another-owner")
+        r("DEL", name + ":deleted")
+        await released.release()
+        await asyncio.wait_for(lost["taken"].wait(), timeout=10)
+        await asyncio.wait_for(lost["deleted"].wait(), timeout=10)
+        for lock in (taken, deleted):
+            assert not lock.owned()
+            with pytest.raises(redmutex.LockLostError):
+                lock.check()
+            assert await lock.wait_lost(0)
+        assert loop_thread not in threads, "on_lost ran on the loop's thread"
+        # A released acquisition is never reported lost: two more renewal periods pass.
+        await asyncio.sleep(0.7)
+        assert not lost["released"].is_set(), "on_lost ran for a released lock"
+        assert len(threads) == 2, f"on_lost ran {len(threads)} times for two losses"
+        assert r("GET", name + ":taken") == b"another-owner", "the loser removed the new value"
+
+    asyncio.run(main())
+
+
 def test_ctrl_c_on_asyncio_run_ends_the_program_with_nothing_held(
     redis_server: RedisServer, name: str, r: Resp
 ) -> None:

@@ -123,14 +123,16 @@ class _Lease(typing.Generic[_Sync]):
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while True:
-            left = 0.25 if deadline is None else min(0.25, deadline - loop.time())
-            if left <= 0:
-                return False
+            # At least one look, also with no time left: an acquisition lost already is
+            # reported lost.
+            left = 0.25 if deadline is None else max(0.0, min(0.25, deadline - loop.time()))
             if await _run(self._sync.wait_lost, left):
                 return True
             if not self._sync.owned():
                 # Lost just now, or released: the blocking call tells them apart at once.
                 return await _run(self._sync.wait_lost, 0)
+            if deadline is not None and loop.time() >= deadline:
+                return False
 
     @property
     def fence(self) -> int:
