@@ -34,6 +34,24 @@ def _keys(r: Resp, name: str) -> list[bytes]:
     return sorted(k for k in keys if not k.endswith(b":fence"))
 
 
+def _announcements(name: str) -> str:
+    """The key of the waiters' announcements on `name`'s lock."""
+    return "{" + name + "}:waitq"
+
+
+def _withdrawn_before_lapsing(r: Resp, name: str) -> None:
+    """Asserts that the announcements on `name`'s lock are gone, or go well before the
+    latest of them would have lapsed by itself: taken back, not left to expire."""
+    key = _announcements(name)
+    left = r("PTTL", key)
+    if left == -2:
+        return
+    deadline = time.monotonic() + min(10.0, left / 1000 / 2)
+    while r("EXISTS", key) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert r("EXISTS", key) == 0, f"an announcement stayed (it lapses in {left} ms)"
+
+
 def test_a_hundred_tasks_take_turns_each_woken_by_the_release(
     redis_server: RedisServer, name: str
 ) -> None:
@@ -138,6 +156,63 @@ def test_cancelling_a_thousand_acquires_at_random_points_leaves_nothing(
     while _keys(r, name) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _keys(r, name) == [], "a cancelled acquire left a lock or an announcement behind"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is Python 3.11+")
+def test_an_acquire_ended_by_asyncio_timeout_leaves_nothing_and_the_next_gets_it_at_once(
+    redis_server: RedisServer, name: str, r: Resp
+) -> None:
+    client = aio.Client(redis_server.url)
+    rng = random.Random(11)
+
+    async def timed_out(lock: aio.Lock, seconds: float) -> bool:
+        """acquire() under asyncio.timeout(seconds): True when it got the lock."""
+        try:
+            async with asyncio.timeout(seconds):
+                return await lock.acquire()
+        except TimeoutError:
+            assert not lock.owned(), "timed out, yet the object holds the lock"
+            return False
+
+    async def main() -> None:
+        # A waiter that has announced itself, ended by asyncio.timeout.
+        holder = client.lock(name, ttl=120.0)
+        assert await holder.acquire(blocking=False)
+        waiter = client.lock(name, ttl=120.0)
+        task = asyncio.create_task(timed_out(waiter, 0.5))
+        deadline = time.monotonic() + 10
+        while not r("EXISTS", _announcements(name)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        assert r("EXISTS", _announcements(name)), "the waiter never announced itself"
+        assert not await task
+        assert holder.owned() and r("EXISTS", name) == 1
+        _withdrawn_before_lapsing(r, name)
+        # No announcement left: the release frees the lock outright (no hand-off kept for a
+        # waiter), and a newcomer's single attempt gets it.
+        await holder.release()
+        nxt = client.lock(name, ttl=120.0)
+        assert await nxt.acquire(blocking=False), "the next acquirer did not get it at once"
+        await nxt.release()
+
+        # The release lands about when the timeout fires: the grant, if it comes with the
+        # cancellation, is released; whoever took it, the lock ends free.
+        for _ in range(20):
+            assert await holder.acquire(blocking=False)
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.05 + rng.random() * 0.01,
+                            lambda: asyncio.ensure_future(holder.release()))
+            got = await timed_out(waiter, 0.055)
+            if got:
+                await waiter.release()
+            deadline = time.monotonic() + 10
+            while (holder.owned() or r("EXISTS", name)) and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+            assert r("EXISTS", name) == 0, "the lock is still held after the timed-out wait"
+            _withdrawn_before_lapsing(r, name)
+            assert await nxt.acquire(blocking=False), "the next acquirer did not get it at once"
+            await nxt.release()
+
+    asyncio.run(main())
 
 
 def test_a_task_cancelled_inside_async_with_releases(
