@@ -99,21 +99,23 @@ def test_tasks_of_five_processes_never_overlap(
 ) -> None:
     if loop == "uvloop":
         pytest.importorskip("uvloop")
+    # 50 tasks: 10 on each of 5 processes, each task making `rounds` critical sections.
+    processes, tasks, rounds = 5, 10, 10
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(5) as pool:
+    with ctx.Pool(processes) as pool:
         results = [
             pool.apply_async(
                 async_counter_worker,
-                (redis_server.url, redis_server.port, name, 10, 5, loop),
+                (redis_server.url, redis_server.port, name, rounds, tasks, loop),
             )
-            for _ in range(5)
+            for _ in range(processes)
         ]
         outcomes = [r.get(timeout=120) for r in results]
     problems = [p for _, ps in outcomes for p in ps]
     assert not problems, problems
     r = redis_server.resp()
     try:
-        assert int(r("GET", name + ":counter")) == 5 * 10 * 5
+        assert int(r("GET", name + ":counter")) == processes * tasks * rounds
     finally:
         r.close()
     assert sum(waits for waits, _ in outcomes) > 0, "no acquisition ever had to wait"
