@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod closed_port;
 pub mod cluster;
 mod counters;
 pub mod history;
@@ -32,6 +33,7 @@ pub mod tls_topology;
 pub mod torture;
 pub mod workers;
 
+pub use closed_port::ClosedPort;
 pub use counters::Counters;
 pub use nonsense::Nonsense;
 pub use proxy::{FaultProxy, Mode};

@@ -472,8 +472,8 @@ fn the_client_reconnects_after_a_restart() {
 fn bad_input_is_refused_before_anything_is_sent() {
     // A port nobody listens on: an invalid argument must be reported as such, not as a
     // connection failure, proving that nothing was attempted.
-    let port = redmutex_tests::free_port();
-    let client = Client::open(&format!("redis://127.0.0.1:{port}")).unwrap();
+    let closed = redmutex_tests::ClosedPort::new();
+    let client = Client::open(&closed.url()).unwrap();
     let long = vec![b'x'; redmutex::MAX_NAME_LEN + 1];
     let cases = [
         client.mutex(""),
@@ -529,9 +529,9 @@ fn bad_input_is_refused_before_anything_is_sent() {
 
 #[test]
 fn an_unreachable_server_is_reported_within_the_connect_timeout() {
-    let port = redmutex_tests::free_port();
+    let closed = redmutex_tests::ClosedPort::new();
     let client = Client::builder()
-        .node(format!("redis://127.0.0.1:{port}"))
+        .node(closed.url())
         .connect_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
@@ -543,7 +543,10 @@ fn an_unreachable_server_is_reported_within_the_connect_timeout() {
         "{:?}",
         started.elapsed()
     );
-    assert!(err.to_string().contains(&port.to_string()), "{err}");
+    assert!(
+        err.to_string().contains(&closed.port().to_string()),
+        "{err}"
+    );
 }
 
 #[test]

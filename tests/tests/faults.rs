@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 use redmutex::{Client, ErrorKind, NodeOutcome, drift};
 use redmutex_tests::history;
-use redmutex_tests::{FaultProxy, Mode, RedisServer, RedisServers, free_port, wait_until};
+use redmutex_tests::{ClosedPort, FaultProxy, Mode, RedisServer, RedisServers, wait_until};
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -104,9 +104,10 @@ fn no_quorum_in_time_with_three_of_five_refused_frozen_or_blackholed() {
     let servers = RedisServers::start(5);
     let proxies = FaultProxy::in_front_of(&servers);
     let proxied: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+    let closed: Vec<ClosedPort> = (0..3).map(|_| ClosedPort::new()).collect();
     let mut refused = servers.urls();
-    for u in refused.iter_mut().take(3) {
-        *u = format!("redis://127.0.0.1:{}", free_port());
+    for (u, c) in refused.iter_mut().zip(&closed) {
+        *u = c.url();
     }
     for fault in ["refused", "frozen", "blackholed"] {
         let urls = if fault == "refused" {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redmutex::{Client, ErrorKind, NodeOutcome, TryLockError};
-use redmutex_tests::{RedisServer, RedisServers, free_port};
+use redmutex_tests::{ClosedPort, RedisServer, RedisServers};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 
@@ -26,9 +26,8 @@ enum State {
 fn every_combination_of_node_states() {
     for n in [3usize, 5] {
         let servers = RedisServers::start(n);
-        let dead: Vec<String> = (0..n)
-            .map(|_| format!("redis://127.0.0.1:{}", free_port()))
-            .collect();
+        let closed: Vec<ClosedPort> = (0..n).map(|_| ClosedPort::new()).collect();
+        let dead: Vec<String> = closed.iter().map(ClosedPort::url).collect();
         let mut clients: HashMap<u32, Client> = HashMap::new();
         let mut conns: Vec<_> = servers.iter().map(|s| s.conn()).collect();
         for combo in 0..3u32.pow(n as u32) {
@@ -123,9 +122,10 @@ fn no_quorum_is_reported_in_time_when_three_of_five_are_down() {
     let urls = servers.urls();
     let node_timeout = Duration::from_millis(50);
     // Refused: three URLs where nobody listens.
+    let closed: Vec<ClosedPort> = (0..3).map(|_| ClosedPort::new()).collect();
     let mut refused = urls.clone();
-    for u in refused.iter_mut().take(3) {
-        *u = format!("redis://127.0.0.1:{}", free_port());
+    for (u, c) in refused.iter_mut().zip(&closed) {
+        *u = c.url();
     }
     let client = Client::builder()
         .nodes(refused)
@@ -176,8 +176,8 @@ fn no_quorum_is_reported_in_time_when_three_of_five_are_down() {
 
     // Two down: still a majority.
     let mut two_down = urls;
-    for u in two_down.iter_mut().take(2) {
-        *u = format!("redis://127.0.0.1:{}", free_port());
+    for (u, c) in two_down.iter_mut().zip(&closed[..2]) {
+        *u = c.url();
     }
     let client = Client::builder()
         .nodes(two_down)

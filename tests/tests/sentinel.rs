@@ -396,7 +396,8 @@ fn malformed_sentinel_urls_are_invalid_arguments_without_the_password() {
 
 #[test]
 fn no_sentinel_answering_is_a_connection_error() {
-    let port = redmutex_tests::free_port();
+    let closed = redmutex_tests::ClosedPort::new();
+    let port = closed.port();
     let client = Client::open(&format!(
         "redis+sentinel://:hunter2@127.0.0.1:{port}/{MASTER}"
     ))

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redmutex::{Client, ClientStats, ErrorKind, HISTOGRAM_BOUNDS, MutexOptions, TryLockError};
-use redmutex_tests::{RedisServer, free_port, wait_until};
+use redmutex_tests::{ClosedPort, RedisServer, wait_until};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -64,8 +64,9 @@ fn grants_refusals_timeouts_interruptions_and_releases_are_counted() {
 
 #[test]
 fn a_call_that_cannot_reach_redis_is_a_failure() {
+    let closed = ClosedPort::new();
     let client = Client::builder()
-        .nodes([format!("redis://127.0.0.1:{}", free_port())])
+        .nodes([closed.url()])
         .connect_timeout(Duration::from_millis(100))
         .build()
         .unwrap();
