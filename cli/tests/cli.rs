@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use redmutex_tests::cluster::RedisCluster;
-use redmutex_tests::{Nonsense, RedisServer, RedisServers, TempDir, free_port, wait_until};
+use redmutex_tests::{
+    ClosedPort, Nonsense, RedisServer, RedisServers, TempDir, free_port, wait_until,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redmutex");
 /// The bound on any single wait in these tests; far above what a healthy run needs.
@@ -566,8 +568,8 @@ fn a_signal_ends_a_call_to_a_frozen_server_at_once() {
 #[test]
 fn an_unreachable_redis_fails_fast_in_one_line_without_running_the_command() {
     let dir = TempDir::new("redmutex-cli");
-    let port = free_port();
-    let url = format!("redis://127.0.0.1:{port}");
+    let closed = ClosedPort::new();
+    let url = closed.url();
     let started = Instant::now();
     let r = Redmutex::new(dir.path(), std::slice::from_ref(&url))
         .args([
@@ -707,7 +709,8 @@ fn status_shows_holder_ttl_and_fence_or_free() {
         format!("free, last fence {fence}\n")
     );
 
-    let r = Redmutex::new(dir.path(), &[format!("redis://127.0.0.1:{}", free_port())])
+    let closed = ClosedPort::new();
+    let r = Redmutex::new(dir.path(), &[closed.url()])
         .args(["status", "st"])
         .run();
     assert_eq!(r.code, 69, "{r:?}");
@@ -1137,48 +1140,96 @@ fn version_names_the_version_and_the_tls_support() {
 /// A round ends as soon as no majority can grant. Two of three nodes fail at once (their fence
 /// counter holds no number) while the third, frozen (`SIGSTOP`) behind a connection the run
 /// already holds, is not waited for: the line names it so, and does not call it unreachable.
+///
+/// The two failing nodes are databases 0 and 1 of one server, so that one transaction frees
+/// both at once. A round that found one of them free (its error) and the other still held
+/// would need the third node's answer to tell a busy lock from no quorum: it would wait for
+/// the frozen node, and rightly call it unreachable after that. The transaction also reads
+/// how many clients the server holds blocked: while the run's wait is blocked there, no round
+/// of the run is half done (a wait begins once the round before it was decided, and the next
+/// round's request waits behind it); otherwise the case is played again.
 #[test]
 fn no_quorum_names_a_node_not_waited_for_and_not_as_unreachable() {
-    let servers = RedisServers::start(3);
-    let dir = TempDir::new("redmutex-cli");
-    let urls = servers.urls();
-    // Held on two nodes for a moment: the run connects to all three, is refused, and waits.
-    for s in &servers[..2] {
-        set(s, "nw", "someone:1:x", Some(1500));
-    }
-    let run = Redmutex::new(dir.path(), &urls)
-        .args(["run", "--key", "nw", "--wait", "8s", "--", "touch", "ran"])
-        .spawn();
-    assert!(
-        wait_until(BOUND, || servers[..2].iter().any(|s| s
-            .info("clients", "blocked_clients")
-            .is_some_and(|n| n != "0"))),
-        "the run never waited"
-    );
-    for s in &servers[..2] {
-        set(s, "{nw}:fence", "not a number", None);
-    }
-    servers[2].pause();
-    let r = run.finish();
-    servers[2].resume();
-    assert_eq!(r.code, 69, "{r:?}");
-    let line = r.error_line();
-    assert!(
-        line.starts_with("redmutex: no quorum: 0 of 3 Redis nodes answered, 2 needed; ")
-            && line.ends_with("; 1 not waited for"),
-        "{line}"
-    );
-    for u in &urls[..2] {
+    let shared = RedisServer::start();
+    let third = RedisServer::start();
+    let urls = [shared.url(), format!("{}/1", shared.url()), third.url()];
+    let blocked = || shared.info("clients", "blocked_clients");
+    for attempt in 0..5 {
+        let key = format!("nw{attempt}");
+        let dir = TempDir::new("redmutex-cli");
+        // Held on both databases until the transaction frees them.
+        on_both_databases(&shared, |p, _| {
+            p.cmd("SET").arg(&key).arg("someone:1:x").ignore();
+        });
+        let run = Redmutex::new(dir.path(), &urls)
+            .args(["run", "--key", &key, "--wait", "8s", "--", "touch", "ran"])
+            .spawn();
         assert!(
-            line.contains(&format!("{u} answered with an error")),
+            wait_until(BOUND, || blocked().as_deref() == Some("1")),
+            "the run never waited"
+        );
+        on_both_databases(&shared, |p, _| {
+            p.cmd("SET")
+                .arg(format!("{{{key}}}:fence"))
+                .arg("not a number")
+                .ignore();
+        });
+        // The third node granted the first round, which the run undoes. Frozen before the
+        // undo's reply, the node would cost the run that connection. Once the key is gone
+        // there, the undo's reply went out with (or before) the reply to that GET.
+        assert!(
+            wait_until(BOUND, || get(&third, &key).is_none()),
+            "the third node's grant was never undone"
+        );
+        third.pause();
+        let replies = on_both_databases(&shared, |p, db| {
+            if db == 0 {
+                p.cmd("INFO").arg("clients");
+            }
+            p.cmd("DEL").arg(&key).ignore();
+        });
+        let info: String = redis::from_redis_value(replies[0].clone()).unwrap();
+        let r = run.finish();
+        third.resume();
+        if !info.lines().any(|l| l.trim() == "blocked_clients:1") {
+            continue;
+        }
+        assert_eq!(r.code, 69, "{r:?}");
+        let line = r.error_line();
+        assert!(
+            line.starts_with("redmutex: no quorum: 0 of 3 Redis nodes answered, 2 needed; ")
+                && line.ends_with("; 1 not waited for"),
             "{line}"
         );
+        for u in &urls[..2] {
+            assert!(
+                line.contains(&format!("{u} answered with an error")),
+                "{line}"
+            );
+        }
+        assert!(
+            !line.contains(&urls[2]) && !line.contains("cannot reach"),
+            "{line}"
+        );
+        assert!(!dir.path().join("ran").exists());
+        return;
     }
-    assert!(
-        !line.contains(&urls[2]) && !line.contains("cannot reach"),
-        "{line}"
-    );
-    assert!(!dir.path().join("ran").exists());
+    panic!("the run's wait was never blocked when the transaction ran");
+}
+
+/// Runs, in one transaction on `server`, what `add` puts in a pipeline for database 0 and
+/// then for database 1; returns the replies not ignored.
+fn on_both_databases(
+    server: &RedisServer,
+    mut add: impl FnMut(&mut redis::Pipeline, u8),
+) -> Vec<redis::Value> {
+    let mut p = redis::pipe();
+    p.atomic();
+    for db in [0, 1] {
+        p.cmd("SELECT").arg(db).ignore();
+        add(&mut p, db);
+    }
+    p.query(&mut server.conn()).unwrap()
 }
 
 /// The fence that follows `after` on the last line of `out` (fences come from the server's
