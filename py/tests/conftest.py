@@ -216,7 +216,17 @@ def name(request: pytest.FixtureRequest) -> str:
     return f"test:{request.node.name}:{uuid.uuid4().hex[:8]}"
 
 
+def closed_port() -> socket.socket:
+    """A loopback port that refuses connections: bound by this process and never listened
+    on, so that no other test's server can take it while the socket is open (a port found
+    free is free only until someone binds it)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s
+
+
 @pytest.fixture
-def dead_url() -> str:
+def dead_url() -> Iterator[str]:
     """A URL where nothing listens: anything sent there fails with a connection error."""
-    return f"redis://127.0.0.1:{free_port()}"
+    with closed_port() as s:
+        yield f"redis://127.0.0.1:{s.getsockname()[1]}"

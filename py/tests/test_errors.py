@@ -52,12 +52,13 @@ def test_connection_error(dead_url):
 
 
 def test_no_quorum(redis_server, dead_url):
-    from conftest import free_port
+    from conftest import closed_port
 
-    urls = [redis_server.url, dead_url, f"redis://127.0.0.1:{free_port()}"]
-    lock = redmutex.Client(urls, connect_timeout=0.2).lock("test:no-quorum")
-    with pytest.raises(redmutex.NoQuorumError) as info:
-        lock.acquire(timeout=2)
+    with closed_port() as s:
+        urls = [redis_server.url, dead_url, f"redis://127.0.0.1:{s.getsockname()[1]}"]
+        lock = redmutex.Client(urls, connect_timeout=0.2).lock("test:no-quorum")
+        with pytest.raises(redmutex.NoQuorumError) as info:
+            lock.acquire(timeout=2)
     assert dead_url in str(info.value)
 
 
