@@ -299,3 +299,42 @@ fn a_dead_server_costs_one_loss() {
     );
     assert!(s.renewal_failures >= 1, "{s:?}");
 }
+
+/// Three nodes: a closed port (it refuses connections) and two servers that grant a 1 s
+/// lease. Right after a renewal one server is killed (refusing connections from then on) and
+/// the other frozen (`SIGSTOP`). The next renewal round waits for the frozen node as long as
+/// its node timeout, here the TTL, so it ends after the validity did, with two of three nodes
+/// refusing connections: lost to nodes down. (Were the third node not frozen, the rounds
+/// would end at once and the validity run out between two of them, as above.) The loss is
+/// awaited on the figures: a `wait_lost` might itself end a lease whose validity it sees run
+/// out, and count that instead.
+#[test]
+fn a_loss_to_nodes_down_is_counted_as_such() {
+    let closed = ClosedPort::new();
+    let mut killed = RedisServer::start();
+    let frozen = RedisServer::start();
+    let client = Client::builder()
+        .nodes([closed.url(), killed.url(), frozen.url()])
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let g = client
+        .mutex("stats:nodes-down")
+        .options(short(1000))
+        .lock()
+        .unwrap();
+    // A renewal just ended: the next one is about 330 ms away.
+    let s = stats_until(&client, |s| s.renewals >= 1);
+    assert!(s.renewals >= 1, "{s:?}");
+    killed.kill();
+    frozen.pause();
+    let s = stats_until(&client, |s| s.lost >= 1);
+    frozen.resume();
+    assert_eq!(s.lost, 1, "{s:?}");
+    assert_eq!(s.lost_by.nodes_down, 1, "{s:?}");
+    assert!(s.renewal_failures >= 1 && s.held_now == 0, "{s:?}");
+    assert!(g.wait_lost(Duration::ZERO));
+    let err = g.check().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Lost, "{err}");
+    assert!(err.to_string().contains("nodes are down"), "{err}");
+}
