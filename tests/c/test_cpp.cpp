@@ -187,6 +187,20 @@ static void test_stats_count_grants_refusals_and_releases() {
   CHECK(s.held_now == 0 && s.held_seconds.count == 1 && s.lost == 0);
 }
 
+// A lock call whose one node refuses connections throws, and is counted as failed.
+static void test_stats_count_a_failure() {
+  char dead[64];
+  int fd = closed_port(dead, sizeof dead);
+  CHECK(fd >= 0);
+  redmutex::Client client(dead, test_options());
+  CHECK(code_of([&] { (void)client.lock(unique_name("stats-failed")); }) ==
+        REDMUTEX_RESULT_CONNECTION);
+  redmutex_stats s = client.stats();
+  CHECK(s.failed == 1 && s.by_kind_mutex.failed == 1);
+  CHECK(s.acquired == 0 && s.refused == 0 && s.timed_out == 0 && s.held_now == 0);
+  close(fd);
+}
+
 // A mutex granted and refused, a read hold and a semaphore permit granted: each counted
 // under its own kind, and the kinds add up to the totals.
 static void test_stats_count_each_kind_apart() {
@@ -466,6 +480,7 @@ int main() {
   RUN(test_token_and_owner_label);
   RUN(test_servers_say_what_each_node_runs);
   RUN(test_stats_count_grants_refusals_and_releases);
+  RUN(test_stats_count_a_failure);
   RUN(test_stats_count_each_kind_apart);
   RUN(test_stats_count_handoffs_and_renewal_lag);
   RUN(test_connections_are_counted_per_node);

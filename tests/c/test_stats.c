@@ -57,6 +57,29 @@ static void test_grants_refusals_timeouts_and_releases_are_counted(void) {
   redmutex_client_free(client);
 }
 
+/* A call that cannot reach Redis (its one node refuses connections) is a failure: counted as
+ * failed, under its kind too, and as nothing else. */
+static void test_a_call_that_cannot_reach_redis_is_a_failure(void) {
+  char dead[64];
+  char name[128];
+  redmutex_client *client = NULL;
+  redmutex_guard *guard = NULL;
+  redmutex_stats s;
+  int fd = closed_port(dead, sizeof dead);
+  CHECK(fd >= 0);
+  unique_name(name, sizeof name, "stats-failed");
+  client = client_for(dead);
+  CHECK(client != NULL);
+  CHECK_RESULT(redmutex_lock(client, name, 30000, 0, &guard), REDMUTEX_RESULT_CONNECTION);
+  CHECK(guard == NULL);
+  stats_of(client, &s);
+  CHECK(s.failed == 1 && s.by_kind_mutex.failed == 1);
+  CHECK(s.acquired == 0 && s.refused == 0 && s.timed_out == 0 && s.interrupted == 0);
+  CHECK(s.held_now == 0 && s.waiting_now == 0);
+  redmutex_client_free(client);
+  close(fd);
+}
+
 /* A key deleted behind the holder's back is found gone at the next renewal (TTL 300 ms:
  * renewed every 100 ms): one loss, counted as "gone". */
 static void test_a_loss_is_counted_with_its_reason(void) {
@@ -548,6 +571,7 @@ static void test_the_struct_is_versioned_by_its_size(void) {
 
 int main(void) {
   RUN(test_grants_refusals_timeouts_and_releases_are_counted);
+  RUN(test_a_call_that_cannot_reach_redis_is_a_failure);
   RUN(test_a_loss_is_counted_with_its_reason);
   RUN(test_each_loss_is_counted_by_its_reason);
   RUN(test_a_loss_to_nodes_down_is_counted_as_such);
