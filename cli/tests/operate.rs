@@ -166,6 +166,24 @@ fn breaks_a_stuck_lock(urls: &[String], nodes: usize) {
         "{hold}"
     );
 
+    // `status --json` says the same of it, on every topology.
+    let (code, out, err) = once(dir, urls, &["status", "--json", "op:stuck"]);
+    assert_eq!((code, out.lines().count()), (0, 1), "{out}{err}");
+    let status: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (&status["name"], &status["held"], &status["holder"]),
+        (&"op:stuck".into(), &true.into(), &hold["holder"]),
+        "{status}"
+    );
+    assert_eq!(status["owner"], hold["owner"], "{status}");
+    assert_eq!(status["fence"], listed, "{status}");
+    assert!(status["ttl_ms"].as_u64().unwrap() > 3_000_000, "{status}");
+    assert_eq!(
+        status["servers"].as_array().unwrap().len(),
+        nodes,
+        "{status}"
+    );
+
     let (code, _, err) = once(dir, urls, &["unlock", "op:stuck"]);
     assert_eq!(code, 64, "{err}");
     assert!(
