@@ -1,5 +1,5 @@
 //! What an operator asks of the servers (`Client::list`, `Client::force_unlock`), against
-//! one node, three Redlock nodes and a Redis Cluster: every held or waited-for lock whose
+//! one node, three Redlock nodes, a Redis Cluster and a master found through Sentinel: every held or waited-for lock whose
 //! name matches is listed with its holders, fence and waiters, and nothing else is; a lock
 //! whose holder was killed with a 1 h lease is broken, its waiter gets it at once with a
 //! larger fence, and a holder that is still alive learns of the loss at its next renewal.
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redmutex::{Client, ErrorKind, HoldKind, ListedLock, LossReason};
 use redmutex_tests::cluster::RedisCluster;
-use redmutex_tests::{RedisServer, RedisServers, wait_until};
+use redmutex_tests::{RedisServer, RedisServers, Sentinel, wait_until};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_worker");
 const HOUR_MS: &str = "3600000";
@@ -219,6 +219,16 @@ fn a_cluster_lists_every_master() {
     let seed = format!("redis+cluster://127.0.0.1:{}", cluster.masters()[0]);
     lists_and_breaks(&client, &seed, true);
     drop(guards);
+}
+
+/// Through Sentinel: the listing and the breaking go to the master the sentinel names.
+#[test]
+fn through_sentinel() {
+    let master = RedisServer::start();
+    let sentinel = Sentinel::start("op-master", master.port(), 1, &[]);
+    let url = format!("redis+sentinel://{}/op-master", sentinel.addr());
+    let client = Client::open(&url).unwrap();
+    lists_and_breaks(&client, &url, true);
 }
 
 /// A holder that is alive when its lock is broken learns of it at its next renewal: lost,
