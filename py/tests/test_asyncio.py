@@ -250,12 +250,11 @@ def test_a_task_cancelled_inside_async_with_releases(
     assert r("EXISTS", name) == 0, "the cancelled task's lock is still held"
 
 
-def test_the_loop_keeps_its_pace_while_a_hundred_tasks_wait(
+def test_the_loop_keeps_its_pace_while_a_hundred_tasks_wait_and_hand_the_lock_on(
     redis_server: RedisServer, name: str
 ) -> None:
-    holder = redmutex.Client(redis_server.url).lock(name)
-    assert holder.acquire(blocking=False)
     client = aio.Client(redis_server.url)
+    holder = aio.Client(redis_server.url).lock(name)
 
     async def ticker(ticks: int, until: typing.Callable[[], bool] = lambda: False) -> float:
         """The worst lateness of a 10 ms ticker over `ticks` ticks, or until `until()`."""
@@ -270,24 +269,64 @@ def test_the_loop_keeps_its_pace_while_a_hundred_tasks_wait(
                 break
         return worst
 
-    async def main() -> tuple[float, float]:
-        waiters = [asyncio.create_task(client.lock(name).acquire(timeout=30)) for _ in range(100)]
+    inside: list[int] = []
+    order: list[int] = []
+
+    async def take_turn(i: int) -> None:
+        lock = client.lock(name)
+        assert await lock.acquire(timeout=60), f"{i} never got the lock"
+        try:
+            assert not inside, f"{i} got the lock while {inside} held it"
+            inside.append(i)
+            await asyncio.sleep(0.005)  # holds it briefly
+            inside.remove(i)
+            order.append(i)
+        finally:
+            await lock.release()  # hands it on to the next waiter
+
+    async def main() -> tuple[float, float, float, float, float]:
+        # The machine's own lateness: the same ticker with nothing else on the loop, before
+        # and after, for twice as long as the longest phase below.
+        alone = await ticker(200)  # 2 s
+        assert await holder.acquire(blocking=False)
+        tasks = [asyncio.create_task(take_turn(i)) for i in range(100)]
         # Starting a hundred waits: the loop only queues their calls (no thread starts on it).
         starting = await ticker(1000, lambda: client.stats().waiting_now == 100)
         assert client.stats().waiting_now == 100, "the hundred tasks are not all waiting"
         # A hundred tasks waiting: the loop runs nothing of theirs.
         waiting = await ticker(200)  # 2 s
-        for w in waiters:
-            w.cancel()
-        await asyncio.gather(*waiters, return_exceptions=True)
-        return starting, waiting
+        # The holder lets go, and the hundred take the lock in turn, each handing it on.
+        handing_off = asyncio.create_task(ticker(6000, lambda: all(t.done() for t in tasks)))
+        released = time.monotonic()
+        await holder.release()
+        handing = await handing_off
+        took = time.monotonic() - released
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+        alone = max(alone, await ticker(200))
+        return alone, starting, waiting, handing, took
 
-    starting, waiting = asyncio.run(main())
-    holder.release()
-    print(f"worst lateness of a 10 ms ticker: {starting * 1e3:.2f} ms while 100 waits start, "
-          f"{waiting * 1e3:.2f} ms while they wait")
-    assert waiting < 0.005, f"the ticker ran {waiting * 1e3:.1f} ms late while 100 tasks waited"
-    # Starting a thread on the loop's thread held it 35-50 ms here for a hundred waits.
+    alone, starting, waiting, handing, took = asyncio.run(main())
+    print(f"worst lateness of a 10 ms ticker: {alone * 1e3:.2f} ms alone, "
+          f"{starting * 1e3:.2f} ms while 100 waits start, {waiting * 1e3:.2f} ms while they "
+          f"wait, {handing * 1e3:.2f} ms while they hand the lock on ({took:.2f} s for 100 turns)")
+    assert sorted(order) == list(range(100))
+    # 5 ms; on a machine busy enough that the ticker alone is late by more than 4 ms, what
+    # it was alone and 1 ms (the machine's lateness is not the loop's: a shared, busy
+    # machine's ticker alone was up to 6 ms late here).
+    bound = max(0.005, alone + 0.001)
+    assert waiting <= bound, (
+        f"the ticker ran {waiting * 1e3:.1f} ms late while 100 tasks waited "
+        f"({alone * 1e3:.1f} ms alone)"
+    )
+    assert handing <= bound, (
+        f"the ticker ran {handing * 1e3:.1f} ms late while 100 tasks handed the lock on "
+        f"({alone * 1e3:.1f} ms alone)"
+    )
+    # As a hundred waits start, a hundred of the pool's threads each take the GIL to pick up
+    # a call and enter the core, and the loop's thread competes with them for it: with 128
+    # threads started before the tasks, the start-up was no less late (over 5 ms in 6 of 14
+    # runs, as with threads started on demand), so starting the pool early does not keep the
+    # start-up within 5 ms. Starting a thread on the loop's thread held it 35-50 ms.
     assert starting < 0.025, f"the ticker ran {starting * 1e3:.1f} ms late as 100 waits started"
 
 
