@@ -1,8 +1,9 @@
 """redmutex.asyncio against a real redis-server: tasks of one loop serialise on one lock,
 each hand-off woken by the release, waiting costs Redis what a waiting thread costs; tasks of
-several processes never overlap; cancellation at any point leaves nothing held and no
-announcement behind; the loop keeps its pace while tasks wait; Ctrl-C on asyncio.run ends
-the program with nothing held."""
+several processes never overlap; cancellation at any point (task.cancel(), asyncio.timeout)
+leaves nothing held and no announcement behind; a loss calls on_lost; the loop keeps its pace
+while tasks wait and hand the lock on; Ctrl-C on asyncio.run ends the program with nothing
+held."""
 
 from __future__ import annotations
 
