@@ -35,37 +35,70 @@ use crate::sync::lock;
 /// well within 100 ms.
 pub(crate) const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
-/// This process's signal pipe: made on first use, and anew in a forked child (which must not
-/// share its parent's).
-static PIPE: Mutex<Option<Pipe>> = Mutex::new(None);
+/// This process's signal pipe and main thread: found on first use, and anew in a forked
+/// child (which must not share its parent's pipe, and whose main thread is the one that
+/// forked).
+static PROCESS: Mutex<Option<Process>> = Mutex::new(None);
 
-struct Pipe {
+struct Process {
     pid: u32,
+    /// The main thread's `threading.get_ident()`.
+    main: u64,
     reader: Arc<PipeReader>,
     writer: Arc<PipeWriter>,
 }
 
-/// The signal pipe's ends, both non-blocking (Python requires it of a wake-up descriptor).
-fn pipe() -> PyResult<(Arc<PipeReader>, Arc<PipeWriter>)> {
-    let pid = std::process::id();
-    let mut slot = lock(&PIPE);
-    if let Some(p) = slot.as_ref().filter(|p| p.pid == pid) {
-        return Ok((Arc::clone(&p.reader), Arc::clone(&p.writer)));
+type Ends = (Arc<PipeReader>, Arc<PipeWriter>);
+
+impl Process {
+    /// The pipe's ends, when `me` is the main thread.
+    fn ends_for(&self, me: u64) -> Option<Ends> {
+        (me == self.main).then(|| (Arc::clone(&self.reader), Arc::clone(&self.writer)))
     }
+}
+
+/// The signal pipe's ends (both non-blocking: Python requires it of a wake-up descriptor)
+/// when this is the thread that runs Python's signal handlers; `None` on other threads.
+/// Looked up per call at the cost of one `getpid`.
+fn signal_pipe(py: Python<'_>) -> PyResult<Option<Ends>> {
+    let pid = std::process::id();
+    // SAFETY: takes no argument and only reads the calling thread's id.
+    #[allow(clippy::useless_conversion)] // a `c_ulong`: 32 bits on some platforms
+    let me = u64::from(unsafe { pyo3::ffi::PyThread_get_thread_ident() });
+    if let Some(p) = lock(&PROCESS).as_ref().filter(|p| p.pid == pid) {
+        return Ok(p.ends_for(me));
+    }
+    // Asked with no lock held: Python code may let other threads run meanwhile.
+    let Ok(main) = main_thread(py) else {
+        return Ok(None);
+    };
     let fail = |e: std::io::Error| PyRuntimeError::new_err(format!("cannot make a pipe: {e}"));
+    let mut slot = lock(&PROCESS);
+    if let Some(p) = slot.as_ref().filter(|p| p.pid == pid) {
+        return Ok(p.ends_for(me));
+    }
     let (reader, writer) = std::io::pipe().map_err(fail)?;
     for fd in [reader.as_fd(), writer.as_fd()] {
         rustix::io::ioctl_fionbio(fd, true).map_err(|e| fail(e.into()))?;
     }
-    let p = Pipe {
+    let p = Process {
         pid,
+        main,
         reader: Arc::new(reader),
         writer: Arc::new(writer),
     };
-    let ends = (Arc::clone(&p.reader), Arc::clone(&p.writer));
+    let ends = p.ends_for(me);
     // A parent's pipe, inherited through fork, stays open: the parent still uses it.
     std::mem::forget(slot.replace(p));
     Ok(ends)
+}
+
+/// `threading.main_thread().ident`: the thread that runs Python's signal handlers.
+fn main_thread(py: Python<'_>) -> PyResult<u64> {
+    py.import("threading")?
+        .call_method0("main_thread")?
+        .getattr("ident")?
+        .extract()
 }
 
 /// Reads what the pipe holds (the numbers of the signals that came) into `into`.
@@ -100,12 +133,11 @@ pub(crate) fn call<T: Send>(
     py: Python<'_>,
     work: impl FnOnce(Option<&AtomicBool>) -> T + Send,
 ) -> PyResult<T> {
-    if !on_main_thread(py) {
+    let Some((reader, writer)) = signal_pipe(py)? else {
         return Ok(py.detach(|| work(None)));
-    }
+    };
     // Signals that came before the call: their handlers run now.
     py.check_signals()?;
-    let (reader, writer) = pipe()?;
     let Ok(before) = set_wakeup_fd(py, writer.as_raw_fd(), false) else {
         // Not the main interpreter's main thread after all: no handler runs here either.
         return Ok(py.detach(|| work(None)));
@@ -142,14 +174,18 @@ pub(crate) fn call<T: Send>(
         raised.borrow_mut().get_or_insert(e);
     }
     // The descriptor before is set back, and told of the signals this call's pipe took in.
+    // With none before, what the pipe holds now stays there: the next call's first wait
+    // finds it and runs the handlers (which Python runs anyway at its next instruction).
     let restored = set_wakeup_fd(py, before, true);
-    let mut taken = taken.take();
-    drain(&reader, &mut taken);
-    if before >= 0 && !taken.is_empty() {
-        // SAFETY: `before` is the open descriptor Python had; it is only written to here.
-        let before = unsafe { BorrowedFd::borrow_raw(before) };
-        if let Ok(owned) = before.try_clone_to_owned() {
-            let _ = PipeWriter::from(owned).write(&taken);
+    if before >= 0 {
+        let mut taken = taken.take();
+        drain(&reader, &mut taken);
+        if !taken.is_empty() {
+            // SAFETY: `before` is the open descriptor Python had; it is only written to here.
+            let before = unsafe { BorrowedFd::borrow_raw(before) };
+            if let Ok(owned) = before.try_clone_to_owned() {
+                let _ = PipeWriter::from(owned).write(&taken);
+            }
         }
     }
     let done = match (done, work) {
@@ -170,15 +206,4 @@ pub(crate) fn call<T: Send>(
 /// logging bridge leaves that exception set for its caller.
 fn pending(py: Python<'_>) -> Option<PyErr> {
     PyErr::take(py)
-}
-
-/// Whether this is the thread that runs Python's signal handlers.
-fn on_main_thread(py: Python<'_>) -> bool {
-    let check = || -> PyResult<bool> {
-        let threading = py.import("threading")?;
-        let main = threading.call_method0("main_thread")?.getattr("ident")?;
-        let me = threading.call_method0("get_ident")?;
-        main.eq(me)
-    };
-    check().unwrap_or(false)
 }

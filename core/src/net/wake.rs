@@ -87,6 +87,12 @@ pub(crate) fn scoped<R>(
     Ok(with_setting(Some(Rc::new(Setting::Own(Rc::new(wake)))), f))
 }
 
+impl AsFd for Wake {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl Wake {
     /// Whether the check runs now (this is a wait inside it).
     fn checking(&self) -> bool {
@@ -101,7 +107,7 @@ impl Wake {
         if self.stopped.load(Ordering::SeqCst) {
             return true;
         }
-        if !poll::readable_now(&self.fd) {
+        if !poll::readable_now(self) {
             return false;
         }
         let Some(go_on) = &self.go_on else {
@@ -143,7 +149,7 @@ pub(super) struct WakeFd(Rc<Wake>);
 
 impl AsFd for WakeFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.0.fd.as_fd()
+        self.0.as_fd()
     }
 }
 
@@ -229,7 +235,9 @@ pub(super) fn ready(
         }
         match &*setting {
             Setting::Own(w) => {
-                if w.stop() {
+                // The descriptor is polled with the socket, and the check asked only when
+                // it is readable: a read whose reply is there costs one `poll`.
+                if w.stopped.load(Ordering::SeqCst) {
                     return Err(timed_out());
                 }
                 if w.checking() {
@@ -240,10 +248,11 @@ pub(super) fn ready(
                         Some(_) => continue,
                     }
                 }
-                match poll::fd_or(socket, write, &w.fd, left) {
+                match poll::fd_or(socket, write, &**w, left) {
                     poll::Either::Socket => return Ok(()),
                     poll::Either::TimedOut => return Err(timed_out()),
-                    // The check decides at the top of the loop.
+                    poll::Either::Woken if w.stop() => return Err(timed_out()),
+                    // Drained by the check, or a signal interrupted the poll: wait on.
                     poll::Either::Woken => {}
                 }
             }
@@ -271,7 +280,7 @@ pub(super) fn until_done(done: impl Fn() -> bool) {
         return;
     };
     while !done() && !w.stop() {
-        poll::fd_ready(w.fd.as_fd(), false, SLICE);
+        poll::fd_ready(w.as_fd(), false, SLICE);
     }
 }
 
@@ -307,7 +316,7 @@ pub(crate) fn sleep(pause: Duration) {
         }
         match &*setting {
             Setting::Own(w) => {
-                poll::fd_ready(w.fd.as_fd(), false, left);
+                poll::fd_ready(w.as_fd(), false, left);
             }
             Setting::Helping(_) => std::thread::sleep(left.min(SLICE)),
         }
