@@ -56,13 +56,6 @@ impl Semaphore {
     }
 }
 
-impl Semaphore {
-    fn core_status(&self, py: Python<'_>) -> PyResult<redmutex::SemaphoreStatus> {
-        let semaphore = self.holds.source().clone();
-        interrupt::call(py, move |_| semaphore.status())?.map_err(|e| errors::to_py(py, e))
-    }
-}
-
 #[pymethods]
 impl Semaphore {
     /// Takes one permit and returns True, or returns False when the wait ran out.
@@ -142,17 +135,17 @@ impl Semaphore {
     /// The live permits of this name (every holder's), the count they were taken with, and
     /// the last fence number: asks Redis. For monitoring; the answer may be stale at once.
     fn status(&self, py: Python<'_>) -> PyResult<SemaphoreStatus> {
-        Ok(SemaphoreStatus::new(py, self.core_status(py)?))
+        let semaphore = self.holds.source().clone();
+        let status =
+            interrupt::call(py, move |_| semaphore.status())?.map_err(|e| errors::to_py(py, e))?;
+        Ok(SemaphoreStatus::new(py, status))
     }
 
     /// Whether no permit can be taken now, as asyncio.Semaphore.locked(): every permit of
     /// this name is held (by this process or another). Asks Redis; the answer may be stale at
     /// once. A free permit that announced waiters come before a newcomer for counts as free.
     fn locked(&self, py: Python<'_>) -> PyResult<bool> {
-        let status = self.core_status(py)?;
-        // The count in force is the live permits'; with none held, every permit is free.
-        let permits = status.permits.unwrap_or_else(|| self.permits());
-        Ok(status.holders.len() >= permits as usize)
+        Ok(self.status(py)?.all_taken())
     }
 
     /// Whether the current permit (see the class) is held now, answered locally.

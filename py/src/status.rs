@@ -87,6 +87,12 @@ impl SemaphoreStatus {
             fence: status.fence,
         }
     }
+
+    /// Whether every permit of the count in force is live (none is, with no permit held).
+    pub(crate) fn all_taken(&self) -> bool {
+        self.permits
+            .is_some_and(|permits| self.holders.len() >= permits as usize)
+    }
 }
 
 #[pymethods]

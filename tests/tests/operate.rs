@@ -1,8 +1,9 @@
 //! What an operator asks of the servers (`Client::list`, `Client::force_unlock`), against
-//! one node, three Redlock nodes, a Redis Cluster and a master found through Sentinel: every held or waited-for lock whose
-//! name matches is listed with its holders, fence and waiters, and nothing else is; a lock
-//! whose holder was killed with a 1 h lease is broken, its waiter gets it at once with a
-//! larger fence, and a holder that is still alive learns of the loss at its next renewal.
+//! one node, three Redlock nodes, a Redis Cluster and a master found through Sentinel: every
+//! held or waited-for lock whose name matches is listed with its holders, fence and waiters,
+//! and nothing else is; a lock whose holder was killed with a 1 h lease is broken, its waiter
+//! gets it at once with a larger fence, and a holder that is still alive learns of the loss
+//! at its next renewal.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
