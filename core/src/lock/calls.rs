@@ -34,7 +34,7 @@ pub(crate) fn preload() -> Arc<[redis::Cmd]> {
 }
 
 /// Every script with its name, the mutex's first, for the simulator.
-pub(crate) fn named() -> Vec<(&'static str, &'static str)> {
+pub fn named() -> Vec<(&'static str, &'static str)> {
     let all: [(&str, &Script); 10] = [
         ("acquire", &ACQUIRE),
         ("release", &RELEASE),
@@ -104,7 +104,7 @@ pub(crate) fn acquire_call(
 
 /// The release script call for one lease and token. `handoff`: a real release (it may open
 /// the hand-off window for waiters); a failed attempt's clean-up does not.
-pub(crate) fn release_call(spec: &Spec, token: &[u8], handoff: bool) -> Call {
+pub fn release_call(spec: &Spec, token: &[u8], handoff: bool) -> Call {
     let (opts, keys) = (&spec.opts, &spec.keys);
     let window = if handoff {
         opts.handoff_window.min(opts.ttl)
@@ -146,7 +146,7 @@ pub(crate) fn undo_call(keys: &Keys, token: &[u8], rejoin: (Duration, &[u8])) ->
 }
 
 /// The extension of one lease to `ttl` from now.
-pub(crate) fn extend_call(spec: &Spec, token: &[u8], ttl: Duration) -> Call {
+pub fn extend_call(spec: &Spec, token: &[u8], ttl: Duration) -> Call {
     let keys = &spec.keys;
     match spec.kind {
         Kind::Mutex => Call::new(&EXTEND, &[&keys.lock], &[token, &millis(ttl)]),
@@ -184,7 +184,7 @@ pub(crate) fn refusal(spec: &Spec, answers: &[Answer]) -> Result<(), Error> {
 
 /// The `ZREM`s that take the waiter announcement `id` back: from the waiters, and from the
 /// waiting readers for a read hold.
-pub(crate) fn withdraw_calls(spec: &Spec, id: &[u8]) -> Vec<Call> {
+pub fn withdraw_calls(spec: &Spec, id: &[u8]) -> Vec<Call> {
     let keys = &spec.keys;
     let mut lists = vec![&keys.waiters];
     if spec.kind == Kind::Read {

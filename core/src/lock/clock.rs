@@ -7,18 +7,18 @@ use std::time::{Duration, Instant};
 
 /// A reading of a [`Clock`]: the time since some fixed point (boot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Stamp(Duration);
+pub struct Stamp(Duration);
 
 impl Stamp {
     /// The reading `us` microseconds after the clock's origin (a simulated clock's).
     #[cfg(any(test, feature = "sim-support"))]
-    pub(crate) fn from_micros(us: u64) -> Stamp {
+    pub fn from_micros(us: u64) -> Stamp {
         Stamp(Duration::from_micros(us))
     }
 
     /// Microseconds since the clock's origin.
     #[cfg(feature = "sim-support")]
-    pub(crate) fn micros(self) -> u64 {
+    pub fn micros(self) -> u64 {
         self.0.as_micros() as u64
     }
 

@@ -9,25 +9,25 @@ use crate::wire::{Decimal, array, bulk};
 /// Companion keys are derived from the lock name so that a script touching all of them never
 /// crosses a cluster slot.
 #[derive(Clone, Debug)]
-pub(crate) struct Keys {
+pub struct Keys {
     /// Exactly the name the user gave.
-    pub(crate) lock: Vec<u8>,
+    pub lock: Vec<u8>,
     /// The fence counter (never expires; one small key per name).
-    pub(crate) fence: Vec<u8>,
+    pub fence: Vec<u8>,
     /// The wake-up list that a release pushes one element onto.
-    pub(crate) wake: Vec<u8>,
+    pub wake: Vec<u8>,
     /// The waiters' announcements: a sorted set of waiter ids by when each announcement
     /// ends (server time, ms); it expires with the last of them.
-    pub(crate) waiters: Vec<u8>,
+    pub waiters: Vec<u8>,
     /// The read holds of a read-write lock: a sorted set of tokens by expiry (server time, ms).
-    pub(crate) readers: Vec<u8>,
+    pub readers: Vec<u8>,
     /// Which of the announced waiters are readers (the same ids and scores as in `waiters`):
     /// the others are writers, which new readers queue behind.
-    pub(crate) readq: Vec<u8>,
+    pub readq: Vec<u8>,
     /// The permits held of a semaphore: a sorted set of tokens by expiry (server time, ms).
-    pub(crate) holders: Vec<u8>,
+    pub holders: Vec<u8>,
     /// A semaphore's permit count while any permit is held.
-    pub(crate) permits: Vec<u8>,
+    pub permits: Vec<u8>,
     /// The mutex's acquire (of a caller that waits, and of one that does not) and release
     /// scripts' keys, and a `try_lock`'s plain commands, packed on first use.
     acquire_keys: OnceLock<PackedKeys>,
@@ -106,7 +106,7 @@ impl Keys {
     /// The keys of a semaphore name: its waiters and wake-up list are its own, apart from
     /// those of a mutex on the same name (the fence counter is shared: still one strictly
     /// increasing sequence per name).
-    pub(crate) fn for_semaphore(name: Vec<u8>) -> Keys {
+    pub fn for_semaphore(name: Vec<u8>) -> Keys {
         let mut keys = Keys::for_name(name);
         if !keys.fence.is_empty() {
             let prefix = companion_prefix(&keys.lock);
@@ -117,7 +117,8 @@ impl Keys {
         keys
     }
 
-    pub(crate) fn new(name: &[u8]) -> Keys {
+    /// The keys of the mutex (and read-write lock) `name`.
+    pub fn new(name: &[u8]) -> Keys {
         let prefix = companion_prefix(name);
         let with = |suffix: &str| {
             let mut k = prefix.clone();

@@ -28,8 +28,8 @@ mod wait;
 pub(crate) use acquire::Plan;
 pub(crate) use calls::preload;
 #[cfg(feature = "sim-support")]
-pub(crate) use calls::{extend_call, named as script_sources, release_call, withdraw_calls};
-pub(crate) use keys::Keys;
+pub use calls::{extend_call, named as script_sources, release_call, withdraw_calls};
+pub use keys::Keys;
 pub(crate) use lease::Lease;
 pub use listing::{HoldKind, ListedHold, ListedLock};
 pub(crate) use policy::{Warn, log_warning, server_probe};
@@ -39,4 +39,4 @@ pub use status::{LockStatus, RwLockStatus, SemaphoreStatus};
 pub(crate) use token::default_label;
 pub(crate) use voters::Voters;
 #[cfg(feature = "sim-support")]
-pub(crate) use wait::server_block as wait_server_block;
+pub use wait::wake_wait;

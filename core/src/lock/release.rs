@@ -10,7 +10,7 @@ use super::cleanup::Cleanup;
 use super::clock::{Reading, Stamp};
 use super::lease::Lease;
 use super::proto::hold::refusal;
-use super::proto::release::ReleaseRound;
+use super::proto::release::{ReleaseRound, released};
 use super::renew::{Renewable, Renewal, extension_round, fire};
 use super::scripts::only_to;
 use super::tally::Tally;
@@ -46,7 +46,8 @@ impl Lease {
             self.lost_cv.notify_all();
         }
         let tally = self.release_everywhere(&now, valid_until);
-        let refused = tally.refused > self.spec.n - self.spec.quorum;
+        let released = released(&self.spec, &tally);
+        let refused = released == Err(ErrorKind::Lost);
         self.end(match &lost {
             Some(why) => Some(why.reason),
             // Found lost by the release itself.
@@ -58,8 +59,7 @@ impl Lease {
         self.callbacks.lock().clear();
         self.voters.renewer.forget();
         let n = self.spec.n;
-        if lost.is_none() && tally.refused <= n - self.spec.quorum && tally.yes >= self.spec.quorum
-        {
+        if lost.is_none() && released.is_ok() {
             return Ok(Released::from_tally(tally));
         }
         Err(unreleased(

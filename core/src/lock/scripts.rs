@@ -22,7 +22,7 @@ pub(crate) use fence::{FENCE_MAX, fence_lua};
 pub(crate) use shared::{READ_ACQUIRE, SEM_ACQUIRE, SHARED_EXTEND, SHARED_RELEASE, SHARED_STATUS};
 
 /// A Lua script with its SHA1, as Redis names it in EVALSHA.
-pub(crate) struct Script {
+pub struct Script {
     source: &'static str,
     /// `EVALSHA` and the hash, packed in RESP once: every invocation starts with them.
     by_hash: Vec<u8>,
@@ -278,20 +278,26 @@ pub(crate) fn only_to<'a>(n: usize, to: &[usize], call: &'a Call) -> Vec<&'a [Ca
 }
 
 /// One request of a round: a script invocation, or a plain command such as `WAIT`.
-pub(crate) enum Call {
+pub enum Call {
     /// A plain command packed in RESP for one round (a `try_lock`'s `SET`), about a key in
     /// `slot`.
     Packed {
+        /// The command, packed.
         packed: Vec<u8>,
+        /// Its key's cluster slot.
         slot: Option<u16>,
     },
     /// A plain command packed in RESP once for every round of a lock (a `try_lock`'s
     /// commands after its `SET`).
     Shared {
+        /// The command, packed.
         packed: Arc<[u8]>,
+        /// Its key's cluster slot.
         slot: Option<u16>,
     },
+    /// A script invocation: by hash, or by its text after a `NOSCRIPT`.
     Script {
+        /// The script.
         script: &'static Script,
         /// How many keys and arguments follow the script.
         argc: usize,
@@ -301,6 +307,7 @@ pub(crate) enum Call {
         /// The first key's cluster slot (all of a call's keys share it).
         slot: Option<u16>,
     },
+    /// Any other plain command.
     Command(Command),
 }
 

@@ -11,11 +11,11 @@ use crate::wire::{Answer, Failure, NetError};
 
 /// How the nodes voted on one call of a round.
 #[derive(Default)]
-pub(crate) struct Tally {
+pub struct Tally {
     /// Nodes that granted or confirmed.
-    pub(crate) yes: usize,
+    pub yes: usize,
     /// Nodes that definitely said no: the lock is missing there or another owner has it.
-    pub(crate) refused: usize,
+    pub refused: usize,
     /// Of `refused`: nodes where the lock was missing.
     pub(crate) missing: usize,
     /// Nodes that could not be asked or answered with an error.
@@ -36,8 +36,10 @@ pub(crate) struct Tally {
 
 /// What the tally needs to know of a node: its name for reports, and whether it follows a
 /// failover (a refused connection then does not say the node is down).
-pub(crate) trait Seat {
+pub trait Seat {
+    /// The node's name in reports.
     fn name(&self) -> &str;
+    /// Whether it follows a failover (a Sentinel master, a cluster's node).
     fn follows_failover(&self) -> bool;
 }
 
@@ -131,7 +133,7 @@ impl Tally {
     ///
     /// With `replicas = Some((k, n))`, call `k` of each node is a `WAIT` that followed call
     /// `j`: a yes counts only if it reported at least `n` replicas.
-    pub(crate) fn of_ints<S: Seat>(
+    pub fn of_ints<S: Seat>(
         nodes: &[S],
         answers: &[Answer],
         j: usize,

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use super::acquire::{Plan, WaitEnd};
 use super::calls::withdraw_calls;
 use super::cleanup::Cleanup;
+use super::proto::Spec;
 use super::proto::call::AcquireCall;
 use crate::error::Error;
 use crate::net::{self, Blocked, Blocking, Lane, key_slot};
@@ -17,12 +18,22 @@ const TICK: Duration = Duration::from_millis(100);
 /// The `BLPOP` timeout to ask a server for, for a wait of `block`: a BLPOP may return up to a
 /// tick late, so long waits ask for a tick less and usually end cleanly by the server's
 /// answer; our own read deadline ends them on time either way.
-pub(crate) fn server_block(block: Duration) -> Duration {
+fn server_block(block: Duration) -> Duration {
     if block > TICK + TICK / 2 {
         block - TICK
     } else {
         block
     }
+}
+
+/// The wait for a release signal of at most `block` on `spec`'s wake-up list, as a server
+/// reads it: a `BLPOP` that takes seconds with millisecond precision (0 would mean
+/// "forever"), a tick short of long waits (see [`server_block`]).
+pub fn wake_wait(spec: &Spec, block: Duration) -> Command {
+    let secs = format!("{:.3}", server_block(block).as_secs_f64().max(0.001));
+    let mut blpop = redis::cmd("BLPOP");
+    blpop.arg(spec.keys.wake.as_slice()).arg(secs);
+    Command::keyed(blpop, key_slot(&spec.keys.wake))
 }
 
 impl Plan {
@@ -59,16 +70,13 @@ impl Plan {
         let started = Instant::now();
         // The wait must end on time (a crashed holder's key expires exactly then): a block
         // still pending at our deadline is ended early (see `net::block_then`).
-        // BLPOP takes seconds with millisecond precision; 0 would mean "forever".
-        let secs = format!("{:.3}", server_block(block).as_secs_f64().max(0.001));
-        let mut blpop = redis::cmd("BLPOP");
-        blpop.arg(spec.keys.wake.as_slice()).arg(secs);
+        let wake_wait = wake_wait(spec, block);
         let slot = key_slot(&spec.keys.wake);
         let then = sent.as_ref().map_or(&[][..], |sent| &sent.calls[..]);
         let blocking = Blocking {
             node: &nodes[i],
             slot,
-            command: &Command::keyed(blpop, slot),
+            command: &wake_wait,
             connect_by: started + spec.node_timeout,
             until: started + block + Duration::from_millis(2),
         };

@@ -3,10 +3,9 @@
 use super::acquisition::Grant;
 use super::lock::Lock;
 use super::wire::{Reply, answer, dur, us};
-use crate::error::ErrorKind;
 use crate::lock::clock::Stamp;
 use crate::lock::proto::hold::{self, Extended, Hold as HoldState};
-use crate::lock::proto::release::ReleaseRound;
+use crate::lock::proto::release::{ReleaseRound, released};
 use crate::stats::LossReason;
 use crate::wire::NetError;
 
@@ -145,14 +144,7 @@ impl Release {
     /// name.
     pub fn settle(&mut self, lock: &Lock) -> (bool, Result<(), String>) {
         let (tally, done) = self.0.settle(&lock.seats);
-        let n = lock.seats.len();
-        let result = if tally.refused > n - lock.spec.quorum {
-            Err(format!("{:?}", ErrorKind::Lost))
-        } else if tally.yes >= lock.spec.quorum {
-            Ok(())
-        } else {
-            Err(format!("{:?}", ErrorKind::NoQuorum))
-        };
+        let result = released(&lock.spec, &tally).map_err(|kind| format!("{kind:?}"));
         (done, result)
     }
 }

@@ -2,16 +2,16 @@
 
 use std::sync::Arc;
 
-use super::wire::{Argv, Reply, SimSeat, answer, argv, dur, us};
+use super::wire::{Argv, Reply, SimSeat, answer, argv, dur, us, words};
 use crate::lock::clock::Stamp;
 use crate::lock::proto::Spec;
 use crate::lock::proto::round::AcquireRound;
 use crate::lock::tally::Tally;
-use crate::lock::wait_server_block;
+use crate::lock::wake_wait;
 use crate::lock::{Keys, Kind};
 use crate::lock::{extend_call, release_call, withdraw_calls};
 use crate::options::MutexOptions;
-use crate::wire::{Answer, NetError};
+use crate::wire::{Answer, NetError, Request};
 
 /// One lock as a simulated client uses it, on `n` nodes.
 pub struct Lock {
@@ -181,15 +181,9 @@ impl Lock {
 
     /// The wait for a release signal of at most `block_us`.
     pub fn blpop(&self, block_us: u64) -> Argv {
-        let secs = format!(
-            "{:.3}",
-            wait_server_block(dur(block_us)).as_secs_f64().max(0.001)
-        );
-        vec![
-            b"BLPOP".to_vec(),
-            self.spec.keys.wake.clone(),
-            secs.into_bytes(),
-        ]
+        let mut buf = Vec::new();
+        wake_wait(&self.spec, dur(block_us)).write(&mut buf);
+        words(&buf)
     }
 
     /// How many of `replies` (one per node, `None` for a node that did not answer) confirm

@@ -16,3 +16,17 @@ pub use cleanup::CleanupTries;
 pub use lease::{Due, Hold, Release, Renewal};
 pub use lock::Lock;
 pub use wire::{Argv, Reply, resend, scripts};
+
+pub use crate::lock::clock::Stamp;
+pub use crate::lock::proto::acquisition::{Then, jitter as jittered};
+pub use crate::lock::proto::call::{AcquireCall, Verdict as CallVerdict, Withdraw};
+pub use crate::lock::proto::cleanup::Tries;
+pub use crate::lock::proto::hold::{Due as HoldDue, Extended, Hold as HoldState, Why};
+pub use crate::lock::proto::release::{ReleaseRound, released};
+pub use crate::lock::proto::round::{AcquireRound, Grant as RoundGrant, Next as RoundNext, Refused as RoundRefused, Requests};
+pub use crate::lock::proto::undo::Undo;
+pub use crate::lock::proto::{Controls, Kind, Spec};
+pub use crate::lock::scripts::Call;
+pub use crate::lock::tally::{Seat, Tally};
+pub use crate::lock::{Keys, extend_call, release_call, wake_wait, withdraw_calls};
+pub use crate::wire::{Answer, Command, Failure, NetError, Request};

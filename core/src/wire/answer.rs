@@ -8,11 +8,11 @@ use std::sync::Arc;
 use redis::{RedisError, Value};
 
 /// What one node answered: one reply per request, or why it could not be asked.
-pub(crate) type Answer = Result<Vec<Result<Value, NetError>>, NetError>;
+pub type Answer = Result<Vec<Result<Value, NetError>>, NetError>;
 
 /// The kinds of failure the transport reports. Callers decide by these, never by message text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Failure {
+pub enum Failure {
     /// No answer by the deadline: the server is slow, frozen, or the network is.
     Timeout,
     /// The connection was refused: nothing listens there (a server that is down or
@@ -36,7 +36,7 @@ pub(crate) enum Failure {
 /// One failure of the transport: its kind, the server it happened at when the node is made
 /// of several (a cluster master), and the underlying redis error.
 #[derive(Debug, Clone)]
-pub(crate) struct NetError {
+pub struct NetError {
     failure: Failure,
     at: Option<Arc<str>>,
     source: RedisError,
@@ -48,7 +48,7 @@ pub(crate) struct NetError {
 
 impl NetError {
     /// No answer by the deadline.
-    pub(crate) fn timeout() -> NetError {
+    pub fn timeout() -> NetError {
         NetError {
             failure: Failure::Timeout,
             at: None,
@@ -59,7 +59,7 @@ impl NetError {
     }
 
     /// A failure of our own making, of the given kind, with a sentence saying what happened.
-    pub(crate) fn new(failure: Failure, io_kind: io::ErrorKind, what: String) -> NetError {
+    pub fn new(failure: Failure, io_kind: io::ErrorKind, what: String) -> NetError {
         NetError {
             failure,
             at: None,

@@ -6,5 +6,6 @@
 mod answer;
 mod request;
 
-pub(crate) use answer::{Answer, Failure, NetError};
-pub(crate) use request::{Command, Decimal, Request, array, bulk};
+pub use answer::{Answer, Failure, NetError};
+pub(crate) use request::{Decimal, array, bulk};
+pub use request::{Command, Request};

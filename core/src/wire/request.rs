@@ -10,7 +10,7 @@ use redis::Value;
 /// one without keys (such as `WAIT`) goes to every master that got a keyed request before it
 /// in the same round, and is sent again after any keyed request that had to be sent again, so
 /// that it still follows the writes it is about.
-pub(crate) trait Request: Sync {
+pub trait Request: Sync {
     /// Appends the request, packed in RESP.
     fn write(&self, buf: &mut Vec<u8>);
 
@@ -38,7 +38,7 @@ impl<R: Request> Request for &R {
 }
 
 /// A plain command (`WAIT`, `BLPOP`, …): sent as it is, never re-sent in another form.
-pub(crate) struct Command {
+pub struct Command {
     cmd: redis::Cmd,
     slot: Option<u16>,
 }

@@ -51,7 +51,7 @@ pub(crate) struct Acquisition {
 
 /// What to do after a refused round.
 #[derive(Debug)]
-pub(crate) enum Then {
+pub enum Then {
     /// Return this error.
     Fail(TryLockError),
     /// Block for a release signal on node `node` for at most `block`; `will_wait` says
@@ -62,9 +62,13 @@ pub(crate) enum Then {
     /// the wait is capped there; see `wait_cap`). With several nodes the wait ends first and
     /// the round goes to every node after it.
     Wait {
+        /// The node to wait on.
         node: usize,
+        /// The longest wait.
         block: Duration,
+        /// Whether the call may wait again after it.
         will_wait: bool,
+        /// Whether the next round goes right behind the wait.
         behind: bool,
     },
     /// Sleep this long, then go again.
@@ -235,7 +239,7 @@ fn spread(ceiling: Duration, random: u64) -> Duration {
 }
 
 /// A duration in `[base/2, base*3/2]` chosen by `random`: retries from many clients spread out.
-pub(crate) fn jitter(base: Duration, random: u64) -> Duration {
+pub fn jitter(base: Duration, random: u64) -> Duration {
     let half = base / 2;
     let span = base.as_nanos() as u64;
     half + Duration::from_nanos(if span == 0 { 0 } else { random % (span + 1) })

@@ -25,7 +25,7 @@ const ANNOUNCE_WAITS: u32 = 4;
 
 /// The state of one acquisition call: the policy across its rounds, the id it announces itself
 /// by, and the round in flight.
-pub(crate) struct AcquireCall {
+pub struct AcquireCall {
     policy: Acquisition,
     /// The id this call announces itself by while it waits: fixed by its first round that may
     /// wait or has waited, so that every announcement and every withdrawal of the call names
@@ -45,29 +45,38 @@ pub(crate) struct AcquireCall {
 }
 
 /// What became of a round.
-pub(crate) enum Verdict {
+pub enum Verdict {
     /// The lock is held: the lease is made from `grant`. With `withdraw`, the call's
     /// announcement is taken back on those nodes, in the background (see
     /// [`Grant::withdraw_on`]).
     Held {
+        /// The round's grant.
         grant: Grant,
+        /// Where to take the call's announcement back.
         withdraw: Option<Withdraw>,
     },
     /// Not held: the round's undo goes where `refused` says; then the driver asks the call
     /// what comes next ([`AcquireCall::after`]).
-    Refused { refused: Box<Refused>, next: Next },
+    Refused {
+        /// Where the round's undo goes.
+        refused: Box<Refused>,
+        /// What the call does next, once the undo is sent.
+        next: Next,
+    },
 }
 
 /// Where to take a call's announcement back, and by which id.
-pub(crate) struct Withdraw {
-    pub(crate) id: Vec<u8>,
-    pub(crate) nodes: Vec<usize>,
+pub struct Withdraw {
+    /// The call's waiter id.
+    pub id: Vec<u8>,
+    /// The nodes.
+    pub nodes: Vec<usize>,
 }
 
 impl AcquireCall {
     /// A call that gives up at `deadline` after it began (`None`: never), riding over an outage
     /// for `connect_timeout`.
-    pub(crate) fn new(
+    pub fn new(
         spec: &Spec,
         deadline: Option<Duration>,
         connect_timeout: Duration,
@@ -87,7 +96,7 @@ impl AcquireCall {
     /// the call may wait after it, as the wait's [`Then::Wait`] said; otherwise the call's
     /// deadline decides. `id`: the id to announce the call by, should this be its first round
     /// that needs one (`None`: the round's token). Returns what the round sends.
-    pub(crate) fn begin(
+    pub fn begin(
         &mut self,
         spec: &Spec,
         token: Vec<u8>,
@@ -142,7 +151,7 @@ impl AcquireCall {
     /// # Panics
     ///
     /// When no round is in flight: a driver calls [`begin`](Self::begin) first.
-    pub(crate) fn round(&mut self) -> &mut AcquireRound {
+    pub fn round(&mut self) -> &mut AcquireRound {
         self.round.as_mut().expect("a round is in flight")
     }
 
@@ -152,7 +161,7 @@ impl AcquireCall {
     /// # Panics
     ///
     /// When no round is in flight.
-    pub(crate) fn finish(&mut self, now: Stamp) -> Verdict {
+    pub fn finish(&mut self, now: Stamp) -> Verdict {
         let round = self.round.take().expect("a round is in flight");
         match round.finish(now, self.policy.announced()) {
             Ok(mut grant) => {
@@ -179,7 +188,7 @@ impl AcquireCall {
     /// What the call does after its last round was refused with `next` and that round's undo
     /// was sent, `elapsed` into the call; `random` is a fresh random number (it picks the
     /// node to wait on and spreads pauses out).
-    pub(crate) fn after(&mut self, next: Next, elapsed: Duration, random: u64) -> Then {
+    pub fn after(&mut self, next: Next, elapsed: Duration, random: u64) -> Then {
         self.policy.after(next, self.started, elapsed, random)
     }
 
@@ -190,14 +199,14 @@ impl AcquireCall {
     /// # Panics
     ///
     /// When no round is in flight.
-    pub(crate) fn abandon(&mut self) -> (Vec<u8>, Stamp) {
+    pub fn abandon(&mut self) -> (Vec<u8>, Stamp) {
         let round = self.round.take().expect("a round is in flight");
         (round.token().to_vec(), round.clean_until())
     }
 
     /// The id to withdraw the call's announcement by on every node as it ends without the
     /// lock (see [`Acquisition::announced`]): none when no refused round announced it.
-    pub(crate) fn withdraw_on_giving_up(&self) -> Option<&[u8]> {
+    pub fn withdraw_on_giving_up(&self) -> Option<&[u8]> {
         self.waiter.as_deref().filter(|_| self.policy.announced())
     }
 
@@ -208,7 +217,7 @@ impl AcquireCall {
 
     /// A wait ended: by a wake-up signal it took (`woken`), or as it ran out or was ended
     /// early (see [`Acquisition::wait_ended`]).
-    pub(crate) fn wait_ended(&mut self, woken: bool) {
+    pub fn wait_ended(&mut self, woken: bool) {
         self.policy.wait_ended(woken);
     }
 
@@ -219,7 +228,7 @@ impl AcquireCall {
     }
 
     /// The pause after a wait whose connection broke, `left` of it left.
-    pub(crate) fn pause_after_broken_wait(&self, left: Duration, random: u64) -> Duration {
+    pub fn pause_after_broken_wait(&self, left: Duration, random: u64) -> Duration {
         self.policy.pause_after_broken_wait(left, random)
     }
 }

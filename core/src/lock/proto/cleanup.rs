@@ -14,7 +14,7 @@ use crate::wire::NetError;
 
 /// The tries of one clean-up.
 #[derive(Clone, Debug)]
-pub(crate) struct Tries {
+pub struct Tries {
     node_timeout: Duration,
     /// The base of the next pause.
     pause: Duration,
@@ -23,7 +23,7 @@ pub(crate) struct Tries {
 
 impl Tries {
     /// Tries with a per-node timeout of `node_timeout`, pausing from `retry_delay` on.
-    pub(crate) fn new(node_timeout: Duration, retry_delay: Duration) -> Tries {
+    pub fn new(node_timeout: Duration, retry_delay: Duration) -> Tries {
         Tries {
             node_timeout,
             pause: retry_delay,
@@ -33,13 +33,13 @@ impl Tries {
 
     /// The same tries with the simulator's negative controls (`Controls::RIGHT` in the
     /// library).
-    pub(crate) fn with_controls(mut self, controls: Controls) -> Tries {
+    pub fn with_controls(mut self, controls: Controls) -> Tries {
         self.controls = controls;
         self
     }
 
     /// Each try's per-node timeout.
-    pub(crate) fn node_timeout(&self) -> Duration {
+    pub fn node_timeout(&self) -> Duration {
         self.node_timeout
     }
 
@@ -53,7 +53,7 @@ impl Tries {
     /// request stores when it comes (another owner may have released by then, and the late
     /// request takes the lock for nobody). The time is the try's sending, not its reply's
     /// coming: a try sent early whose reply comes late ran early.
-    pub(crate) fn done(
+    pub fn done(
         &self,
         reply: Option<&Result<Value, NetError>>,
         sent_after: Duration,
@@ -70,7 +70,7 @@ impl Tries {
     /// delay, but never past two thirds of the node timeout (the jitter adds up to half): a
     /// node that comes back is cleaned up within one node timeout and one round trip, however
     /// long it was gone, and an unreachable node costs one try per node timeout meanwhile.
-    pub(crate) fn next_pause(&mut self, random: u64) -> Duration {
+    pub fn next_pause(&mut self, random: u64) -> Duration {
         self.pause = (self.pause * 2)
             .min(self.node_timeout * 2 / 3)
             .max(Duration::from_millis(2));

@@ -14,14 +14,18 @@ use crate::stats::LossReason;
 /// Why a lease was lost: the reason, as counted; its sentence, as the user reads it; and,
 /// after a renewal round, what each node answered.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Why {
-    pub(crate) reason: LossReason,
-    pub(crate) text: String,
-    pub(crate) nodes: Vec<NodeReport>,
+pub struct Why {
+    /// The reason, as counted.
+    pub reason: LossReason,
+    /// The sentence the user reads.
+    pub text: String,
+    /// What each node answered, after a renewal round.
+    pub nodes: Vec<NodeReport>,
 }
 
 impl Why {
-    pub(crate) fn new(reason: LossReason, text: impl Into<String>, nodes: Vec<NodeReport>) -> Why {
+    /// A loss for `reason`, told by `text`, with the nodes' answers.
+    pub fn new(reason: LossReason, text: impl Into<String>, nodes: Vec<NodeReport>) -> Why {
         Why {
             reason,
             text: text.into(),
@@ -45,9 +49,9 @@ pub(crate) fn refusal(tally: &Tally) -> LossReason {
 }
 
 /// One lease's state.
-pub(crate) struct Hold {
+pub struct Hold {
     /// On the lease clock: it keeps running while the machine is suspended.
-    pub(crate) valid_until: Stamp,
+    pub valid_until: Stamp,
     /// The TTL renewals ask for.
     pub(crate) ttl: Duration,
     pub(crate) lost: bool,
@@ -68,7 +72,7 @@ pub(crate) struct Hold {
 
 /// What a lease needs when its time to be looked at comes.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Due {
+pub enum Due {
     /// Released or lost: nothing more to do.
     Forget,
     /// Its validity ran out just now, for this reason.
@@ -81,7 +85,7 @@ pub(crate) enum Due {
 
 /// What the answers to one extension did.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Extended {
+pub enum Extended {
     /// Confirmed by a quorum in time; look again at this reading.
     Renewed(Stamp),
     /// Not confirmed yet, but still valid: try again at this reading.
@@ -94,7 +98,7 @@ pub(crate) enum Extended {
 
 impl Hold {
     /// A lease granted by a round sent at `t0`, valid until `valid_until`.
-    pub(crate) fn new(spec: &Spec, t0: Stamp, valid_until: Stamp) -> Hold {
+    pub fn new(spec: &Spec, t0: Stamp, valid_until: Stamp) -> Hold {
         let opts = &spec.opts;
         Hold {
             valid_until,
@@ -114,13 +118,13 @@ impl Hold {
     }
 
     /// Whether it is held at `now`: not released, not lost, within the validity.
-    pub(crate) fn is_held(&self, now: Stamp) -> bool {
+    pub fn is_held(&self, now: Stamp) -> bool {
         !self.lost && !self.released && now < self.valid_until
     }
 
     /// After a grant or renewal at `t0`: a third of the lease on, to renew; or, without
     /// renewal, the end of the validity.
-    pub(crate) fn next_at(&self, t0: Stamp) -> Stamp {
+    pub fn next_at(&self, t0: Stamp) -> Stamp {
         if self.auto_renew {
             t0 + self.ttl / 3
         } else {
@@ -129,7 +133,7 @@ impl Hold {
     }
 
     /// What the lease needs at `now`.
-    pub(crate) fn due(&self, now: Stamp) -> Due {
+    pub fn due(&self, now: Stamp) -> Due {
         if self.released || self.lost {
             return Due::Forget;
         }
@@ -152,7 +156,7 @@ impl Hold {
     /// Applies the answers to an extension sent at `t0` with `ttl`, at `now`: a renewal counts
     /// only if a quorum confirmed it before the current validity ran out. `set_ttl` makes
     /// `ttl` the one later renewals ask for (a user's extend).
-    pub(crate) fn extended(
+    pub fn extended(
         &mut self,
         t0: Stamp,
         ttl: Duration,
@@ -241,7 +245,7 @@ impl Hold {
     }
 
     /// Marks it lost for `why`; `false` when it already was lost or released.
-    pub(crate) fn lose(&mut self, why: Why) -> bool {
+    pub fn lose(&mut self, why: Why) -> bool {
         if self.lost || self.released {
             return false;
         }
@@ -250,15 +254,19 @@ impl Hold {
         true
     }
 
-    /// Marks it released; at `now`, `Err(())` when it already was, else why it had been lost
+    /// Marks it released; at `now`, an error when it already was, else why it had been lost
     /// before (if it had).
-    pub(crate) fn release(&mut self, now: Stamp) -> Result<Option<Why>, ()> {
+    pub fn release(&mut self, now: Stamp) -> Result<Option<Why>, AlreadyReleased> {
         if std::mem::replace(&mut self.released, true) {
-            return Err(());
+            return Err(AlreadyReleased);
         }
         Ok((self.lost || now >= self.valid_until).then(|| self.why_lost()))
     }
 }
+
+/// A lease released a second time.
+#[derive(Debug, PartialEq)]
+pub struct AlreadyReleased;
 
 #[cfg(test)]
 mod tests {
@@ -400,7 +408,7 @@ mod tests {
     fn release_and_loss_end_it_once() {
         let mut h = hold(1, MutexOptions::default());
         assert_eq!(h.release(at(10)), Ok(None));
-        assert_eq!(h.release(at(11)), Err(()));
+        assert_eq!(h.release(at(11)), Err(AlreadyReleased));
         assert_eq!(h.due(at(12)), Due::Forget);
         let t = tally(&[NodeOutcome::Ok]);
         assert_eq!(

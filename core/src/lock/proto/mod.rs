@@ -34,4 +34,4 @@ mod testing;
 pub(crate) mod undo;
 pub(crate) mod vote;
 
-pub(crate) use spec::{Controls, Kind, Spec};
+pub use spec::{Controls, Kind, Spec};

@@ -18,10 +18,11 @@ use redis::Value;
 use super::{Controls, Spec};
 use crate::lock::clock::Stamp;
 use crate::lock::tally::{Seat, Tally};
+use crate::error::ErrorKind;
 use crate::wire::{Answer, Failure};
 
 /// The release of one lease on every node.
-pub(crate) struct ReleaseRound {
+pub struct ReleaseRound {
     valid_until: Stamp,
     quorum: usize,
     answers: Vec<Answer>,
@@ -35,7 +36,7 @@ pub(crate) struct ReleaseRound {
 
 impl ReleaseRound {
     /// The release of a lease valid until `valid_until`: every node is asked.
-    pub(crate) fn new(spec: &Spec, valid_until: Stamp) -> ReleaseRound {
+    pub fn new(spec: &Spec, valid_until: Stamp) -> ReleaseRound {
         ReleaseRound {
             valid_until,
             quorum: spec.quorum,
@@ -47,12 +48,12 @@ impl ReleaseRound {
     }
 
     /// The nodes to send the release to now.
-    pub(crate) fn asked(&self) -> &[usize] {
+    pub fn asked(&self) -> &[usize] {
         &self.ask
     }
 
     /// Counts node `i`'s answer, received when the lease clock read `now`.
-    pub(crate) fn answer(&mut self, i: usize, mut answer: Answer, now: Stamp) {
+    pub fn answer(&mut self, i: usize, mut answer: Answer, now: Stamp) {
         // Our own earlier attempt, within the validity (past it, missing means it expired).
         let ours = self.reached[i] || self.controls.missing_is_released;
         if ours
@@ -103,13 +104,27 @@ impl ReleaseRound {
     /// The tally of the answers so far, and whether they settle the release (see
     /// [`settled`](Self::settled)). Otherwise the nodes that did not answer are the ones
     /// [`asked`](Self::asked) next.
-    pub(crate) fn settle<S: Seat>(&mut self, seats: &[S]) -> (Tally, bool) {
+    pub fn settle<S: Seat>(&mut self, seats: &[S]) -> (Tally, bool) {
         let tally = Tally::of_ints(seats, &self.answers, 0, None);
         let done = self.settled();
         let answers = &self.answers;
         self.ask
             .retain(|&i| !matches!(&answers[i], Ok(v) if matches!(v.first(), Some(Ok(_)))));
         (tally, done)
+    }
+}
+
+/// What a settled release's `tally` says: released when a quorum confirmed it and no more
+/// than `n - quorum` nodes said "not ours"; otherwise [`ErrorKind::Lost`] when more did (the
+/// lock was lost before its release), or [`ErrorKind::NoQuorum`] (too few answered; the
+/// lock expires by its TTL).
+pub fn released(spec: &Spec, tally: &Tally) -> Result<(), ErrorKind> {
+    if tally.refused > spec.n - spec.quorum {
+        Err(ErrorKind::Lost)
+    } else if tally.yes >= spec.quorum {
+        Ok(())
+    } else {
+        Err(ErrorKind::NoQuorum)
     }
 }
 

@@ -20,7 +20,7 @@ use crate::wire::{Answer, Failure};
 
 /// One round: the acquire script on every node (or an unfenced `try_lock`'s plain commands, see
 /// [`plain`]), counted as the answers arrive.
-pub(crate) struct AcquireRound {
+pub struct AcquireRound {
     token: Vec<u8>,
     /// Whether the round asks with [`plain`] commands rather than a script.
     plain: bool,
@@ -61,21 +61,25 @@ pub(crate) struct AcquireRound {
 
 /// What a round sends: made with the round, and kept by its driver while the round counts
 /// the answers.
-pub(crate) struct Requests {
+pub struct Requests {
     /// Sent to every node: the acquire script, then any `WAIT`.
-    pub(crate) calls: Vec<Call>,
+    pub calls: Vec<Call>,
     /// Releases the round's token: for grants the round does not keep, queued behind the
     /// requests of a node that does not answer in time so that a late grant is undone in
     /// order.
-    pub(crate) undo: Undo,
+    pub undo: Undo,
 }
 
 /// A round that a quorum granted within the validity: the lease.
-pub(crate) struct Grant {
-    pub(crate) token: Vec<u8>,
-    pub(crate) fence: u64,
-    pub(crate) t0: Stamp,
-    pub(crate) valid_until: Stamp,
+pub struct Grant {
+    /// The round's token.
+    pub token: Vec<u8>,
+    /// The fence (0 when the lock does not fence).
+    pub fence: u64,
+    /// The lease clock's reading when the round was sent.
+    pub t0: Stamp,
+    /// When the validity ends.
+    pub valid_until: Stamp,
     /// Where the call takes its waiter announcement back, in the background (off the
     /// caller's path: some of these nodes may not have answered yet): the nodes that did not
     /// grant (they refused, failed, or had not answered when the round was decided), where
@@ -84,29 +88,33 @@ pub(crate) struct Grant {
     /// once), also the nodes that granted without taking it back (a round that had not
     /// waited: only a waited round's grant takes it back). Otherwise a release would keep the
     /// lock for a waiter that is gone.
-    pub(crate) withdraw_on: Vec<usize>,
+    pub withdraw_on: Vec<usize>,
 }
 
 /// A round that did not take the lock.
-pub(crate) struct Refused {
-    pub(crate) token: Vec<u8>,
+pub struct Refused {
+    /// The round's token.
+    pub token: Vec<u8>,
     /// Nodes to send the round's undo to now: they granted, or their script failed midway.
-    pub(crate) undo_on: Vec<usize>,
+    pub undo_on: Vec<usize>,
     /// Nodes to clean up in the background, on fresh connections (see
     /// [`AcquireRound::answer`]), until the lease clock reads `clean_until`.
-    pub(crate) clean_up: Vec<usize>,
-    pub(crate) clean_until: Stamp,
+    pub clean_up: Vec<usize>,
+    /// See `clean_up`.
+    pub clean_until: Stamp,
     /// Every node answered, and refused: each one ran the round's announcement, if it had
     /// one, and holds nothing of it to undo.
-    pub(crate) refused_everywhere: bool,
+    pub refused_everywhere: bool,
 }
 
 /// What the caller of a refused round should do.
-pub(crate) enum Next {
+pub enum Next {
     /// Someone else holds it (or a split vote): wait, at most `hint`, preferably on one of
     /// `wake_from`.
     Busy {
+        /// How long to wait at most.
         hint: Option<Duration>,
+        /// The nodes a wake-up signal may come from.
         wake_from: Vec<usize>,
     },
     /// Fewer than a quorum of nodes answered.
@@ -121,7 +129,7 @@ impl AcquireRound {
     /// standing announcement suffices), and how long the undo of a round that a quorum did not
     /// grant announces it again (a waited grant took the announcement back), by the id
     /// `waiter`. Returns the round and what it sends.
-    pub(crate) fn new(
+    pub fn new(
         spec: &Spec,
         token: Vec<u8>,
         t0: Stamp,
@@ -190,7 +198,7 @@ impl AcquireRound {
     }
 
     /// The round's token.
-    pub(crate) fn token(&self) -> &[u8] {
+    pub fn token(&self) -> &[u8] {
         &self.token
     }
 
@@ -205,7 +213,7 @@ impl AcquireRound {
     /// round decided without a grant reports it as not waited for; a granted one leaves it
     /// unanswered (its fence write-back and its late grant go there), and undoes it when the
     /// grant is refused later (by its fence or its validity).
-    pub(crate) fn left_unread(&mut self, i: usize, seat: &dyn Seat) {
+    pub fn left_unread(&mut self, i: usize, seat: &dyn Seat) {
         if self.answered[i] || self.unread.contains(&i) {
             return;
         }
@@ -221,12 +229,12 @@ impl AcquireRound {
     /// on the same connection, so that a late grant there is undone as it runs: when no quorum
     /// granted. (A granted round sends it later, if its verdict refuses: see
     /// [`left_unread`](Self::left_unread).)
-    pub(crate) fn undo_behind_unread(&self) -> bool {
+    pub fn undo_behind_unread(&self) -> bool {
         !self.granted()
     }
 
     /// Counts node `i`'s answer (`seat` names it). A second answer from one node is ignored.
-    pub(crate) fn answer(&mut self, i: usize, seat: &dyn Seat, answer: &Answer) {
+    pub fn answer(&mut self, i: usize, seat: &dyn Seat, answer: &Answer) {
         if std::mem::replace(&mut self.answered[i], true) {
             return;
         }
@@ -302,7 +310,7 @@ impl AcquireRound {
     /// Whether the answers so far decide the round and what its caller sees: a quorum
     /// granted; or too few nodes are left to make one, and it is settled whether a quorum
     /// answered (the lock is busy) or cannot (too few nodes answered).
-    pub(crate) fn decided(&self) -> bool {
+    pub fn decided(&self) -> bool {
         let pending = self.answered.iter().filter(|a| !**a).count();
         let answered = self.tally.yes + self.tally.refused;
         self.granted()
@@ -323,7 +331,7 @@ impl AcquireRound {
 
     /// The fence write-back that a quorum's grant needs before it counts, and the nodes to
     /// send it to (see [`Raise`]); `None` when nothing is to be written.
-    pub(crate) fn fence_raise(&mut self, spec: &Spec) -> Option<(Call, Vec<usize>)> {
+    pub fn fence_raise(&mut self, spec: &Spec) -> Option<(Call, Vec<usize>)> {
         if !self.fencing || self.granted.len() < self.quorum {
             return None;
         }
@@ -339,7 +347,7 @@ impl AcquireRound {
     }
 
     /// Counts node `i`'s answer to the fence write-back (see [`Raise::confirms`]).
-    pub(crate) fn raised(&mut self, i: usize, answer: &Answer, spec: &Spec) {
+    pub fn raised(&mut self, i: usize, answer: &Answer, spec: &Spec) {
         let reply = match answer {
             Ok(values) => values.first().and_then(|v| v.as_ref().ok()),
             Err(_) => None,
@@ -350,7 +358,7 @@ impl AcquireRound {
     }
 
     /// Whether the write-back's answers so far decide it (see [`Raise::decided`]).
-    pub(crate) fn raise_decided(&self) -> bool {
+    pub fn raise_decided(&self) -> bool {
         self.raising.as_ref().is_none_or(Raise::decided)
     }
 

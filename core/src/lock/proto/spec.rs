@@ -11,7 +11,7 @@ use crate::options::{MAX_NAME_LEN, MIN_TTL, MutexOptions};
 
 /// Which kind of lease a lock hands out; each kind has its own scripts (see `lock/calls.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     /// The mutex, which is also the write side of a read-write lock: the lock key itself.
     Mutex,
     /// One of this many permits of a counting semaphore.
@@ -35,25 +35,25 @@ impl Kind {
 /// that its checker catches the difference. The library never sets one: every field is
 /// `false` outside the simulator's controls ([`Controls::RIGHT`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Controls {
+pub struct Controls {
     /// The fence write-back counts a confirmation from any node, also one that refused the
     /// round (see [`super::fence`]).
-    pub(crate) fence_counts_refusing: bool,
+    pub fence_counts_refusing: bool,
     /// The release reads every "missing" within the validity as its own earlier release,
     /// also a first answer (see [`super::release`]).
-    pub(crate) missing_is_released: bool,
+    pub missing_is_released: bool,
     /// A clean-up believes "another owner's" at once, before the request it cleans up after
     /// can no longer arrive (see [`super::cleanup`]).
-    pub(crate) another_owner_ends_cleanup: bool,
+    pub another_owner_ends_cleanup: bool,
     /// A round skips renewing the call's announcement when it lasts through the round's
     /// next wait only, forgetting the wait the round itself is sent behind (see
     /// `ANNOUNCE_WAITS` in `call.rs`).
-    pub(crate) announcement_forgets_its_wait: bool,
+    pub announcement_forgets_its_wait: bool,
 }
 
 impl Controls {
     /// The rules as they are.
-    pub(crate) const RIGHT: Controls = Controls {
+    pub const RIGHT: Controls = Controls {
         fence_counts_refusing: false,
         missing_is_released: false,
         another_owner_ends_cleanup: false,
@@ -63,22 +63,26 @@ impl Controls {
 
 /// One lock as its calls use it: its keys and options, checked once, and the number of nodes.
 #[derive(Clone)]
-pub(crate) struct Spec {
-    pub(crate) keys: Arc<Keys>,
+pub struct Spec {
+    /// Its keys.
+    pub keys: Arc<Keys>,
     /// The kind of lease (the mutex unless a semaphore or read lock says otherwise).
-    pub(crate) kind: Kind,
-    pub(crate) opts: MutexOptions,
+    pub kind: Kind,
+    /// Its options, checked.
+    pub opts: MutexOptions,
     /// Each request's time limit.
-    pub(crate) node_timeout: Duration,
-    pub(crate) n: usize,
-    pub(crate) quorum: usize,
+    pub node_timeout: Duration,
+    /// How many nodes.
+    pub n: usize,
+    /// How many of them must agree.
+    pub quorum: usize,
     /// Always [`Controls::RIGHT`] but in the simulator's negative controls.
-    pub(crate) controls: Controls,
+    pub controls: Controls,
 }
 
 impl Spec {
     /// Checks the name and the options.
-    pub(crate) fn new(
+    pub fn new(
         keys: Arc<Keys>,
         opts: MutexOptions,
         node_timeout: Duration,
@@ -118,7 +122,7 @@ impl Spec {
     }
 
     /// How long a round announces its caller for at most (zero when it will not wait).
-    pub(crate) fn announce(&self, will_wait: bool) -> Duration {
+    pub fn announce(&self, will_wait: bool) -> Duration {
         if will_wait {
             self.announce_for(self.opts.wait_cap)
         } else {

@@ -12,7 +12,7 @@ use crate::lock::scripts::Call;
 use crate::wire::Request;
 
 /// The release of a round's token, packed when it is first sent: most rounds never send it.
-pub(crate) struct Undo {
+pub struct Undo {
     spec: Spec,
     token: Vec<u8>,
     /// A waited mutex round's announcement (its length and the waiter id), which its grant
@@ -32,7 +32,7 @@ impl Undo {
     }
 
     /// The release request.
-    pub(crate) fn call(&self) -> &Call {
+    pub fn call(&self) -> &Call {
         self.call.get_or_init(|| match &self.rejoin {
             Some((announce, waiter)) => {
                 calls::undo_call(&self.spec.keys, &self.token, (*announce, waiter))
