@@ -128,7 +128,7 @@ pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use sentinel_master::SentinelMaster;
 pub use stats::{ByKind, ClientStats, HISTOGRAM_BOUNDS, Histogram, LossReason, LostBy, Outcomes};
-pub use wake::{wake_on, wake_on_checked};
+pub use wake::{WakeSource, wake_on, wake_on_checked};
 #[cfg(feature = "sim-support")]
 #[doc(hidden)]
 pub mod sim_support;

@@ -1,9 +1,41 @@
 //! Ending a call's waits the moment a signal arrives: [`wake_on`] (waits for a release) and
 //! [`wake_on_checked`] (every wait: reads and connects too).
 
-use std::os::fd::BorrowedFd;
+use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind};
+
+/// A descriptor that [`wake_on`] and [`wake_on_checked`] can watch. The thread keeps it open
+/// while their `f` runs:
+/// - a [`BorrowedFd`] is duplicated for that time (two system calls per scope: `dup`, and
+///   `close` at its end);
+/// - an `Arc<OwnedFd>` is shared as it is: the choice for a descriptor that many calls
+///   watch, one after another (a binding's own signal pipe).
+pub trait WakeSource: sealed::Sealed {
+    /// The descriptor, kept open for the scope.
+    #[doc(hidden)]
+    fn keep(self) -> io::Result<Arc<OwnedFd>>;
+}
+
+impl WakeSource for BorrowedFd<'_> {
+    fn keep(self) -> io::Result<Arc<OwnedFd>> {
+        self.try_clone_to_owned().map(Arc::new)
+    }
+}
+
+impl WakeSource for Arc<OwnedFd> {
+    fn keep(self) -> io::Result<Arc<OwnedFd>> {
+        Ok(self)
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for std::os::fd::BorrowedFd<'_> {}
+    impl Sealed for std::sync::Arc<std::os::fd::OwnedFd> {}
+}
 
 /// Runs `f` on this thread so that every wait for a release it makes (a waiting `lock`,
 /// `acquire`, `read` or `write` of any lock, and their `_interruptible` forms) ends as soon
@@ -20,10 +52,11 @@ use crate::error::{Error, ErrorKind};
 ///
 /// # Errors
 ///
-/// [`ErrorKind::InvalidArgument`] when `fd` cannot be used (the thread keeps a duplicate of it
-/// while `f` runs, and duplicating it failed); `f` did not run.
-pub fn wake_on<R>(fd: BorrowedFd<'_>, f: impl FnOnce() -> R) -> Result<R, Error> {
-    crate::net::wake_on(fd, None, f).map_err(unusable)
+/// [`ErrorKind::InvalidArgument`] when `fd` cannot be used (a [`BorrowedFd`] is kept as a
+/// duplicate while `f` runs, and duplicating it failed); `f` did not run.
+pub fn wake_on<R>(fd: impl WakeSource, f: impl FnOnce() -> R) -> Result<R, Error> {
+    let fd = fd.keep().map_err(unusable)?;
+    Ok(crate::net::wake_on(fd, None, f))
 }
 
 /// Runs `f` on this thread so that **every** network wait it makes ends as soon as `fd`
@@ -50,17 +83,18 @@ pub fn wake_on<R>(fd: BorrowedFd<'_>, f: impl FnOnce() -> R) -> Result<R, Error>
 ///
 /// # Errors
 ///
-/// [`ErrorKind::InvalidArgument`] when `fd` cannot be used (the thread keeps a duplicate of it
-/// while `f` runs, and duplicating it failed); `f` did not run.
+/// [`ErrorKind::InvalidArgument`] when `fd` cannot be used (a [`BorrowedFd`] is kept as a
+/// duplicate while `f` runs, and duplicating it failed); `f` did not run.
 pub fn wake_on_checked<R>(
-    fd: BorrowedFd<'_>,
+    fd: impl WakeSource,
     go_on: impl FnMut() -> bool + 'static,
     f: impl FnOnce() -> R,
 ) -> Result<R, Error> {
-    crate::net::wake_on(fd, Some(Box::new(go_on)), f).map_err(unusable)
+    let fd = fd.keep().map_err(unusable)?;
+    Ok(crate::net::wake_on(fd, Some(Box::new(go_on)), f))
 }
 
-fn unusable(e: std::io::Error) -> Error {
+fn unusable(e: io::Error) -> Error {
     Error::new(
         ErrorKind::InvalidArgument,
         format!("the wake-up descriptor cannot be used: {e}"),

@@ -8,9 +8,9 @@
 //! (the task was cancelled as it came) is discarded on the pool: released.
 
 use std::any::Any;
-use std::io::{PipeReader, PipeWriter, Write};
-use std::os::fd::AsFd;
-use std::sync::Mutex;
+use std::io::{PipeWriter, Write};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::exceptions::PyRuntimeError;
@@ -22,7 +22,8 @@ use crate::sync::lock;
 #[pyclass(module = "redmutex._redmutex", name = "Canceller", frozen)]
 pub struct Canceller {
     cancelled: AtomicBool,
-    woken: PipeReader,
+    /// The pipe's read end, shared with the waits it ends (not duplicated per call).
+    woken: Arc<OwnedFd>,
     wake: PipeWriter,
 }
 
@@ -34,7 +35,7 @@ impl Canceller {
             .map_err(|e| PyRuntimeError::new_err(format!("cannot make a pipe: {e}")))?;
         Ok(Canceller {
             cancelled: AtomicBool::new(false),
-            woken,
+            woken: Arc::new(woken.into()),
             wake,
         })
     }
@@ -58,7 +59,7 @@ impl Canceller {
     /// that cancel() ends a wait at once rather than at its cap.
     pub(crate) fn waking<T>(&self, work: impl FnOnce() -> T) -> T {
         let mut work = Some(work);
-        if let Ok(Some(done)) = redmutex::wake_on(self.woken.as_fd(), || work.take().map(|w| w())) {
+        if let Ok(Some(done)) = redmutex::wake_on(Arc::clone(&self.woken), || work.take().map(|w| w())) {
             return done;
         }
         // The descriptor could not be used (none left): wait as before, at the waits' cap.

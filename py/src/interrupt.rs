@@ -17,8 +17,8 @@
 //! the call's pipe took in are passed on to it.
 
 use std::cell::RefCell;
-use std::io::{ErrorKind, PipeReader, PipeWriter, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::io::{PipeWriter, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -44,11 +44,12 @@ struct Process {
     pid: u32,
     /// The main thread's `threading.get_ident()`.
     main: u64,
-    reader: Arc<PipeReader>,
+    /// The read end, shared with each call's waits as it is (no duplicate per call).
+    reader: Arc<OwnedFd>,
     writer: Arc<PipeWriter>,
 }
 
-type Ends = (Arc<PipeReader>, Arc<PipeWriter>);
+type Ends = (Arc<OwnedFd>, Arc<PipeWriter>);
 
 impl Process {
     /// The pipe's ends, when `me` is the main thread.
@@ -84,7 +85,7 @@ fn signal_pipe(py: Python<'_>) -> PyResult<Option<Ends>> {
     let p = Process {
         pid,
         main,
-        reader: Arc::new(reader),
+        reader: Arc::new(reader.into()),
         writer: Arc::new(writer),
     };
     let ends = p.ends_for(me);
@@ -102,27 +103,27 @@ fn main_thread(py: Python<'_>) -> PyResult<u64> {
 }
 
 /// Reads what the pipe holds (the numbers of the signals that came) into `into`.
-fn drain(reader: &PipeReader, into: &mut Vec<u8>) {
+fn drain(reader: &OwnedFd, into: &mut Vec<u8>) {
     let mut buf = [0u8; 64];
     loop {
-        match (&*reader).read(&mut buf) {
+        match rustix::io::read(reader, &mut buf) {
             Ok(0) => return,
             Ok(n) => into.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(rustix::io::Errno::INTR) => {}
             Err(_) => return,
         }
     }
 }
 
-/// `signal.set_wakeup_fd(fd, warn_on_full_buffer=…)`: the descriptor set before.
-fn set_wakeup_fd(py: Python<'_>, fd: RawFd, warn: bool) -> PyResult<RawFd> {
+/// `signal.set_wakeup_fd(fd)`: the descriptor set before. Called positionally (no keyword
+/// dictionary to build per call): `warn_on_full_buffer` is then Python's default, which only
+/// matters for a pipe left unread (a call's pipe is read at each of its waits).
+fn set_wakeup_fd(py: Python<'_>, fd: RawFd) -> PyResult<RawFd> {
     static SET: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let set = SET.get_or_try_init(py, || {
         PyResult::Ok(py.import("signal")?.getattr("set_wakeup_fd")?.unbind())
     })?;
-    let kwargs = pyo3::types::PyDict::new(py);
-    kwargs.set_item("warn_on_full_buffer", warn)?;
-    set.bind(py).call((fd,), Some(&kwargs))?.extract()
+    set.bind(py).call1((fd,))?.extract()
 }
 
 /// Runs `work` with the GIL released and returns what it returns, or the exception of a
@@ -138,7 +139,7 @@ pub(crate) fn call<T: Send>(
     };
     // Signals that came before the call: their handlers run now.
     py.check_signals()?;
-    let Ok(before) = set_wakeup_fd(py, writer.as_raw_fd(), false) else {
+    let Ok(before) = set_wakeup_fd(py, writer.as_raw_fd()) else {
         // Not the main interpreter's main thread after all: no handler runs here either.
         return Ok(py.detach(|| work(None)));
     };
@@ -166,7 +167,7 @@ pub(crate) fn call<T: Send>(
     };
     let flag = &*stop;
     let mut work = Some(work);
-    let done = redmutex::wake_on_checked(reader.as_fd(), go_on, || {
+    let done = redmutex::wake_on_checked(Arc::clone(&reader), go_on, || {
         py.detach(|| work.take().map(|w| w(Some(flag))))
     });
     // A handler may have run in Python code the call ran (a log record's), and raised there.
@@ -176,7 +177,7 @@ pub(crate) fn call<T: Send>(
     // The descriptor before is set back, and told of the signals this call's pipe took in.
     // With none before, what the pipe holds now stays there: the next call's first wait
     // finds it and runs the handlers (which Python runs anyway at its next instruction).
-    let restored = set_wakeup_fd(py, before, true);
+    let restored = set_wakeup_fd(py, before);
     if before >= 0 {
         let mut taken = taken.take();
         drain(&reader, &mut taken);

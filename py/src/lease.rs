@@ -62,22 +62,39 @@ fn pick<G>(held: &[Held<G>]) -> Option<usize> {
         .or_else(|| held.len().checked_sub(1))
 }
 
+/// An acquisition's end (released or lost), that `wait_lost` waits for.
 #[derive(Default)]
 struct Flag {
-    set: Mutex<bool>,
+    state: Mutex<FlagState>,
     cv: Condvar,
+}
+
+#[derive(Default)]
+struct FlagState {
+    set: bool,
+    /// Threads in `wait`: a notification is a system call even with no one to wake, and
+    /// every release sets the flag.
+    waiting: usize,
 }
 
 impl Flag {
     fn set(&self) {
-        *lock(&self.set) = true;
-        self.cv.notify_all();
+        let mut st = lock(&self.state);
+        st.set = true;
+        if st.waiting > 0 {
+            self.cv.notify_all();
+        }
     }
 
     fn wait(&self, timeout: Duration) {
-        let set = lock(&self.set);
-        if !*set {
-            drop(self.cv.wait_timeout(set, timeout));
+        let mut st = lock(&self.state);
+        if !st.set {
+            st.waiting += 1;
+            let (mut st, _) = self
+                .cv
+                .wait_timeout(st, timeout)
+                .unwrap_or_else(PoisonError::into_inner);
+            st.waiting -= 1;
         }
     }
 }

@@ -6,11 +6,13 @@
 //! (`redmutex::sim_support::scripts`) with the arguments the library sends, as Redis would run
 //! a request that arrives late or twice.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redmutex::Client;
-use redmutex::sim_support::{Acquisition, Argv, Verdict};
+use redmutex::sim_support::{AcquireCall, Grant, Keys, Refused, Spec, Stamp, Verdict};
+use redmutex::{Client, MutexOptions};
+use redmutex_sim::translate::{Argv, Reply, answer, argv, seats};
 use redmutex_tests::{FaultProxy, Mode, RedisServer, wait_until};
 
 /// The library's script `name`, as it sends it.
@@ -677,23 +679,44 @@ fn a_release_with_a_waiter_leaves_one_wake_up_signal_whatever_the_key_held() {
     }
 }
 
-/// An unfenced `try_lock`'s round on one node, as the library makes and judges it (through the
-/// simulator's interface to the core's call), on the lock `name` with a 10 s TTL: the lock,
-/// the call with the round in flight, and the round's requests.
-fn try_round(name: &str, token: &[u8]) -> (redmutex::sim_support::Lock, Acquisition, Vec<Argv>) {
-    let lock = redmutex::sim_support::Lock::new(
-        name.as_bytes(),
-        1,
-        10_000_000,
-        250_000,
-        1_000_000,
-        10_000,
-        5_000,
-    )
-    .fencing(false);
-    let mut call = Acquisition::new(&lock, Some(0), 1_000_000);
-    let requests = call.begin(&lock, token.to_vec(), (0, 0), None, b"");
-    (lock, call, requests)
+/// An unfenced `try_lock`'s round on one node, as the library makes and judges it (the
+/// core's own call machine), on the lock `name` with a 10 s TTL: the call with the round in
+/// flight, the round's requests, and its undo.
+struct TryRound {
+    call: AcquireCall,
+    requests: Vec<Argv>,
+    undo: Argv,
+}
+
+fn try_round(name: &str, token: &[u8]) -> TryRound {
+    let opts = MutexOptions::default()
+        .with_ttl(Duration::from_secs(10))
+        .with_wait_cap(Duration::from_secs(1))
+        .with_retry_delay(Duration::from_millis(10))
+        .with_handoff_window(Duration::from_millis(5))
+        .with_fencing(false);
+    let keys = Arc::new(Keys::new(name.as_bytes()));
+    let spec = Spec::new(keys, opts, Duration::from_millis(250), 1).unwrap();
+    let mut call = AcquireCall::new(&spec, Some(Duration::ZERO), Duration::from_secs(1));
+    let t0 = Stamp::from_micros(0);
+    let sent = call.begin(&spec, token.to_vec(), t0, Duration::ZERO, None, Some(b""));
+    TryRound {
+        call,
+        requests: sent.calls.iter().map(argv).collect(),
+        undo: argv(sent.undo.call()),
+    }
+}
+
+impl TryRound {
+    /// The call's verdict on the node's `replies`, a microsecond after the round began.
+    fn judge(&mut self, replies: Vec<Reply>) -> Result<Grant, Box<Refused>> {
+        let seat = &seats(1)[0];
+        self.call.round().answer(0, seat, &answer(Some(replies)));
+        match self.call.finish(Stamp::from_micros(1)) {
+            Verdict::Held { grant, .. } => Ok(grant),
+            Verdict::Refused { refused, .. } => Err(refused),
+        }
+    }
 }
 
 /// Runs one of the library's requests as it sends it; an error reply as its text.
@@ -718,12 +741,12 @@ fn a_reader_between_a_try_locks_commands_never_overlaps_it() {
     let server = RedisServer::start();
     let client = Client::open(&server.url()).unwrap();
     let mut conn = server.conn();
-    let (_, _, requests) = try_round("hardening:between", b"probe");
-    let commands = requests.len();
+    let commands = try_round("hardening:between", b"probe").requests.len();
     assert!(commands >= 3, "a try_lock asks with {commands} requests");
     for at in 0..=commands {
         let name = format!("hardening:between:{at}");
-        let (lock, mut round, requests) = try_round(&name, b"writer:1:00ff");
+        let mut round = try_round(&name, b"writer:1:00ff");
+        let requests = round.requests.clone();
         assert_ne!(requests[0][0], b"EVALSHA", "a try_lock sends no script");
         let reader = client.rwlock(name.as_str()).auto_renew(false);
         let mut read = None;
@@ -737,12 +760,11 @@ fn a_reader_between_a_try_locks_commands_never_overlaps_it() {
         if at == commands {
             read = reader.try_read().ok();
         }
-        round.answer(&lock, 0, Some(replies));
-        let written = match round.finish(&lock, 1) {
-            Verdict::Held { grant, .. } => Some(grant.token),
-            Verdict::Refused(refused) => {
+        let written = match round.judge(replies) {
+            Ok(grant) => Some(grant.token),
+            Err(refused) => {
                 for _ in &refused.undo_on {
-                    run(&mut conn, &refused.undo).unwrap();
+                    run(&mut conn, &round.undo).unwrap();
                 }
                 None
             }
@@ -764,17 +786,16 @@ fn a_reader_between_a_try_locks_commands_never_overlaps_it() {
 fn a_try_lock_run_twice_has_granted() {
     let server = RedisServer::start();
     let mut conn = server.conn();
-    let (lock, mut round, requests) = try_round("hardening:twice", b"host:1:00ff");
-    let first: Vec<_> = requests.iter().map(|r| run(&mut conn, r)).collect();
-    let again: Vec<_> = requests.iter().map(|r| run(&mut conn, r)).collect();
+    let mut round = try_round("hardening:twice", b"host:1:00ff");
+    let first: Vec<_> = round.requests.iter().map(|r| run(&mut conn, r)).collect();
+    let again: Vec<_> = round.requests.iter().map(|r| run(&mut conn, r)).collect();
     assert_eq!(first[0], Ok(redis::Value::Okay));
     assert_eq!(
         again[0],
         Ok(redis::Value::Nil),
         "the second SET meets the first"
     );
-    round.answer(&lock, 0, Some(again));
-    let Verdict::Held { grant, .. } = round.finish(&lock, 1) else {
+    let Ok(grant) = round.judge(again) else {
         panic!("the round's own token is its grant");
     };
     assert_eq!(grant.token, b"host:1:00ff");
@@ -890,10 +911,12 @@ fn a_round_to_a_frozen_server_ends_at_once_when_the_wake_up_check_says_stop() {
 }
 
 /// The wake-up's check says go on (it drained the descriptor: a signal whose handler did not
-/// raise): the round waits on, and takes the lock once the frozen server wakes.
+/// raise): the round waits on, and takes the lock once the frozen server wakes. The
+/// descriptor is shared (`Arc<OwnedFd>`, as the Python binding passes its signal pipe): it
+/// is watched as a borrowed one is, and the scope lets go of it, open, at its end.
 #[test]
 fn a_round_goes_on_when_the_wake_up_check_says_so() {
-    use std::os::fd::AsFd;
+    use std::os::fd::OwnedFd;
     let server = RedisServer::start();
     let client = Client::open(&server.url()).unwrap();
     let mutex = client
@@ -917,7 +940,8 @@ fn a_round_goes_on_when_the_wake_up_check_says_so() {
         counted.set(counted.get() + 1);
         true
     };
-    let taken = redmutex::wake_on_checked(reader.as_fd(), go_on, || mutex.try_lock()).unwrap();
+    let shared = std::sync::Arc::new(OwnedFd::from(reader));
+    let taken = redmutex::wake_on_checked(shared.clone(), go_on, || mutex.try_lock()).unwrap();
     let _writer = poke.join().unwrap();
     resumed.join().unwrap();
     server.resume();
@@ -926,6 +950,10 @@ fn a_round_goes_on_when_the_wake_up_check_says_so() {
         1,
         "the check was asked once, for the one wake-up"
     );
+    let shared = std::sync::Arc::try_unwrap(shared).expect("the scope let go of the descriptor");
+    std::fs::File::from(shared)
+        .metadata()
+        .expect("the shared descriptor is still open");
     taken
         .expect("the round went on and took the free lock")
         .unlock()

@@ -368,7 +368,7 @@ mod tests {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let by = Instant::now() + Duration::from_secs(2);
         let plain = Plain::over(
-            Socket::Unix(ours),
+            Socket::unix(ours),
             None,
             &RedisConnectionInfo::default(),
             by,

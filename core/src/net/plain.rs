@@ -93,7 +93,7 @@ impl Plain {
         // hold it back, behind a request to the same node whose reply has not come (a round
         // written behind a slower node's late reply).
         sock.set_nodelay(true)?;
-        let sock = Socket::Tcp(sock);
+        let sock = Socket::tcp(sock);
         let tls = match tls {
             Some(config) => {
                 let left = left(deadline)?;
@@ -116,7 +116,7 @@ impl Plain {
     ) -> RedisResult<Plain> {
         let deadline = Instant::now() + budget;
         let sock = std::os::unix::net::UnixStream::connect(path)?;
-        Plain::over(Socket::Unix(sock), None, settings, deadline)
+        Plain::over(Socket::unix(sock), None, settings, deadline)
     }
 
     /// A connection on `sock`, once the handshake ran by `deadline`.
@@ -447,7 +447,7 @@ mod tests {
         use std::io::Write;
         let (ours, mut server) = std::os::unix::net::UnixStream::pair().unwrap();
         let by = super::Instant::now() + Duration::from_secs(2);
-        let socket = super::Socket::Unix(ours);
+        let socket = super::Socket::unix(ours);
         let mut conn = Plain::over(socket, None, &RedisConnectionInfo::default(), by).unwrap();
         server.write_all(b",not a number\r\n:7\r\n").unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();

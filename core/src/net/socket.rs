@@ -6,26 +6,55 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::wake;
 
-/// A connection's socket, TCP or Unix.
-pub(crate) enum Socket {
+/// A connection's socket, TCP or Unix, with the read timeout it was last given.
+pub(crate) struct Socket {
+    stream: Stream,
+    /// The read timeout set last, in ns ([`NO_TIMEOUT`]: none): a watched read bounds its
+    /// wait by it, and asking the kernel (`getsockopt`) would cost a system call per read.
+    read_timeout: AtomicU64,
+}
+
+/// [`Socket::read_timeout`] when reads have no timeout.
+const NO_TIMEOUT: u64 = u64::MAX;
+
+enum Stream {
     Tcp(TcpStream),
     #[cfg(unix)]
     Unix(UnixStream),
 }
 
 impl Socket {
+    fn new(stream: Stream) -> Socket {
+        Socket {
+            stream,
+            read_timeout: AtomicU64::new(NO_TIMEOUT),
+        }
+    }
+
+    /// A TCP socket (with no read timeout yet).
+    pub(crate) fn tcp(s: TcpStream) -> Socket {
+        Socket::new(Stream::Tcp(s))
+    }
+
+    /// A Unix socket (with no read timeout yet).
+    #[cfg(unix)]
+    pub(crate) fn unix(s: UnixStream) -> Socket {
+        Socket::new(Stream::Unix(s))
+    }
+
     /// The server end of the connection, as text (`host:port`, or a Unix socket's path):
     /// two connections with the same one reach the same server process, unless it was
     /// restarted (which breaks every connection to the old one).
     pub(crate) fn peer(&self) -> Option<String> {
-        match self {
-            Socket::Tcp(s) => s.peer_addr().ok().map(|a| a.to_string()),
+        match &self.stream {
+            Stream::Tcp(s) => s.peer_addr().ok().map(|a| a.to_string()),
             #[cfg(unix)]
-            Socket::Unix(s) => s
+            Stream::Unix(s) => s
                 .peer_addr()
                 .ok()
                 .and_then(|a| a.as_pathname().map(|p| p.display().to_string())),
@@ -33,34 +62,38 @@ impl Socket {
     }
 
     pub(crate) fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_read_timeout(dur),
+        match &self.stream {
+            Stream::Tcp(s) => s.set_read_timeout(dur),
             #[cfg(unix)]
-            Socket::Unix(s) => s.set_read_timeout(dur),
-        }
+            Stream::Unix(s) => s.set_read_timeout(dur),
+        }?;
+        // A timeout of 2^64 ns or more (585 years) is as good as none.
+        let ns = dur.map_or(NO_TIMEOUT, |d| u64::try_from(d.as_nanos()).unwrap_or(NO_TIMEOUT));
+        self.read_timeout.store(ns, Ordering::Relaxed);
+        Ok(())
     }
 
-    fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        match self {
-            Socket::Tcp(s) => s.read_timeout(),
-            #[cfg(unix)]
-            Socket::Unix(s) => s.read_timeout(),
+    /// The read timeout set last (the kernel's, without asking it).
+    fn read_timeout(&self) -> Option<Duration> {
+        match self.read_timeout.load(Ordering::Relaxed) {
+            NO_TIMEOUT => None,
+            ns => Some(Duration::from_nanos(ns)),
         }
     }
 
     pub(crate) fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.set_write_timeout(dur),
+        match &self.stream {
+            Stream::Tcp(s) => s.set_write_timeout(dur),
             #[cfg(unix)]
-            Socket::Unix(s) => s.set_write_timeout(dur),
+            Stream::Unix(s) => s.set_write_timeout(dur),
         }
     }
 
     pub(crate) fn shutdown(&self) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.shutdown(Shutdown::Both),
+        match &self.stream {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             #[cfg(unix)]
-            Socket::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
         }
     }
 }
@@ -70,31 +103,31 @@ impl Read for &Socket {
     /// socket or the thread's wake-up descriptor, within the read timeout.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         use std::os::fd::AsFd;
-        wake::ready(self.as_fd(), false, || self.read_timeout())?;
-        match self {
-            Socket::Tcp(s) => (&*s).read(buf),
+        wake::ready(self.as_fd(), false, || Ok(self.read_timeout()))?;
+        match &self.stream {
+            Stream::Tcp(s) => (&*s).read(buf),
             #[cfg(unix)]
-            Socket::Unix(s) => (&*s).read(buf),
+            Stream::Unix(s) => (&*s).read(buf),
         }
     }
 }
 
 impl Write for &Socket {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => (&*s).write(buf),
+        match &self.stream {
+            Stream::Tcp(s) => (&*s).write(buf),
             #[cfg(unix)]
-            Socket::Unix(s) => (&*s).write(buf),
+            Stream::Unix(s) => (&*s).write(buf),
         }
     }
 
     /// One `writev` for several buffers (rustls writes its records this way), as the streams
     /// themselves do.
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => (&*s).write_vectored(bufs),
+        match &self.stream {
+            Stream::Tcp(s) => (&*s).write_vectored(bufs),
             #[cfg(unix)]
-            Socket::Unix(s) => (&*s).write_vectored(bufs),
+            Stream::Unix(s) => (&*s).write_vectored(bufs),
         }
     }
 
@@ -106,9 +139,9 @@ impl Write for &Socket {
 #[cfg(unix)]
 impl std::os::fd::AsFd for Socket {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        match self {
-            Socket::Tcp(s) => s.as_fd(),
-            Socket::Unix(s) => s.as_fd(),
+        match &self.stream {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! A file descriptor whose readability ends the calling thread's waits at once (see
 //! [`crate::wake_on`] and [`crate::wake_on_checked`]): typically the read end of the self-pipe
 //! a signal handler writes to. A thread-local setting, so that every kind of lock honours it
-//! with no argument added to each call. The thread keeps its own duplicate of the descriptor
-//! while the setting lasts.
+//! with no argument added to each call. The thread keeps the descriptor open while the setting
+//! lasts.
 //!
 //! Two strengths:
 //! - **waits only** (`wake_on`): a wait for a release ends when the descriptor is readable,
@@ -38,7 +38,7 @@ pub(crate) type GoOn = Box<dyn FnMut() -> bool>;
 
 /// This thread's setting.
 struct Wake {
-    fd: OwnedFd,
+    fd: Arc<OwnedFd>,
     /// With a check, every wait is watched; without, waits for a release only.
     go_on: Option<RefCell<GoOn>>,
     /// The check said stop; shared with the threads started for the call.
@@ -72,19 +72,14 @@ fn current() -> Option<Rc<Setting>> {
 }
 
 /// Runs `f` with `fd` as this thread's wake-up descriptor, then restores the one before:
-/// watching waits for a release only, or every wait with `go_on`. Fails when the
-/// descriptor cannot be duplicated (not open, or too many open).
-pub(crate) fn scoped<R>(
-    fd: BorrowedFd<'_>,
-    go_on: Option<GoOn>,
-    f: impl FnOnce() -> R,
-) -> io::Result<R> {
+/// watching waits for a release only, or every wait with `go_on`.
+pub(crate) fn scoped<R>(fd: Arc<OwnedFd>, go_on: Option<GoOn>, f: impl FnOnce() -> R) -> R {
     let wake = Wake {
-        fd: fd.try_clone_to_owned()?,
+        fd,
         go_on: go_on.map(RefCell::new),
         stopped: Arc::new(AtomicBool::new(false)),
     };
-    Ok(with_setting(Some(Rc::new(Setting::Own(Rc::new(wake)))), f))
+    with_setting(Some(Rc::new(Setting::Own(Rc::new(wake)))), f)
 }
 
 impl AsFd for Wake {
