@@ -1,16 +1,19 @@
 //! redmutex's own requests from a bare redis-rs connection: the scripts, keys and arguments
-//! the library sends (made by the core itself, through its simulator interface, which builds
-//! each round as the library does), sent and read by redis-rs, without the library's
+//! the library sends (made by the core's own protocol machines, through `sim_support`, as
+//! the library makes each round), sent and read by redis-rs, without the library's
 //! transport, lease, guard or renewal around them. Its rows tell, in the same run, how much
 //! of a redmutex row is the requests themselves and how much the machinery around them; with
 //! the floor's compare-and-delete in place of redmutex's release script
 //! ([`BareRequests::with_floor_release`]), how much of the requests is the release's look for
 //! waiters.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
-use redmutex::sim_support::{self, Argv, Lock};
+use redmutex::MutexOptions;
+use redmutex::sim_support::{AcquireRound, Keys, Spec, Stamp, release_call, scripts, wake_wait};
+use redmutex_sim::translate::{Argv, argv};
 
 use crate::lockers::{Locker, TTL};
 
@@ -19,8 +22,8 @@ pub struct BareRequests {
     conn: redis::Connection,
     /// The requests, made by the core once for a placeholder token and waiter id
     /// ([`Templates`]): a request is its template with those two words replaced, so that the
-    /// rows time what is sent, not how the simulator interface makes it (it reads the core's
-    /// packed request back into words, several microseconds a request).
+    /// rows time what is sent, not how the requests are made here (the core's packed request
+    /// is read back into words, several microseconds a request).
     templates: Templates,
     /// Tokens are this prefix and a counter: unique within the benchmark's run.
     prefix: String,
@@ -46,16 +49,24 @@ const TOKEN: &[u8] = b"bare-template-token";
 const WAITER: &[u8] = b"bare-template-waiter";
 
 impl Templates {
-    fn new(lock: &Lock, wait_cap: Duration) -> Templates {
-        let requests =
-            |waited: bool, announce| lock.round_requests(TOKEN, waited, announce, WAITER);
-        let acquire = |waited, announce| requests(waited, announce).remove(0);
+    fn new(spec: &Spec) -> Templates {
+        // The first request of a round whose call has `waited` or not and may wait after it
+        // (`will_wait`): the core's round, made at a clock reading that the request does not
+        // carry.
+        let acquire = |waited: bool, will_wait: bool| {
+            let announce = spec.announce(will_wait);
+            let t0 = Stamp::from_micros(0);
+            let token = TOKEN.to_vec();
+            let round = (waited, false);
+            let (_, sent) = AcquireRound::new(spec, token, t0, round, (announce, announce), WAITER);
+            argv(&sent.calls[0])
+        };
         Templates {
             try_acquire: acquire(false, false),
             first: acquire(false, true),
             after_wait: acquire(true, true),
-            blpop: lock.blpop(wait_cap.as_micros() as u64),
-            release: lock.release(TOKEN, true),
+            blpop: argv(&wake_wait(spec, spec.opts.wait_cap)),
+            release: argv(&release_call(spec, TOKEN, true)),
         }
     }
 }
@@ -78,27 +89,20 @@ impl BareRequests {
         let mut conn = redis::Client::open(url)
             .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
             .map_err(|e| e.to_string())?;
-        for (_, source) in sim_support::scripts() {
+        for (_, source) in scripts() {
             let _: String = redis::cmd("SCRIPT")
                 .arg("LOAD")
                 .arg(source)
                 .query(&mut conn)
                 .map_err(|e| e.to_string())?;
         }
-        let opts = redmutex::MutexOptions::default();
-        let us = |d: Duration| d.as_micros() as u64;
-        let lock = Lock::new(
-            key.as_bytes(),
-            1,
-            us(TTL),
-            us(redmutex::default_node_timeout(TTL)),
-            us(opts.wait_cap),
-            us(opts.retry_delay),
-            us(opts.handoff_window),
-        );
+        let opts = MutexOptions::default().with_ttl(TTL);
+        let keys = Arc::new(Keys::new(key.as_bytes()));
+        let node_timeout = redmutex::default_node_timeout(TTL);
+        let spec = Spec::new(keys, opts, node_timeout, 1).map_err(|e| e.to_string())?;
         Ok(BareRequests {
             conn,
-            templates: Templates::new(&lock, opts.wait_cap),
+            templates: Templates::new(&spec),
             prefix: format!("bare:{}:", std::process::id()),
             made: 0,
             held: None,

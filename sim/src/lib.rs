@@ -37,4 +37,5 @@ pub mod checker;
 pub mod client;
 pub mod redis;
 pub mod rng;
+pub mod translate;
 pub mod world;

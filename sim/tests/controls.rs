@@ -5,9 +5,8 @@
 //! what catches a mistake is the mistake. The semaphore's and the read-write lock's worlds
 //! have controls of their own: the core's clients with a broken lock plugged in.
 
-use redmutex::sim_support::Lock;
 use redmutex_sim::checker::Violation;
-use redmutex_sim::client::core::{CoreClient, locks};
+use redmutex_sim::client::core::{CoreClient, Lock, locks};
 use redmutex_sim::client::model::Controls;
 use redmutex_sim::world::{Config, Driver, Outcome, Shape, World, run};
 

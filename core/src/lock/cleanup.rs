@@ -54,8 +54,7 @@ impl Cleanup {
             at: now,
             until,
             began: now,
-            tries: Tries::new(spec.node_timeout, spec.opts.retry_delay)
-                .with_controls(spec.controls),
+            tries: Tries::of(spec),
         }
     }
 }

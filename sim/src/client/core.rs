@@ -1,5 +1,5 @@
 //! A lock client whose every decision is made by the core's own I/O-free protocol machines
-//! (`redmutex::sim_support`, over `lock/proto` in the core): the acquisition round with its
+//! (`lock/proto` in the core, through `redmutex::sim_support`): the acquisition round with its
 //! fence write-back and verdict, the call across rounds (wait, pause, give up), the lease
 //! (renewal, loss and its reason) and the release. This file is only the driver that the
 //! core's blocking transport is in a real process: it sends what the machines ask for,
@@ -25,17 +25,20 @@
 mod acquire;
 mod cleanup;
 mod hold;
+mod lock;
 
 use std::collections::BTreeMap;
 
-use redis::Value;
-use redmutex::sim_support::{self as core, Acquisition, Argv, CleanupTries, Hold, Lock, Release};
+use redmutex::sim_support::{AcquireCall, Hold, ReleaseRound, Tries};
 
 use super::model::ModelOptions;
 use super::{Client, Input, Note, Now, Output, RequestId};
 use crate::checker::Shape;
 use crate::redis::Reply;
 use crate::rng::Rng;
+use crate::translate::{self, Argv};
+
+pub use lock::Lock;
 
 /// The lock's name on every node (the same as the model client's).
 pub use super::model::LOCK;
@@ -93,7 +96,7 @@ enum Timer {
 struct Renewing {
     t0: u64,
     ttl: u64,
-    replies: Vec<Option<Vec<core::Reply>>>,
+    replies: Vec<Option<Vec<translate::Reply>>>,
     answered: usize,
 }
 
@@ -104,7 +107,7 @@ enum State {
         no: u64,
         answered: Vec<bool>,
         /// Each node's replies so far (a `try_lock`'s round is several requests).
-        replies: Vec<Vec<core::Reply>>,
+        replies: Vec<Vec<translate::Reply>>,
         /// How many requests the round sends each node.
         requests: usize,
     },
@@ -113,7 +116,7 @@ enum State {
         no: u64,
         /// Nodes that get the undo behind their requests when the round is refused: those
         /// that did not answer in time (the fan-out's deadline queues it there), and those
-        /// left unread when the round says so ([`Acquisition::undo_behind_unread`]).
+        /// left unread when the round says so (`AcquireRound::undo_behind_unread`).
         undo_behind: Vec<(usize, RequestId)>,
     },
     Waiting {
@@ -135,7 +138,7 @@ enum State {
     },
     Releasing {
         no: u64,
-        release: Release,
+        release: ReleaseRound,
         /// Which asked nodes answered in the current try.
         answered: Vec<bool>,
         token: Vec<u8>,
@@ -162,7 +165,7 @@ struct Cleanup {
     until: u64,
     /// When it began (monotonic µs).
     began: u64,
-    tries: CleanupTries,
+    tries: Tries,
     /// The current try's number, and when it was sent (monotonic µs).
     tri: u64,
     sent: u64,
@@ -181,7 +184,9 @@ pub struct CoreClient {
     other: Option<Lock>,
     state: State,
     /// The current call that takes the lock, and when it began (monotonic µs).
-    call: Option<(Acquisition, u64)>,
+    call: Option<(AcquireCall, u64)>,
+    /// The undo of the call's round in flight.
+    undo: Argv,
     pending: BTreeMap<RequestId, Pending>,
     timers: BTreeMap<u64, Timer>,
     cleanups: BTreeMap<u64, Cleanup>,
@@ -222,6 +227,7 @@ impl CoreClient {
             other,
             state: State::Idle,
             call: None,
+            undo: Vec::new(),
             pending: BTreeMap::new(),
             timers: BTreeMap::new(),
             cleanups: BTreeMap::new(),
@@ -350,8 +356,8 @@ impl CoreClient {
         let Some(p) = self.pending.remove(&id) else {
             return;
         };
-        let reply = reply.map(to_core);
-        if let Some(again) = reply.as_ref().and_then(|r| core::resend(&p.argv, r)) {
+        let reply = reply.map(translate::value);
+        if let Some(again) = reply.as_ref().and_then(|r| translate::resend(&p.argv, r)) {
             return self.send(p.node, again, p.purpose, out);
         }
         match p.purpose {
@@ -404,27 +410,6 @@ pub fn holders_key(opts: &ModelOptions, shape: Shape) -> Option<Vec<u8>> {
         .into_iter()
         .flatten()
         .find_map(|l| l.holders_key().map(<[u8]>::to_vec))
-}
-
-/// A simulated server's reply as the core's machines read it.
-fn to_core(reply: Reply) -> core::Reply {
-    fn value(reply: Reply) -> Result<Value, String> {
-        Ok(match reply {
-            Reply::Status(s) if s == "OK" => Value::Okay,
-            Reply::Status(s) => Value::SimpleString(s),
-            Reply::Error(e) => return Err(e),
-            Reply::Int(i) => Value::Int(i),
-            Reply::Bulk(b) => Value::BulkString(b),
-            Reply::Nil | Reply::NilArray => Value::Nil,
-            Reply::Array(items) => Value::Array(
-                items
-                    .into_iter()
-                    .map(|r| value(r).unwrap_or(Value::Nil))
-                    .collect(),
-            ),
-        })
-    }
-    value(reply)
 }
 
 impl Client for CoreClient {

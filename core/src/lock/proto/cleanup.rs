@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis::Value;
 
 use super::acquisition::jitter;
-use super::spec::Controls;
+use super::spec::{Controls, Spec};
 use crate::wire::NetError;
 
 /// The tries of one clean-up.
@@ -29,6 +29,12 @@ impl Tries {
             pause: retry_delay,
             controls: Controls::RIGHT,
         }
+    }
+
+    /// The tries of a clean-up of `spec`'s lock: its node timeout, pausing from its retry
+    /// delay, with its controls.
+    pub fn of(spec: &Spec) -> Tries {
+        Tries::new(spec.node_timeout, spec.opts.retry_delay).with_controls(spec.controls)
     }
 
     /// The same tries with the simulator's negative controls (`Controls::RIGHT` in the
@@ -53,11 +59,7 @@ impl Tries {
     /// request stores when it comes (another owner may have released by then, and the late
     /// request takes the lock for nobody). The time is the try's sending, not its reply's
     /// coming: a try sent early whose reply comes late ran early.
-    pub fn done(
-        &self,
-        reply: Option<&Result<Value, NetError>>,
-        sent_after: Duration,
-    ) -> bool {
+    pub fn done(&self, reply: Option<&Result<Value, NetError>>, sent_after: Duration) -> bool {
         match reply {
             Some(Ok(Value::Int(-1))) if self.controls.another_owner_ends_cleanup => true,
             Some(Ok(Value::Int(0 | -1))) => sent_after >= self.node_timeout,

@@ -16,9 +16,9 @@
 use redis::Value;
 
 use super::{Controls, Spec};
+use crate::error::ErrorKind;
 use crate::lock::clock::Stamp;
 use crate::lock::tally::{Seat, Tally};
-use crate::error::ErrorKind;
 use crate::wire::{Answer, Failure};
 
 /// The release of one lease on every node.

@@ -1,8 +1,13 @@
 //! Driving the acquisition: the call across rounds, each round to its verdict, the fence
 //! write-back, the undo of a refused round, and the wait for a release.
 
+use std::time::Duration;
+
+use redis::Value;
+
 use super::*;
-use redmutex::sim_support::{Step, Verdict};
+use crate::translate::{answer, argv, dur, timed_out, us};
+use redmutex::sim_support::{Stamp, Then, Verdict, wake_wait};
 
 impl CoreClient {
     /// A call that takes the lock: a `lock` that waits as long as it takes, or (one call in
@@ -19,10 +24,11 @@ impl CoreClient {
         out.push(Output::Note(Note::Wants {
             shared: self.shared(),
         }));
-        let deadline = rng.chance(1.0 / 3.0).then_some(0);
+        let deadline = rng.chance(1.0 / 3.0).then_some(Duration::ZERO);
         self.interrupted = false;
+        let connect_timeout = dur(CONNECT_TIMEOUT);
         self.call = Some((
-            Acquisition::new(&self.lock, deadline, CONNECT_TIMEOUT),
+            AcquireCall::new(&self.lock.spec, deadline, connect_timeout),
             now.mono,
         ));
         self.start_round(now, rng, out);
@@ -78,8 +84,11 @@ impl CoreClient {
             token: token.clone(),
         }));
         // t0 before the first request leaves: every grant's expiry starts after it.
-        let at = (now.boot, started);
-        Some(call.begin(&self.lock, token, at, will_wait, &waiter))
+        let t0 = Stamp::from_micros(now.boot);
+        let spec = &self.lock.spec;
+        let sent = call.begin(spec, token, t0, dur(started), will_wait, Some(&waiter));
+        self.undo = argv(sent.undo.call());
+        Some(sent.calls.iter().map(argv).collect())
     }
 
     /// Collects the answers of the call's round, sent (`requests` requests to each node),
@@ -101,7 +110,7 @@ impl CoreClient {
     pub(super) fn wait_reply(
         &mut self,
         node: usize,
-        reply: Option<&core::Reply>,
+        reply: Option<&translate::Reply>,
         now: Now,
         rng: &mut Rng,
         out: &mut Vec<Output>,
@@ -168,15 +177,15 @@ impl CoreClient {
         let Some((call, _)) = &mut self.call else {
             return;
         };
-        let abandoned = behind.map(|_| (call.token(), call.abandon()));
+        let abandoned = behind.map(|_| (call.round().token().to_vec(), call.abandon()));
         // As the library's block that timed out: a wait that ran out.
         call.wait_ended(false);
-        if let Some((token, (undo, until))) = abandoned {
+        if let Some((token, (_, until))) = abandoned {
             let purpose = Purpose::Undo {
-                until,
+                until: until.micros(),
                 behind: true,
             };
-            self.send_after(node, undo, purpose, first, out);
+            self.send_after(node, self.undo.clone(), purpose, first, out);
             out.push(Output::Note(Note::AttemptOver { token }));
         }
         out.push(Output::Reconnect { node });
@@ -199,11 +208,12 @@ impl CoreClient {
         let Some((call, _)) = &mut self.call else {
             return;
         };
-        let token = call.token();
-        let (undo, until) = call.abandon();
-        let left = ends.saturating_sub(now.mono);
-        let pause = call.pause_after_broken_wait(left, rng.next_u64());
-        self.clean_up(undo, vec![node], until, true, now, out);
+        let token = call.round().token().to_vec();
+        let (_, until) = call.abandon();
+        let left = dur(ends.saturating_sub(now.mono));
+        let pause = us(call.pause_after_broken_wait(left, rng.next_u64()));
+        let undo = self.undo.clone();
+        self.clean_up(undo, vec![node], until.micros(), true, now, out);
         out.push(Output::Note(Note::AttemptOver { token }));
         self.wake(now.mono + pause, Timer::Retry, out);
     }
@@ -211,7 +221,7 @@ impl CoreClient {
     pub(super) fn acquire_reply(
         &mut self,
         node: usize,
-        reply: Option<core::Reply>,
+        reply: Option<translate::Reply>,
         now: Now,
         rng: &mut Rng,
         out: &mut Vec<Output>,
@@ -233,18 +243,20 @@ impl CoreClient {
         }
         // A node answers once all of the round's requests to it have their replies (or its
         // connection broke).
+        let seat = &self.lock.seats[node];
         match reply {
             Some(r) => {
                 replies[node].push(r);
                 if replies[node].len() < *requests {
                     return;
                 }
-                call.answer(&self.lock, node, Some(std::mem::take(&mut replies[node])));
+                let replies = std::mem::take(&mut replies[node]);
+                call.round().answer(node, seat, &answer(Some(replies)));
             }
-            None => call.answer(&self.lock, node, None),
+            None => call.round().answer(node, seat, &answer(None)),
         }
         answered[node] = true;
-        if call.decided() || answered.iter().all(|a| *a) {
+        if call.round().decided() || answered.iter().all(|a| *a) {
             self.settle_round(false, now, rng, out);
         }
     }
@@ -257,7 +269,8 @@ impl CoreClient {
             && let Some((call, _)) = &mut self.call
         {
             for node in (0..answered.len()).filter(|&n| !answered[n]) {
-                call.timed_out(&self.lock, node);
+                call.round()
+                    .answer(node, &self.lock.seats[node], &timed_out());
             }
         }
         self.settle_round(true, now, rng, out);
@@ -295,16 +308,17 @@ impl CoreClient {
             .collect();
         self.pending.retain(|_, p| p.purpose != Purpose::Acquire);
         for &(node, _) in &silent {
-            call.left_unread(&self.lock, node);
+            call.round().left_unread(node, &self.lock.seats[node]);
         }
-        let undo_behind = match timed_out || call.undo_behind_unread() {
+        let undo_behind = match timed_out || call.round().undo_behind_unread() {
             _ if self.interrupted && self.interrupt_forgets_unread => Vec::new(),
             true => silent,
             false => Vec::new(),
         };
-        if let Some((argv, to)) = call.fence_raise(&self.lock) {
+        if let Some((raise, to)) = call.round().fence_raise(&self.lock.spec) {
+            let raise = argv(&raise);
             for &node in &to {
-                self.send(node, argv.clone(), Purpose::Fence, out);
+                self.send(node, raise.clone(), Purpose::Fence, out);
             }
             self.state = State::Fencing { no, undo_behind };
             self.wake(
@@ -321,7 +335,7 @@ impl CoreClient {
     pub(super) fn fence_reply(
         &mut self,
         node: usize,
-        reply: Option<core::Reply>,
+        reply: Option<translate::Reply>,
         now: Now,
         rng: &mut Rng,
         out: &mut Vec<Output>,
@@ -329,10 +343,11 @@ impl CoreClient {
         let (State::Fencing { .. }, Some((call, _))) = (&self.state, &mut self.call) else {
             return;
         };
-        call.raised(&self.lock, node, reply);
+        let raised = answer(reply.map(|r| vec![r]));
+        call.round().raised(node, &raised, &self.lock.spec);
         // It ends at its quorum (or once every node asked answered): the later answers are
         // not waited for.
-        if call.raise_decided() {
+        if call.round().raise_decided() {
             self.finish_round(now, rng, out);
         }
     }
@@ -352,33 +367,32 @@ impl CoreClient {
         let Some((call, _)) = &mut self.call else {
             return;
         };
-        let token = call.token();
-        let refused = match call.finish(&self.lock, now.boot) {
+        let token = call.round().token().to_vec();
+        let (refused, next) = match call.finish(Stamp::from_micros(now.boot)) {
             // A late grant of a node that has not answered yet is part of the lock: its
             // renewals and its release go to every node.
-            Verdict::Held {
-                grant,
-                withdraw,
-                withdraw_on,
-            } => {
-                let until = now.boot + self.lock.announce_us();
-                for argv in withdraw {
-                    self.clean_up(argv, withdraw_on.clone(), until, false, now, out);
+            Verdict::Held { grant, withdraw } => {
+                let until = now.boot + us(self.lock.spec.announce(true));
+                if let Some(w) = withdraw {
+                    for argv in self.lock.withdraw(&w.id) {
+                        self.clean_up(argv, w.nodes.clone(), until, false, now, out);
+                    }
                 }
                 return self.hold(no, grant, now, rng, out);
             }
-            Verdict::Refused(refused) => refused,
+            Verdict::Refused { refused, next } => (refused, next),
         };
         // Behind a request whose answer did not come, in order on the same connection: a
         // late grant is undone as it runs. Where it cannot be written there, a clean-up
         // takes over (see `undo_unwritten`).
-        let until = refused.clean_until;
+        let until = refused.clean_until.micros();
+        let undo = self.undo.clone();
         for &(node, after) in &undo_behind {
             let purpose = Purpose::Undo {
                 until,
                 behind: true,
             };
-            self.send_after(node, refused.undo.clone(), purpose, Some(after), out);
+            self.send_after(node, undo.clone(), purpose, Some(after), out);
         }
         for &node in &refused.undo_on {
             if !undo_behind.iter().any(|(n, _)| *n == node) {
@@ -386,26 +400,28 @@ impl CoreClient {
                     until,
                     behind: false,
                 };
-                self.send(node, refused.undo.clone(), purpose, out);
+                self.send(node, undo.clone(), purpose, out);
             }
         }
         if !refused.clean_up.is_empty() {
-            let (argv, nodes) = (refused.undo.clone(), refused.clean_up.clone());
-            self.clean_up(argv, nodes, refused.clean_until, true, now, out);
+            self.clean_up(undo, refused.clean_up.clone(), until, true, now, out);
         }
         out.push(Output::Note(Note::AttemptOver { token }));
         let Some((call, begun)) = &mut self.call else {
             return;
         };
-        let step = match self.interrupted {
+        let then = match self.interrupted {
             // The library's interrupt check says stop before the call's next step.
-            true => Step::Fail("interrupted".into()),
-            false => call.after(refused.next, now.mono - *begun, rng.next_u64()),
+            true => None,
+            false => Some(call.after(next, dur(now.mono - *begun), rng.next_u64())),
         };
-        match step {
-            Step::Fail(_) => {
-                // The call takes its announcement back (see `Acquisition::announced`).
-                for argv in call.withdraw_on_giving_up(&self.lock) {
+        match then {
+            None | Some(Then::Fail(_)) => {
+                // The call takes its announcement back (see `Acquisition::announced` in the
+                // core).
+                let id = call.withdraw_on_giving_up();
+                let withdraw = id.map(|id| self.lock.withdraw(id)).unwrap_or_default();
+                for argv in withdraw {
                     for node in 0..self.opts.nodes {
                         self.send(node, argv.clone(), Purpose::Withdraw, out);
                     }
@@ -413,21 +429,22 @@ impl CoreClient {
                 out.push(Output::Note(Note::GaveUp));
                 self.think(now, rng, out);
             }
-            Step::Again => self.start_round(now, rng, out),
-            Step::Pause(d) => self.wake(now.mono + d, Timer::Retry, out),
-            Step::Wait {
+            Some(Then::Again) => self.start_round(now, rng, out),
+            Some(Then::Pause(d)) => self.wake(now.mono + us(d), Timer::Retry, out),
+            Some(Then::Wait {
                 node,
                 block,
                 will_wait,
                 behind,
-            } => {
+            }) => {
+                let block = us(block);
                 // The next round right behind the wait when the call says so.
                 let behind = behind
                     .then(|| self.new_round(now, rng, Some(will_wait), out))
                     .flatten();
                 let no = self.fresh();
-                let argv = self.lock.blpop(block);
-                self.send(node, argv, Purpose::Wait, out);
+                let blpop = argv(&wake_wait(&self.lock.spec, dur(block)));
+                self.send(node, blpop, Purpose::Wait, out);
                 let behind = behind.map(|requests| {
                     for argv in &requests {
                         self.send(node, argv.clone(), Purpose::Acquire, out);

@@ -4,11 +4,12 @@
 //! expired anyway. A try ends when every node asked answered or at its per-node timeout; the
 //! machine gives the pause before the next.
 
-use redmutex::sim_support::{self as core, Argv};
+use redmutex::sim_support::Tries;
 
 use super::{Cleanup, CoreClient, Purpose, Timer};
 use crate::client::{Now, Output, RequestId};
 use crate::rng::Rng;
+use crate::translate::{self, Argv, dur, us};
 
 impl CoreClient {
     /// Sends `argv` to `nodes` (on new connections when `fresh`, on the current ones when
@@ -23,7 +24,7 @@ impl CoreClient {
         out: &mut Vec<Output>,
     ) {
         let no = self.fresh();
-        let tries = self.lock.cleanup_tries();
+        let tries = Tries::of(&self.lock.spec);
         let c = Cleanup {
             argv,
             nodes,
@@ -47,7 +48,7 @@ impl CoreClient {
         c.sent = now.mono;
         c.waiting = Some(c.nodes.clone());
         let (argv, nodes, tri) = (c.argv.clone(), c.nodes.clone(), c.tri);
-        let over = now.mono + c.tries.node_timeout();
+        let over = now.mono + us(c.tries.node_timeout());
         for node in nodes {
             if fresh {
                 out.push(Output::Reconnect { node });
@@ -62,7 +63,7 @@ impl CoreClient {
         &mut self,
         (no, tri): (u64, u64),
         node: usize,
-        reply: Option<&core::Reply>,
+        reply: Option<&translate::Reply>,
         now: Now,
         rng: &mut Rng,
         out: &mut Vec<Output>,
@@ -75,7 +76,9 @@ impl CoreClient {
         };
         waiting.retain(|n| *n != node);
         let all_in = waiting.is_empty();
-        if c.tries.done(reply, c.sent - c.began) {
+        // An error reply ends nothing, as no reply does.
+        let value = reply.and_then(|r| r.clone().ok()).map(Ok);
+        if c.tries.done(value.as_ref(), dur(c.sent - c.began)) {
             c.nodes.retain(|n| *n != node);
         }
         if all_in {
@@ -100,7 +103,7 @@ impl CoreClient {
         if c.tri != tri || c.waiting.take().is_none() {
             return;
         }
-        let pause = c.tries.next_pause(rng.next_u64());
+        let pause = us(c.tries.next_pause(rng.next_u64()));
         if c.nodes.is_empty() || now.boot + pause >= c.until {
             self.cleanups.remove(&no);
             return;

@@ -2,7 +2,11 @@
 //! mean, use of the resource inside the hold, loss, and the release round.
 
 use super::*;
-use redmutex::sim_support::{Due, Grant, Renewal};
+use crate::translate::{answer, argv, dur, tally, timed_out, us};
+use redmutex::LossReason;
+use redmutex::sim_support::{
+    Due, Extended, Grant, Stamp, Why, extend_call, jitter, release_call, released,
+};
 
 impl CoreClient {
     pub(super) fn hold(
@@ -16,11 +20,11 @@ impl CoreClient {
         out.push(Output::Note(Note::Acquired {
             token: grant.token.clone(),
             fence: grant.fence,
-            valid_until: grant.valid_until,
+            valid_until: grant.valid_until.micros(),
             shared: self.shared(),
         }));
-        let hold = Hold::new(&self.lock, &grant);
-        let first = Self::mono_of(now, hold.next_at(grant.t0));
+        let hold = Hold::new(&self.lock.spec, grant.t0, grant.valid_until);
+        let first = Self::mono_of(now, hold.next_at(grant.t0).micros());
         self.state = State::Holding {
             no,
             token: grant.token,
@@ -47,18 +51,18 @@ impl CoreClient {
             return;
         };
         let no = *no;
-        match hold.due(now.boot) {
+        match hold.due(Stamp::from_micros(now.boot)) {
             Due::Forget => {}
             Due::RanOut(_) => self.lost(now, rng, out),
-            Due::At(at) => self.wake(Self::mono_of(now, at), Timer::Renew(no), out),
+            Due::At(at) => self.wake(Self::mono_of(now, at.micros()), Timer::Renew(no), out),
             Due::Renew(ttl) => {
                 *renewing = Some(Renewing {
                     t0: now.boot,
-                    ttl,
+                    ttl: us(ttl),
                     replies: vec![None; self.opts.nodes],
                     answered: 0,
                 });
-                let argv = self.lock.extend(token, ttl);
+                let argv = argv(&extend_call(&self.lock.spec, token, ttl));
                 self.pending.retain(|_, p| p.purpose != Purpose::Extend);
                 for node in 0..self.opts.nodes {
                     self.send(node, argv.clone(), Purpose::Extend, out);
@@ -72,7 +76,7 @@ impl CoreClient {
     pub(super) fn extend_reply(
         &mut self,
         node: usize,
-        reply: Option<core::Reply>,
+        reply: Option<translate::Reply>,
         now: Now,
         rng: &mut Rng,
         out: &mut Vec<Output>,
@@ -103,14 +107,22 @@ impl CoreClient {
         };
         let no = *no;
         self.pending.retain(|_, p| p.purpose != Purpose::Extend);
-        match hold.extended(&self.lock, r.t0, r.ttl, &r.replies, now.boot) {
-            Renewal::Renewed { valid_until, next } => {
+        let tally = tally(&self.lock.seats, &r.replies);
+        let at = Stamp::from_micros;
+        match hold.extended(at(r.t0), dur(r.ttl), &tally, at(now.boot), false) {
+            Extended::Renewed(next) => {
+                let valid_until = hold.valid_until.micros();
                 out.push(Output::Note(Note::Extended { valid_until }));
-                self.wake(Self::mono_of(now, next), Timer::Renew(no), out);
+                self.wake(Self::mono_of(now, next.micros()), Timer::Renew(no), out);
             }
-            Renewal::Retry(at) => self.wake(Self::mono_of(now, at), Timer::Renew(no), out),
-            Renewal::Lost(_) => self.lost(now, rng, out),
-            Renewal::Gone => {}
+            Extended::Retry(at) => {
+                self.wake(Self::mono_of(now, at.micros()), Timer::Renew(no), out)
+            }
+            Extended::Lost(why) => {
+                hold.lose(why);
+                self.lost(now, rng, out)
+            }
+            Extended::Gone => {}
         }
     }
 
@@ -119,7 +131,7 @@ impl CoreClient {
         let State::Holding { fence, hold, .. } = &self.state else {
             return;
         };
-        if hold.is_held(now.boot) {
+        if hold.is_held(Stamp::from_micros(now.boot)) {
             out.push(Output::Note(Note::Use { fence: *fence }));
             self.wake(now.mono + self.opts.use_every, Timer::Use(no), out);
         } else {
@@ -139,9 +151,9 @@ impl CoreClient {
             return;
         };
         out.push(Output::Note(Note::Lost));
-        hold.lose("lost".into());
+        hold.lose(Why::new(LossReason::ValidityRanOut, "lost", Vec::new()));
         self.pending.retain(|_, p| p.purpose != Purpose::Extend);
-        let argv = self.lock.release(&token, false);
+        let argv = argv(&release_call(&self.lock.spec, &token, false));
         let until = now.boot + self.opts.ttl_ms * 1000 + self.opts.node_timeout;
         self.clean_up(argv, (0..self.opts.nodes).collect(), until, true, now, out);
         self.think(now, rng, out);
@@ -161,7 +173,7 @@ impl CoreClient {
         else {
             return;
         };
-        if !hold.is_held(now.boot) {
+        if !hold.is_held(Stamp::from_micros(now.boot)) {
             self.state = State::Holding {
                 no,
                 token,
@@ -173,11 +185,12 @@ impl CoreClient {
         }
         out.push(Output::Note(Note::Releasing));
         self.pending.retain(|_, p| p.purpose != Purpose::Extend);
-        let valid_until = hold.release(now.boot);
-        let give_up = (now.mono + CONNECT_TIMEOUT).min(Self::mono_of(now, valid_until));
+        let _ = hold.release(Stamp::from_micros(now.boot));
+        let valid_until = hold.valid_until;
+        let give_up = (now.mono + CONNECT_TIMEOUT).min(Self::mono_of(now, valid_until.micros()));
         self.state = State::Releasing {
             no,
-            release: Release::new(&self.lock, valid_until),
+            release: ReleaseRound::new(&self.lock.spec, valid_until),
             answered: vec![false; self.opts.nodes],
             token,
             give_up,
@@ -199,8 +212,8 @@ impl CoreClient {
             return;
         };
         let no = *no;
-        let argv = self.lock.release(token, true);
-        let asked = release.asked();
+        let argv = argv(&release_call(&self.lock.spec, token, true));
+        let asked = release.asked().to_vec();
         for a in answered.iter_mut() {
             *a = true;
         }
@@ -217,7 +230,7 @@ impl CoreClient {
     pub(super) fn release_reply(
         &mut self,
         node: usize,
-        reply: Option<core::Reply>,
+        reply: Option<translate::Reply>,
         now: Now,
         rng: &mut Rng,
         out: &mut Vec<Output>,
@@ -228,10 +241,11 @@ impl CoreClient {
         else {
             return;
         };
-        release.answer(node, reply.map(|r| vec![r]), now.boot);
+        let at = Stamp::from_micros(now.boot);
+        release.answer(node, answer(reply.map(|r| vec![r])), at);
         answered[node] = true;
         // Like the core, a release ends at its quorum: the others still run.
-        let (settled, _) = release.settle(&self.lock);
+        let (_, settled) = release.settle(&self.lock.seats);
         if settled || answered.iter().all(|a| *a) {
             self.release_over(now, rng, out);
         }
@@ -253,12 +267,14 @@ impl CoreClient {
         let no = *no;
         for (node, done) in answered.iter().enumerate() {
             if !done {
-                release.timed_out(node, now.boot);
+                release.answer(node, timed_out(), Stamp::from_micros(now.boot));
             }
         }
         self.pending.retain(|_, p| p.purpose != Purpose::Release);
-        let (done, result) = release.settle(&self.lock);
-        let pause = core::jitter(self.opts.retry_max / 2 + 1, rng.next_u64());
+        let (tally, done) = release.settle(&self.lock.seats);
+        let result = released(&self.lock.spec, &tally);
+        let base = dur(self.opts.retry_max / 2 + 1);
+        let pause = us(jitter(base, rng.next_u64()));
         if done || now.mono + pause > *give_up {
             out.push(Output::Note(Note::Released {
                 clean: result.is_ok(),
