@@ -6,6 +6,8 @@
 //! - [`client`]: the narrow interface a lock client plugs in through, and a model client that
 //!   follows the design's protocol with the real scripts.
 //! - [`checker`]: the properties checked after every step.
+//! - [`translate`]: the one place where the simulator's types (requests as words, replies as
+//!   values, µs) meet those of the core's protocol machines, which the core client drives.
 //!
 //! # Decisions
 //!

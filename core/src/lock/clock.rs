@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-/// A reading of a [`Clock`]: the time since some fixed point (boot).
+/// A reading of a `Clock`: the time since some fixed point (boot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Stamp(Duration);
 

@@ -28,7 +28,7 @@ fn server_block(block: Duration) -> Duration {
 
 /// The wait for a release signal of at most `block` on `spec`'s wake-up list, as a server
 /// reads it: a `BLPOP` that takes seconds with millisecond precision (0 would mean
-/// "forever"), a tick short of long waits (see [`server_block`]).
+/// "forever"), a tick short of long waits (see `server_block`).
 pub fn wake_wait(spec: &Spec, block: Duration) -> Command {
     let secs = format!("{:.3}", server_block(block).as_secs_f64().max(0.001));
     let mut blpop = redis::cmd("BLPOP");

@@ -19,7 +19,7 @@ use crate::options::drift;
 use crate::wire::{Answer, Failure};
 
 /// One round: the acquire script on every node (or an unfenced `try_lock`'s plain commands, see
-/// [`plain`]), counted as the answers arrive.
+/// `proto/plain.rs`), counted as the answers arrive.
 pub struct AcquireRound {
     token: Vec<u8>,
     /// Whether the round asks with [`plain`] commands rather than a script.

@@ -37,13 +37,13 @@ impl Kind {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Controls {
     /// The fence write-back counts a confirmation from any node, also one that refused the
-    /// round (see [`super::fence`]).
+    /// round (see `proto/fence.rs`).
     pub fence_counts_refusing: bool,
     /// The release reads every "missing" within the validity as its own earlier release,
-    /// also a first answer (see [`super::release`]).
+    /// also a first answer (see `proto/release.rs`).
     pub missing_is_released: bool,
     /// A clean-up believes "another owner's" at once, before the request it cleans up after
-    /// can no longer arrive (see [`super::cleanup`]).
+    /// can no longer arrive (see `proto/cleanup.rs`).
     pub another_owner_ends_cleanup: bool,
     /// A round skips renewing the call's announcement when it lasts through the round's
     /// next wait only, forgetting the wait the round itself is sent behind (see

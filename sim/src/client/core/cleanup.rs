@@ -1,6 +1,6 @@
 //! Clean-ups, as the library's renew thread runs them: an undo or a withdrawal sent to some
 //! nodes on new connections, try after try, each node until the core's clean-up machine
-//! ([`CleanupTries`]) says its reply ends its part, or until what it removes would have
+//! ([`Tries`]) says its reply ends its part, or until what it removes would have
 //! expired anyway. A try ends when every node asked answered or at its per-node timeout; the
 //! machine gives the pause before the next.
 
