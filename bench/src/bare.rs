@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use redis::Value;
 use redmutex::MutexOptions;
-use redmutex::sim_support::{AcquireRound, Keys, Spec, Stamp, release_call, scripts, wake_wait};
-use redmutex_sim::translate::{Argv, argv};
+use redmutex::sim_support::{AcquireRound, Keys, Spec, release_call, scripts, wake_wait};
+use redmutex_sim::translate::{Argv, argv, stamp};
 
 use crate::lockers::{Locker, TTL};
 
@@ -55,7 +55,7 @@ impl Templates {
         // carry.
         let acquire = |waited: bool, will_wait: bool| {
             let announce = spec.announce(will_wait);
-            let t0 = Stamp::from_micros(0);
+            let t0 = stamp(0);
             let token = TOKEN.to_vec();
             let round = (waited, false);
             let (_, sent) = AcquireRound::new(spec, token, t0, round, (announce, announce), WAITER);

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use redis::Value;
-use redmutex::sim_support::{Answer, Failure, NetError, Request, Seat, Tally, scripts};
+use redmutex::sim_support::{Answer, Failure, NetError, Request, Seat, Stamp, Tally, scripts};
 
 use crate::redis::Reply as SimReply;
 
@@ -26,6 +26,16 @@ pub fn us(d: Duration) -> u64 {
 /// `us` microseconds as a duration.
 pub fn dur(us: u64) -> Duration {
     Duration::from_micros(us)
+}
+
+/// The lease clock's reading at `us` on a simulated client's boot clock.
+pub fn stamp(us: u64) -> Stamp {
+    Stamp::at(dur(us))
+}
+
+/// A lease clock's reading as the simulated client's boot clock's µs.
+pub fn micros(stamp: Stamp) -> u64 {
+    us(stamp.since(Stamp::at(Duration::ZERO)))
 }
 
 /// A machine's request as the words a server reads (the request packs itself in RESP, which

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redmutex::sim_support::{AcquireCall, Grant, Keys, Refused, Spec, Stamp, Verdict};
+use redmutex::sim_support::{AcquireCall, Grant, Keys, Refused, Spec, Verdict};
 use redmutex::{Client, MutexOptions};
-use redmutex_sim::translate::{Argv, Reply, answer, argv, seats};
+use redmutex_sim::translate::{Argv, Reply, answer, argv, seats, stamp};
 use redmutex_tests::{FaultProxy, Mode, RedisServer, wait_until};
 
 /// The library's script `name`, as it sends it.
@@ -698,7 +698,7 @@ fn try_round(name: &str, token: &[u8]) -> TryRound {
     let keys = Arc::new(Keys::new(name.as_bytes()));
     let spec = Spec::new(keys, opts, Duration::from_millis(250), 1).unwrap();
     let mut call = AcquireCall::new(&spec, Some(Duration::ZERO), Duration::from_secs(1));
-    let t0 = Stamp::from_micros(0);
+    let t0 = stamp(0);
     let sent = call.begin(&spec, token.to_vec(), t0, Duration::ZERO, None, Some(b""));
     TryRound {
         call,
@@ -712,7 +712,7 @@ impl TryRound {
     fn judge(&mut self, replies: Vec<Reply>) -> Result<Grant, Box<Refused>> {
         let seat = &seats(1)[0];
         self.call.round().answer(0, seat, &answer(Some(replies)));
-        match self.call.finish(Stamp::from_micros(1)) {
+        match self.call.finish(stamp(1)) {
             Verdict::Held { grant, .. } => Ok(grant),
             Verdict::Refused { refused, .. } => Err(refused),
         }

@@ -10,20 +10,19 @@ use std::time::{Duration, Instant};
 pub struct Stamp(Duration);
 
 impl Stamp {
-    /// The reading `us` microseconds after the clock's origin (a simulated clock's).
-    #[cfg(any(test, feature = "sim-support"))]
-    pub fn from_micros(us: u64) -> Stamp {
-        Stamp(Duration::from_micros(us))
+    /// The reading `d` after the clock's origin (boot).
+    pub fn at(d: Duration) -> Stamp {
+        Stamp(d)
     }
 
-    /// Microseconds since the clock's origin.
-    #[cfg(feature = "sim-support")]
-    pub fn micros(self) -> u64 {
-        self.0.as_micros() as u64
+    /// The reading `us` microseconds after the clock's origin.
+    #[cfg(test)]
+    pub(crate) fn from_micros(us: u64) -> Stamp {
+        Stamp::at(Duration::from_micros(us))
     }
 
     /// The time from `earlier` to this reading (zero if `earlier` is later).
-    pub(crate) fn since(self, earlier: Stamp) -> Duration {
+    pub fn since(self, earlier: Stamp) -> Duration {
         self.0.saturating_sub(earlier.0)
     }
 }
@@ -78,13 +77,13 @@ impl Clock for Boottime {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     fn now(&self) -> Stamp {
         let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
-        Stamp(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+        Stamp::at(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
     }
 
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     fn now(&self) -> Stamp {
         static START: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
-        Stamp(START.elapsed())
+        Stamp::at(START.elapsed())
     }
 }
 
@@ -106,7 +105,7 @@ impl ManualClock {
 #[cfg(test)]
 impl Clock for ManualClock {
     fn now(&self) -> Stamp {
-        Stamp(*self.0.lock().unwrap())
+        Stamp::at(*self.0.lock().unwrap())
     }
 }
 

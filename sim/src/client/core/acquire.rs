@@ -6,8 +6,8 @@ use std::time::Duration;
 use redis::Value;
 
 use super::*;
-use crate::translate::{answer, argv, dur, timed_out, us};
-use redmutex::sim_support::{Stamp, Then, Verdict, wake_wait};
+use crate::translate::{answer, argv, dur, micros, stamp, timed_out, us};
+use redmutex::sim_support::{Then, Verdict, wake_wait};
 
 impl CoreClient {
     /// A call that takes the lock: a `lock` that waits as long as it takes, or (one call in
@@ -84,7 +84,7 @@ impl CoreClient {
             token: token.clone(),
         }));
         // t0 before the first request leaves: every grant's expiry starts after it.
-        let t0 = Stamp::from_micros(now.boot);
+        let t0 = stamp(now.boot);
         let spec = &self.lock.spec;
         let sent = call.begin(spec, token, t0, dur(started), will_wait, Some(&waiter));
         self.undo = argv(sent.undo.call());
@@ -182,7 +182,7 @@ impl CoreClient {
         call.wait_ended(false);
         if let Some((token, (_, until))) = abandoned {
             let purpose = Purpose::Undo {
-                until: until.micros(),
+                until: micros(until),
                 behind: true,
             };
             self.send_after(node, self.undo.clone(), purpose, first, out);
@@ -213,7 +213,7 @@ impl CoreClient {
         let left = dur(ends.saturating_sub(now.mono));
         let pause = us(call.pause_after_broken_wait(left, rng.next_u64()));
         let undo = self.undo.clone();
-        self.clean_up(undo, vec![node], until.micros(), true, now, out);
+        self.clean_up(undo, vec![node], micros(until), true, now, out);
         out.push(Output::Note(Note::AttemptOver { token }));
         self.wake(now.mono + pause, Timer::Retry, out);
     }
@@ -368,7 +368,7 @@ impl CoreClient {
             return;
         };
         let token = call.round().token().to_vec();
-        let (refused, next) = match call.finish(Stamp::from_micros(now.boot)) {
+        let (refused, next) = match call.finish(stamp(now.boot)) {
             // A late grant of a node that has not answered yet is part of the lock: its
             // renewals and its release go to every node.
             Verdict::Held { grant, withdraw } => {
@@ -385,7 +385,7 @@ impl CoreClient {
         // Behind a request whose answer did not come, in order on the same connection: a
         // late grant is undone as it runs. Where it cannot be written there, a clean-up
         // takes over (see `undo_unwritten`).
-        let until = refused.clean_until.micros();
+        let until = micros(refused.clean_until);
         let undo = self.undo.clone();
         for &(node, after) in &undo_behind {
             let purpose = Purpose::Undo {

@@ -2,10 +2,10 @@
 //! mean, use of the resource inside the hold, loss, and the release round.
 
 use super::*;
-use crate::translate::{answer, argv, dur, tally, timed_out, us};
+use crate::translate::{answer, argv, dur, micros, stamp, tally, timed_out, us};
 use redmutex::LossReason;
 use redmutex::sim_support::{
-    Due, Extended, Grant, Stamp, Why, extend_call, jitter, release_call, released,
+    Due, Extended, Grant, Why, extend_call, jitter, release_call, released,
 };
 
 impl CoreClient {
@@ -20,11 +20,11 @@ impl CoreClient {
         out.push(Output::Note(Note::Acquired {
             token: grant.token.clone(),
             fence: grant.fence,
-            valid_until: grant.valid_until.micros(),
+            valid_until: micros(grant.valid_until),
             shared: self.shared(),
         }));
         let hold = Hold::new(&self.lock.spec, grant.t0, grant.valid_until);
-        let first = Self::mono_of(now, hold.next_at(grant.t0).micros());
+        let first = Self::mono_of(now, micros(hold.next_at(grant.t0)));
         self.state = State::Holding {
             no,
             token: grant.token,
@@ -51,10 +51,10 @@ impl CoreClient {
             return;
         };
         let no = *no;
-        match hold.due(Stamp::from_micros(now.boot)) {
+        match hold.due(stamp(now.boot)) {
             Due::Forget => {}
             Due::RanOut(_) => self.lost(now, rng, out),
-            Due::At(at) => self.wake(Self::mono_of(now, at.micros()), Timer::Renew(no), out),
+            Due::At(at) => self.wake(Self::mono_of(now, micros(at)), Timer::Renew(no), out),
             Due::Renew(ttl) => {
                 *renewing = Some(Renewing {
                     t0: now.boot,
@@ -108,16 +108,14 @@ impl CoreClient {
         let no = *no;
         self.pending.retain(|_, p| p.purpose != Purpose::Extend);
         let tally = tally(&self.lock.seats, &r.replies);
-        let at = Stamp::from_micros;
+        let at = stamp;
         match hold.extended(at(r.t0), dur(r.ttl), &tally, at(now.boot), false) {
             Extended::Renewed(next) => {
-                let valid_until = hold.valid_until.micros();
+                let valid_until = micros(hold.valid_until);
                 out.push(Output::Note(Note::Extended { valid_until }));
-                self.wake(Self::mono_of(now, next.micros()), Timer::Renew(no), out);
+                self.wake(Self::mono_of(now, micros(next)), Timer::Renew(no), out);
             }
-            Extended::Retry(at) => {
-                self.wake(Self::mono_of(now, at.micros()), Timer::Renew(no), out)
-            }
+            Extended::Retry(at) => self.wake(Self::mono_of(now, micros(at)), Timer::Renew(no), out),
             Extended::Lost(why) => {
                 hold.lose(why);
                 self.lost(now, rng, out)
@@ -131,7 +129,7 @@ impl CoreClient {
         let State::Holding { fence, hold, .. } = &self.state else {
             return;
         };
-        if hold.is_held(Stamp::from_micros(now.boot)) {
+        if hold.is_held(stamp(now.boot)) {
             out.push(Output::Note(Note::Use { fence: *fence }));
             self.wake(now.mono + self.opts.use_every, Timer::Use(no), out);
         } else {
@@ -173,7 +171,7 @@ impl CoreClient {
         else {
             return;
         };
-        if !hold.is_held(Stamp::from_micros(now.boot)) {
+        if !hold.is_held(stamp(now.boot)) {
             self.state = State::Holding {
                 no,
                 token,
@@ -185,9 +183,9 @@ impl CoreClient {
         }
         out.push(Output::Note(Note::Releasing));
         self.pending.retain(|_, p| p.purpose != Purpose::Extend);
-        let _ = hold.release(Stamp::from_micros(now.boot));
+        let _ = hold.release(stamp(now.boot));
         let valid_until = hold.valid_until;
-        let give_up = (now.mono + CONNECT_TIMEOUT).min(Self::mono_of(now, valid_until.micros()));
+        let give_up = (now.mono + CONNECT_TIMEOUT).min(Self::mono_of(now, micros(valid_until)));
         self.state = State::Releasing {
             no,
             release: ReleaseRound::new(&self.lock.spec, valid_until),
@@ -241,7 +239,7 @@ impl CoreClient {
         else {
             return;
         };
-        let at = Stamp::from_micros(now.boot);
+        let at = stamp(now.boot);
         release.answer(node, answer(reply.map(|r| vec![r])), at);
         answered[node] = true;
         // Like the core, a release ends at its quorum: the others still run.
@@ -267,7 +265,7 @@ impl CoreClient {
         let no = *no;
         for (node, done) in answered.iter().enumerate() {
             if !done {
-                release.answer(node, timed_out(), Stamp::from_micros(now.boot));
+                release.answer(node, timed_out(), stamp(now.boot));
             }
         }
         self.pending.retain(|_, p| p.purpose != Purpose::Release);
