@@ -10,8 +10,8 @@
 use std::any::Any;
 use std::io::{PipeWriter, Write};
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -59,7 +59,9 @@ impl Canceller {
     /// that cancel() ends a wait at once rather than at its cap.
     pub(crate) fn waking<T>(&self, work: impl FnOnce() -> T) -> T {
         let mut work = Some(work);
-        if let Ok(Some(done)) = redmutex::wake_on(Arc::clone(&self.woken), || work.take().map(|w| w())) {
+        if let Ok(Some(done)) =
+            redmutex::wake_on(Arc::clone(&self.woken), || work.take().map(|w| w()))
+        {
             return done;
         }
         // The descriptor could not be used (none left): wait as before, at the waits' cap.

@@ -707,3 +707,161 @@ fn a_release_on_one_master_wakes_its_waiter_while_the_others_wait_on_theirs() {
     }
     assert!(taken.try_recv().is_err(), "a waiter took its lock twice");
 }
+
+/// The waiting connections of a master, from `CLIENT LIST`: those blocked in `BLPOP`, and
+/// those subscribed to sharded channels, with how many channels they listen on.
+fn waiting_on(cluster: &RedisCluster, master: u16) -> (usize, usize, usize) {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut cluster.node(master).server().conn())
+        .unwrap();
+    let field = |line: &str, name: &str| {
+        line.split(' ')
+            .find_map(|f| f.strip_prefix(name))
+            .map(str::to_owned)
+    };
+    let (mut blocked, mut listening, mut channels) = (0, 0, 0);
+    for line in list.lines() {
+        // Blocked now (a connection's last command stays in the list after it is done).
+        if field(line, "cmd=").as_deref() == Some("blpop")
+            && field(line, "flags=").is_some_and(|f| f.contains('b'))
+        {
+            blocked += 1;
+        }
+        let ssub: usize = field(line, "ssub=")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if ssub > 0 {
+            listening += 1;
+            channels += ssub;
+        }
+    }
+    (blocked, listening, channels)
+}
+
+/// Thirty threads of one client wait on thirty names spread over every master's slots (a
+/// Cluster refuses one `BLPOP` over keys of several slots): each master sees at most two of
+/// the client's connections waiting, the lane's `BLPOP` and the connection that listens on
+/// sharded pub/sub for the others. A listening connection killed (`CLIENT KILL TYPE pubsub`)
+/// is replaced, its subscriptions made again. Then each release wakes its name's waiter (the
+/// waits' cap is a minute: a wake-up missed would show as a waiter not done in 20 s), and each
+/// waiter takes its lock exactly once. A server without sharded pub/sub (before Redis 7.0)
+/// refuses the subscription: each wait there blocks on a connection of its own, as before,
+/// and is still woken by its release.
+#[test]
+fn many_waits_share_one_connection_per_master_and_each_release_wakes_its_waiter() {
+    use redmutex::MutexOptions;
+    use redmutex_tests::server_version;
+    use std::sync::mpsc;
+
+    let _serial = serial();
+    let cluster = RedisCluster::start(3, 0);
+    let masters = cluster.masters();
+    let names: Vec<String> = (0..30).map(|i| format!("shared-wait-{i}")).collect();
+    for m in &masters {
+        let on = names
+            .iter()
+            .filter(|n| cluster.master_of_key(n.as_bytes()) == *m)
+            .count();
+        assert!(on >= 2, "master {m} serves {on} of the names");
+    }
+    let connect = || {
+        Client::builder()
+            .cluster(cluster.seed_urls())
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (connect(), connect());
+    let mut held: Vec<Option<redmutex::MutexGuard>> = names
+        .iter()
+        .map(|n| {
+            let mutex = holder.mutex(n).ttl(Duration::from_secs(3600));
+            Some(mutex.try_lock().unwrap())
+        })
+        .collect();
+    let (got, taken) = mpsc::channel::<usize>();
+    let threads: Vec<_> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mutex = waiter
+                .mutex(n)
+                .options(MutexOptions::default().with_wait_cap(Duration::from_secs(60)));
+            let got = got.clone();
+            std::thread::spawn(move || {
+                let guard = mutex.try_lock_for(Duration::from_secs(120)).unwrap();
+                got.send(i).unwrap();
+                guard.unlock().unwrap();
+            })
+        })
+        .collect();
+    drop(got);
+
+    let all_waiting = || {
+        let seen: Vec<_> = masters.iter().map(|&m| waiting_on(&cluster, m)).collect();
+        let waits: usize = seen.iter().map(|(b, _, c)| b + c).sum();
+        (waits >= names.len(), seen)
+    };
+    let settled = || wait_until(Duration::from_secs(20), || all_waiting().0);
+    assert!(settled(), "not every waiter waits: {:?}", all_waiting().1);
+    let sharded = server_version() >= (7, 0);
+    for (&m, (blocked, listening, _)) in masters.iter().zip(all_waiting().1) {
+        match sharded {
+            true => assert!(
+                blocked + listening <= 2,
+                "master {m}: {blocked} connections in BLPOP and {listening} listening"
+            ),
+            false => assert_eq!(listening, 0, "master {m} has no sharded pub/sub"),
+        }
+    }
+    if sharded {
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query(&mut cluster.node(masters[0]).server().conn())
+            .unwrap();
+        assert_eq!(
+            killed, 1,
+            "one listening connection on master {}",
+            masters[0]
+        );
+        assert!(
+            settled(),
+            "the waits of the killed connection were not taken up again: {:?}",
+            all_waiting().1
+        );
+    }
+
+    let mut took = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let released = Instant::now();
+        drop(held[i].take());
+        let woken = taken
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|e| panic!("the release of {name} woke nobody: {e}"));
+        took.push(released.elapsed());
+        assert_eq!(woken, i, "the release of {name} woke another name's waiter");
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(taken.try_recv().is_err(), "a waiter took its lock twice");
+    took.sort();
+    eprintln!(
+        "release to grant: median {:?}, slowest {:?}",
+        took[took.len() / 2],
+        took[took.len() - 1]
+    );
+    // Each release's signal was taken by its waiter's wait (popped by a `BLPOP`, or claimed
+    // after its announcement): a waiter that took its lock at the end of a wait of its own,
+    // its wake-up missed, leaves the signal in the list until its announcement would end.
+    let mut conn = cluster.conn();
+    for name in &names {
+        let wake = format!("{{{name}}}:wake");
+        let left: i64 = conn
+            .query_key(wake.as_bytes(), redis::cmd("LLEN").arg(&wake))
+            .unwrap();
+        assert_eq!(left, 0, "the release of {name} left its signal unclaimed");
+    }
+}

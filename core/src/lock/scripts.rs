@@ -167,10 +167,15 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// the server more (a `ZRANGE` of the missing set cost 2–3 µs more per release, measured).
 ///
 /// A release with waiters is on the hand-off's path, usually on a server that sat idle while
-/// the lock was held, where every call a script makes costs many microseconds: it makes seven
+/// the lock was held, where every call a script makes costs many microseconds: it makes eight
 /// (expired announcements are dropped by those who count them, not here). The one signal is
 /// pushed onto the list, which is empty unless a signal was left unconsumed (then trimmed to
 /// one), or replaced when the key holds something else.
+///
+/// The push is also announced on the list's own sharded channel (`SPUBLISH`, one call more):
+/// a Redis Cluster client's waits listen there on one connection per master and then claim
+/// the signal with `LPOP` (see `net/hub.rs`). Through `pcall`, so that a server without it
+/// (before Redis 7.0) runs the rest: its waits block on the list itself.
 ///
 /// The undo of a round made by a caller that has waited, granted here but not by a quorum,
 /// also announces the caller again (ARGV 3 and 4): the grant took its announcement back, and
@@ -200,6 +205,7 @@ if v == ARGV[1] then
         redis.call('LTRIM', KEYS[2], -1, -1)
       end
       redis.call('PEXPIREAT', KEYS[2], last[2])
+      redis.pcall('SPUBLISH', KEYS[2], '1')
       if tonumber(ARGV[2]) > 0 then
         redis.call('SET', KEYS[1], '', 'PX', ARGV[2])
         return 1

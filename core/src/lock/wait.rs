@@ -54,7 +54,10 @@ impl Plan {
         // The client's first wait on the node blocks on a connection of its own, with the
         // round behind it; the others share one connection (see `net/hub.rs`), and make their
         // round once woken.
-        let lane = nodes[i].lane();
+        let lane = nodes[i].lane(
+            key_slot(&spec.keys.wake),
+            Instant::now() + spec.node_timeout,
+        );
         if let Lane::Shared(hub, endpoint) = &lane {
             let woken = net::has_wake_fd().then_some(&net::woken_now as &dyn Fn() -> bool);
             let until = Instant::now() + block;

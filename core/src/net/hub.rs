@@ -21,9 +21,11 @@
 //! does not pop a signal that a release left for another client's waiter. An element popped
 //! for a key whose wait is between two waits is kept for the next wait on it.
 //!
-//! Not shared: the waits on a Redis Cluster (a `BLPOP` over keys of several slots is refused
-//! there), and on connections that cannot be polled (TLS): each wait there has a connection
-//! of its own, as the lane does.
+//! On a Redis Cluster, a `BLPOP` over keys of several slots is refused: there the hub (one per
+//! master) listens for the releases on sharded pub/sub and claims each signal with `LPOP`
+//! instead (see `listen.rs`), with the same seats, lane and bounds. Not shared: the waits on
+//! a Cluster master older than Redis 7.0 (no sharded pub/sub), and on connections that
+//! cannot be polled (TLS): each wait there has a connection of its own, as the lane does.
 //!
 //! What a lost signal costs is what it costs any wait: the waiter's next round, when its wait
 //! runs out. The hub's connection broken (killed, a restart), the hub opens another at once
@@ -40,6 +42,7 @@ use redis::Value;
 
 use super::conn::Connection;
 use super::endpoint::Endpoint;
+use super::listen::{self, Waits};
 use super::poll::{self, CAN_POLL, Either};
 use super::unblock::unblock;
 use crate::process::PerProcess;
@@ -68,6 +71,8 @@ pub(crate) struct Hub {
     state: PerProcess<LocalMutex<State>>,
     /// The hub's thread waits here for a first wait.
     idle: LocalCondvar,
+    /// A Cluster master's: it listens on sharded pub/sub rather than block on the lists.
+    listens: bool,
 }
 
 #[derive(Default)]
@@ -86,8 +91,11 @@ struct State {
     bell: Option<UnixStream>,
     /// A wait holds a connection of its own (the lane).
     lane: bool,
-    /// The hub's connections cannot be polled (TLS): every wait has its own.
+    /// The hub's connections cannot be polled (TLS), or its server has no sharded pub/sub:
+    /// every wait has its own.
     unusable: bool,
+    /// Keys the hub cannot listen on (their slot moved): their waits have their own.
+    refused: HashSet<Vec<u8>>,
 }
 
 struct Seat {
@@ -114,13 +122,24 @@ impl Drop for LaneGuard {
 }
 
 impl Hub {
+    /// The hub of a server: it blocks on the lists waited for.
     pub(crate) fn new() -> Hub {
+        Hub::with(false)
+    }
+
+    /// The hub of a Redis Cluster master: it listens for releases (see `listen.rs`).
+    pub(crate) fn listening() -> Hub {
+        Hub::with(true)
+    }
+
+    fn with(listens: bool) -> Hub {
         Hub {
             state: PerProcess::new(LocalMutex::new(State {
                 unusable: !CAN_POLL,
                 ..State::default()
             })),
             idle: LocalCondvar::new(),
+            listens,
         }
     }
 
@@ -164,7 +183,7 @@ pub(crate) fn wait_shared(
     woken: Option<&dyn Fn() -> bool>,
 ) -> Option<bool> {
     let mut st = hub.state();
-    if st.unusable || st.seats.contains_key(key) {
+    if st.unusable || st.seats.contains_key(key) || st.refused.contains(key) {
         return None;
     }
     if st.popped.remove(key).is_some_and(|at| at.elapsed() < KEEP) {
@@ -191,6 +210,10 @@ pub(crate) fn wait_shared(
             st.seats.remove(key);
             return Some(true);
         }
+        if st.refused.contains(key) {
+            st.seats.remove(key);
+            return None;
+        }
         let now = Instant::now();
         if now >= until || woken.is_some_and(|w| w()) || st.unusable {
             st.seats.remove(key);
@@ -211,6 +234,7 @@ pub(crate) fn forget(hub: &Hub, key: &[u8]) {
     let mut st = state.lock();
     st.recent.remove(key);
     st.popped.remove(key);
+    st.refused.remove(key);
     if st.issued.contains(key) && !st.seats.contains_key(key) {
         st.stale = true;
         ring(&st);
@@ -240,7 +264,10 @@ fn start(hub: &Arc<Hub>, endpoint: &Arc<Endpoint>, st: &mut State) -> std::io::R
     let (hub, endpoint) = (Arc::clone(hub), Arc::clone(endpoint));
     std::thread::Builder::new()
         .name("redmutex-wait".into())
-        .spawn(move || run(&hub, &endpoint, bell))?;
+        .spawn(move || match hub.listens {
+            true => listen::run(&Listening(&hub, &endpoint), &endpoint, bell),
+            false => run(&hub, &endpoint, bell),
+        })?;
     st.bell = Some(ringer);
     Ok(())
 }
@@ -306,7 +333,10 @@ fn next_keys(hub: &Hub, endpoint: &Endpoint, bell: &mut UnixStream) -> Option<Ve
             break;
         }
         if !st.seats.is_empty() || !st.recent.is_empty() {
-            let keys: HashSet<Vec<u8>> = st.seats.keys().chain(st.recent.keys()).cloned().collect();
+            let keys: HashSet<Vec<u8>> = (st.seats.keys().chain(st.recent.keys()))
+                .filter(|k| !st.refused.contains(*k))
+                .cloned()
+                .collect();
             st.issued.clone_from(&keys);
             st.stale = false;
             return Some(keys.into_iter().collect());
@@ -406,4 +436,43 @@ fn hand_over(hub: &Hub, reply: Value) {
 fn drain(bell: &mut UnixStream) {
     let mut buf = [0u8; 64];
     while matches!(bell.read(&mut buf), Ok(n) if n > 0) {}
+}
+
+/// A Cluster master's hub, as its listening thread sees it.
+struct Listening<'a>(&'a Hub, &'a Endpoint);
+
+impl Waits for Listening<'_> {
+    fn next_keys(&self, bell: &mut UnixStream) -> Option<Vec<Vec<u8>>> {
+        next_keys(self.0, self.1, bell)
+    }
+
+    fn stale(&self) -> bool {
+        self.0.state().stale
+    }
+
+    fn popped(&self, key: Vec<u8>) {
+        hand_over(self.0, Value::Array(vec![Value::BulkString(key)]));
+    }
+
+    fn refused(&self, key: Vec<u8>) {
+        let mut st = self.0.state();
+        if let Some(seat) = st.seats.get(&key) {
+            seat.cv.notify_one();
+        }
+        st.refused.insert(key);
+    }
+
+    fn unusable(&self) {
+        let mut st = self.0.state();
+        st.unusable = true;
+        st.seats.values().for_each(|s| s.cv.notify_one());
+    }
+
+    fn pause(&self, failures: u32) {
+        pause(self.0, failures);
+    }
+
+    fn drain(&self, bell: &mut UnixStream) {
+        drain(bell);
+    }
 }

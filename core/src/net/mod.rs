@@ -15,6 +15,7 @@ mod frame;
 mod gather;
 mod hub;
 mod leg;
+mod listen;
 mod node;
 mod plain;
 mod poll;

@@ -1,6 +1,7 @@
 //! One voter: a Redis server (alone or behind Sentinel), or a Redis Cluster whose key slots
 //! decide which master a request goes to.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
@@ -10,6 +11,7 @@ use super::endpoint::{Endpoint, Setup, Target};
 use super::hub::{self, Hub, Lane};
 use super::sentinel::{self, Sentinel};
 use super::url::{self, redact};
+use crate::sync::LocalMutex;
 use crate::wire::NetError;
 
 /// The states of a node's first connection: not tried, being opened, tried.
@@ -24,9 +26,10 @@ pub(crate) struct Node {
     /// Whether the client's first connection to this node was opened yet: see
     /// [`Node::warm_up`].
     first: AtomicU8,
-    /// The waiting connection shared by the client's waits for a release (not used on a
-    /// cluster: see `hub.rs`).
+    /// The waiting connection shared by the client's waits for a release (see `hub.rs`);
+    /// on a cluster, one per master, by the master's address.
     hub: Arc<Hub>,
+    masters: LocalMutex<HashMap<String, Arc<Hub>>>,
 }
 
 enum Kind {
@@ -71,6 +74,7 @@ impl Node {
             kind: Kind::Cluster(Box::new(c)),
             first: AtomicU8::new(FRESH),
             hub: Arc::new(Hub::new()),
+            masters: LocalMutex::new(HashMap::new()),
         }
     }
 
@@ -80,6 +84,7 @@ impl Node {
             kind: Kind::Single(Arc::new(endpoint)),
             first: AtomicU8::new(FRESH),
             hub: Arc::new(Hub::new()),
+            masters: LocalMutex::new(HashMap::new()),
         }
     }
 
@@ -128,6 +133,7 @@ impl Node {
             Kind::Cluster(c) => c.close(),
         }
         hub::close(&self.hub);
+        self.masters.lock().values().for_each(|h| hub::close(h));
     }
 
     /// The node's address without credentials, for reports and logs.
@@ -178,19 +184,35 @@ impl Node {
         }
     }
 
-    /// Where a wait for a release blocks (see `hub.rs`): on a Redis Cluster, always on a
-    /// connection of its own (a `BLPOP` over keys of several slots is refused there).
-    pub(crate) fn lane(&self) -> Lane {
+    /// Where a wait for a release on a list in `slot` blocks (see `hub.rs`): on a Redis
+    /// Cluster, with the hub of the slot's master (found before `deadline`, or the wait
+    /// blocks on a connection of its own).
+    pub(crate) fn lane(&self, slot: u16, deadline: Instant) -> Lane {
         match &self.kind {
             Kind::Single(e) => hub::lane(&self.hub, e),
-            Kind::Cluster(_) => Lane::Own { _lane: None },
+            Kind::Cluster(c) => match c.endpoint(slot, deadline) {
+                Ok(e) => {
+                    let hub = Arc::clone(
+                        self.masters
+                            .lock()
+                            .entry(e.name().to_owned())
+                            .or_insert_with(|| Arc::new(Hub::listening())),
+                    );
+                    hub::lane(&hub, &e)
+                }
+                Err(_) => Lane::Own { _lane: None },
+            },
         }
     }
 
-    /// The call that waited on the list `key` ended: the shared waiting connection stops
+    /// The call that waited on the list `key` ended: the shared waiting connections stop
     /// waiting on it.
     pub(crate) fn forget_wait(&self, key: &[u8]) {
         hub::forget(&self.hub, key);
+        self.masters
+            .lock()
+            .values()
+            .for_each(|h| hub::forget(h, key));
     }
 
     /// Where a request about every key goes (a `SCAN`): nowhere in particular for one

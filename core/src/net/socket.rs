@@ -68,7 +68,9 @@ impl Socket {
             Stream::Unix(s) => s.set_read_timeout(dur),
         }?;
         // A timeout of 2^64 ns or more (585 years) is as good as none.
-        let ns = dur.map_or(NO_TIMEOUT, |d| u64::try_from(d.as_nanos()).unwrap_or(NO_TIMEOUT));
+        let ns = dur.map_or(NO_TIMEOUT, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(NO_TIMEOUT)
+        });
         self.read_timeout.store(ns, Ordering::Relaxed);
         Ok(())
     }

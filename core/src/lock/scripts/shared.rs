@@ -75,7 +75,7 @@ return {0, -1, ''}
 /// waiting reader is announced in `waiters` and in `readq`, so a writer's release wakes it,
 /// and writers are the members of `waiters` not in `readq`). A waiting reader never holds a
 /// writer up. A reader that was woken by a wake-up and must still yield to a waiting writer
-/// passes it on (it may have taken the writer's); one whose wait ran out creates none (a
+/// passes it on, announced as `RELEASE` announces a signal (it may have taken the writer's); one whose wait ran out creates none (a
 /// release does: otherwise waiting readers wake each other in a storm while nothing is
 /// released). Granted: the fence counter's current value
 /// (the last write it may observe; not incremented), and a waiter's grant passes one wake-up
@@ -90,6 +90,7 @@ local function wake_one()
   if last[2] and redis.call('LLEN', KEYS[6]) == 0 then
     redis.call('RPUSH', KEYS[6], '1')
     redis.call('PEXPIREAT', KEYS[6], last[2])
+    redis.pcall('SPUBLISH', KEYS[6], '1')
   end
 end
 local function refuse(pttl, holder)
@@ -166,7 +167,8 @@ return 1
 /// writer's `try_lock` takes the key's existence for a live hold, see `proto/plain.rs`); when
 /// waiters are announced, leaves one more wake-up signal (at most one per live waiter), kept
 /// until the last announcement ends, and an optional hand-off window. With `only when empty`
-/// (read holds), only the last holder's release signals: a writer can only go in then.
+/// (read holds), only the last holder's release signals: a writer can only go in then. A
+/// signal is also announced on the list's sharded channel, as `RELEASE` does.
 ///
 /// KEYS: holders, wake, waiters, the lock key (the hand-off window is its empty value, set
 /// only while it is free), and a semaphore's permits key. ARGV: token, hand-off window ms,
@@ -195,6 +197,7 @@ if removed == 1 and (ARGV[3] == '0' or not last[2]) and redis.call('EXISTS', KEY
     local ends = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
     if redis.call('LLEN', KEYS[2]) < waiting then redis.call('RPUSH', KEYS[2], '1') end
     redis.call('PEXPIREAT', KEYS[2], ends[2])
+    redis.pcall('SPUBLISH', KEYS[2], '1')
     if tonumber(ARGV[2]) > 0 then redis.call('SET', KEYS[4], '', 'PX', ARGV[2], 'NX') end
   end
 end
