@@ -7,5 +7,5 @@ mod answer;
 mod request;
 
 pub use answer::{Answer, Failure, NetError};
-pub(crate) use request::{Decimal, array, bulk};
 pub use request::{Command, Request};
+pub(crate) use request::{Decimal, array, bulk};

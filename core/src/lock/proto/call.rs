@@ -76,11 +76,7 @@ pub struct Withdraw {
 impl AcquireCall {
     /// A call that gives up at `deadline` after it began (`None`: never), riding over an outage
     /// for `connect_timeout`.
-    pub fn new(
-        spec: &Spec,
-        deadline: Option<Duration>,
-        connect_timeout: Duration,
-    ) -> AcquireCall {
+    pub fn new(spec: &Spec, deadline: Option<Duration>, connect_timeout: Duration) -> AcquireCall {
         AcquireCall {
             policy: Acquisition::new(spec, deadline, connect_timeout),
             waiter: None,
