@@ -728,9 +728,7 @@ fn waiting_on(cluster: &RedisCluster, master: u16) -> (usize, usize, usize) {
         {
             blocked += 1;
         }
-        let ssub: usize = field(line, "ssub=")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
+        let ssub: usize = field(line, "ssub=").and_then(|n| n.parse().ok()).unwrap_or(0);
         if ssub > 0 {
             listening += 1;
             channels += ssub;
@@ -739,21 +737,108 @@ fn waiting_on(cluster: &RedisCluster, master: u16) -> (usize, usize, usize) {
     (blocked, listening, channels)
 }
 
+/// One client's threads waiting on names of a cluster that another client holds.
+struct Waits {
+    names: Vec<String>,
+    held: Vec<Option<redmutex::MutexGuard>>,
+    taken: std::sync::mpsc::Receiver<usize>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// How long the waits are left to grow before the releases: a wait that runs out doubles the
+/// next (250 ms first, up to the cap), so after this each waiter's wait is seconds long, and
+/// a release that woke nobody shows as a waiter not done within [`WOKEN_WITHIN`].
+const GROW: Duration = Duration::from_secs(8);
+/// How soon after its release a woken waiter has its lock (a wake-up and a round, on a
+/// loaded machine).
+const WOKEN_WITHIN: Duration = Duration::from_secs(2);
+
+impl Waits {
+    /// `names` held for an hour by one client, and a thread of another client waiting for
+    /// each (a wait cap of a minute).
+    fn start(cluster: &RedisCluster, names: Vec<String>) -> Waits {
+        use redmutex::MutexOptions;
+        let connect = || {
+            Client::builder()
+                .cluster(cluster.seed_urls())
+                .build()
+                .unwrap()
+        };
+        let (holder, waiter) = (connect(), connect());
+        let held = names
+            .iter()
+            .map(|n| {
+                let mutex = holder.mutex(n).ttl(Duration::from_secs(3600));
+                Some(mutex.try_lock().unwrap())
+            })
+            .collect();
+        let (got, taken) = std::sync::mpsc::channel::<usize>();
+        let threads = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mutex = waiter
+                    .mutex(n)
+                    .options(MutexOptions::default().with_wait_cap(Duration::from_secs(60)));
+                let got = got.clone();
+                std::thread::spawn(move || {
+                    let guard = mutex.try_lock_for(Duration::from_secs(120)).unwrap();
+                    got.send(i).unwrap();
+                    guard.unlock().unwrap();
+                })
+            })
+            .collect();
+        Waits {
+            names,
+            held,
+            taken,
+            threads,
+        }
+    }
+
+    /// Releases each name in turn: its waiter, and no other, has the lock within
+    /// [`WOKEN_WITHIN`]; then every waiter is done, each with its lock taken once.
+    fn release_each(mut self) {
+        let mut took = Vec::new();
+        for (i, name) in self.names.iter().enumerate() {
+            let released = Instant::now();
+            drop(self.held[i].take());
+            let woken = self
+                .taken
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|e| panic!("the release of {name} woke nobody: {e}"));
+            let waited = released.elapsed();
+            assert_eq!(woken, i, "the release of {name} woke another name's waiter");
+            assert!(
+                waited <= WOKEN_WITHIN,
+                "the waiter of {name} had its lock {waited:?} after the release: its wake-up \
+                 was missed, and its own wait ran out"
+            );
+            took.push(waited);
+        }
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        assert!(self.taken.try_recv().is_err(), "a waiter took its lock twice");
+        took.sort();
+        eprintln!(
+            "release to grant: median {:?}, slowest {:?}",
+            took[took.len() / 2],
+            took[took.len() - 1]
+        );
+    }
+}
+
 /// Thirty threads of one client wait on thirty names spread over every master's slots (a
 /// Cluster refuses one `BLPOP` over keys of several slots): each master sees at most two of
 /// the client's connections waiting, the lane's `BLPOP` and the connection that listens on
 /// sharded pub/sub for the others. A listening connection killed (`CLIENT KILL TYPE pubsub`)
-/// is replaced, its subscriptions made again. Then each release wakes its name's waiter (the
-/// waits' cap is a minute: a wake-up missed would show as a waiter not done in 20 s), and each
-/// waiter takes its lock exactly once. A server without sharded pub/sub (before Redis 7.0)
-/// refuses the subscription: each wait there blocks on a connection of its own, as before,
-/// and is still woken by its release.
+/// is replaced, its subscriptions made again. Then each release wakes its name's waiter, and
+/// each waiter takes its lock exactly once. A server without sharded pub/sub (before Redis
+/// 7.0) refuses the subscription: each wait there blocks on a connection of its own, as
+/// before, and is still woken by its release.
 #[test]
 fn many_waits_share_one_connection_per_master_and_each_release_wakes_its_waiter() {
-    use redmutex::MutexOptions;
-    use redmutex_tests::server_version;
-    use std::sync::mpsc;
-
     let _serial = serial();
     let cluster = RedisCluster::start(3, 0);
     let masters = cluster.masters();
@@ -765,46 +850,15 @@ fn many_waits_share_one_connection_per_master_and_each_release_wakes_its_waiter(
             .count();
         assert!(on >= 2, "master {m} serves {on} of the names");
     }
-    let connect = || {
-        Client::builder()
-            .cluster(cluster.seed_urls())
-            .build()
-            .unwrap()
-    };
-    let (holder, waiter) = (connect(), connect());
-    let mut held: Vec<Option<redmutex::MutexGuard>> = names
-        .iter()
-        .map(|n| {
-            let mutex = holder.mutex(n).ttl(Duration::from_secs(3600));
-            Some(mutex.try_lock().unwrap())
-        })
-        .collect();
-    let (got, taken) = mpsc::channel::<usize>();
-    let threads: Vec<_> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            let mutex = waiter
-                .mutex(n)
-                .options(MutexOptions::default().with_wait_cap(Duration::from_secs(60)));
-            let got = got.clone();
-            std::thread::spawn(move || {
-                let guard = mutex.try_lock_for(Duration::from_secs(120)).unwrap();
-                got.send(i).unwrap();
-                guard.unlock().unwrap();
-            })
-        })
-        .collect();
-    drop(got);
-
+    let waits = Waits::start(&cluster, names);
     let all_waiting = || {
         let seen: Vec<_> = masters.iter().map(|&m| waiting_on(&cluster, m)).collect();
-        let waits: usize = seen.iter().map(|(b, _, c)| b + c).sum();
-        (waits >= names.len(), seen)
+        let n: usize = seen.iter().map(|(b, _, c)| b + c).sum();
+        (n >= waits.names.len(), seen)
     };
     let settled = || wait_until(Duration::from_secs(20), || all_waiting().0);
     assert!(settled(), "not every waiter waits: {:?}", all_waiting().1);
-    let sharded = server_version() >= (7, 0);
+    let sharded = redmutex_tests::server_version() >= (7, 0);
     for (&m, (blocked, listening, _)) in masters.iter().zip(all_waiting().1) {
         match sharded {
             true => assert!(
@@ -821,47 +875,46 @@ fn many_waits_share_one_connection_per_master_and_each_release_wakes_its_waiter(
             .arg("pubsub")
             .query(&mut cluster.node(masters[0]).server().conn())
             .unwrap();
-        assert_eq!(
-            killed, 1,
-            "one listening connection on master {}",
-            masters[0]
-        );
+        assert_eq!(killed, 1, "one listening connection on master {}", masters[0]);
         assert!(
             settled(),
             "the waits of the killed connection were not taken up again: {:?}",
             all_waiting().1
         );
     }
+    std::thread::sleep(GROW);
+    waits.release_each();
+}
 
-    let mut took = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let released = Instant::now();
-        drop(held[i].take());
-        let woken = taken
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|e| panic!("the release of {name} woke nobody: {e}"));
-        took.push(released.elapsed());
-        assert_eq!(woken, i, "the release of {name} woke another name's waiter");
+/// Slots move to another master under long waits that listen for their releases: the first
+/// master ends those subscriptions (or refuses them, `MOVED`), the waits go on against the
+/// slots' new master at once, and each release right after the move still wakes its waiter.
+#[test]
+fn listening_waits_follow_their_slots_to_another_master() {
+    const MOVE: u16 = 200;
+    let _serial = serial();
+    let cluster = RedisCluster::start(3, 0);
+    let masters = cluster.masters();
+    let (from, to) = (masters[0], masters[1]);
+    // `reshard` moves the lowest-numbered slots of `from`.
+    let first = cluster.slots_of(from).iter().map(|r| r.start).min().unwrap();
+    let names = keys_where("moving-wait", 4, |s| (first..first + MOVE).contains(&s));
+    let waits = Waits::start(&cluster, names);
+    if redmutex_tests::server_version() >= (7, 0) {
+        assert!(
+            wait_until(Duration::from_secs(20), || waiting_on(&cluster, from).2
+                >= waits.names.len() - 1),
+            "the waits do not listen on master {from}: {:?}",
+            waiting_on(&cluster, from)
+        );
     }
-    for t in threads {
-        t.join().unwrap();
-    }
-    assert!(taken.try_recv().is_err(), "a waiter took its lock twice");
-    took.sort();
-    eprintln!(
-        "release to grant: median {:?}, slowest {:?}",
-        took[took.len() / 2],
-        took[took.len() - 1]
+    // Long waits meet the move: released at once, each must still be woken, not wait on.
+    std::thread::sleep(GROW);
+    cluster.reshard(from, to, usize::from(MOVE));
+    waits.release_each();
+    assert_eq!(
+        waiting_on(&cluster, from).2,
+        0,
+        "master {from} still has the moved slots' subscriptions"
     );
-    // Each release's signal was taken by its waiter's wait (popped by a `BLPOP`, or claimed
-    // after its announcement): a waiter that took its lock at the end of a wait of its own,
-    // its wake-up missed, leaves the signal in the list until its announcement would end.
-    let mut conn = cluster.conn();
-    for name in &names {
-        let wake = format!("{{{name}}}:wake");
-        let left: i64 = conn
-            .query_key(wake.as_bytes(), redis::cmd("LLEN").arg(&wake))
-            .unwrap();
-        assert_eq!(left, 0, "the release of {name} left its signal unclaimed");
-    }
 }

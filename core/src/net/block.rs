@@ -20,7 +20,8 @@ use crate::wire::{Failure, NetError};
 pub(crate) enum Blocked {
     /// It returned (or timed out on the server, or was ended early from another
     /// connection): `woken` when it returned an element (a `BLPOP` that popped one); the
-    /// answer to the requests `behind` it, if there were any.
+    /// answer to the requests `behind` it, if there were any and they ran (not redirected
+    /// to another Cluster master).
     Ended { woken: bool, behind: Option<Answer> },
     /// It did not end by our own deadline: the connection was dropped (the requests behind
     /// it still run when the server ends the block, followed by `on_fail`). Or the deadline
@@ -129,11 +130,18 @@ pub(crate) fn block_then<R: Request>(
     }
     let deadline = Instant::now() + then_timeout;
     let mut answer = receive(&mut conn, then, false, deadline).map_err(Into::into);
+    // On a Cluster whose slot moved while the block waited, the requests behind it were
+    // redirected (`MOVED`, `ASK`: their keys are served elsewhere now) and did not run. That
+    // is no answer to the round: the call makes it anew, and its round follows the
+    // redirection, as every round does (`redirect.rs`); the map learns of it here.
+    let redirected = node.as_cluster().is_some_and(|cluster| {
+        matches!(&answer, Ok(replies) if replies
+            .iter()
+            .any(|r| matches!(r, Err(e) if cluster.redirect(e).is_some())))
+    });
     finish(&endpoint, conn, &mut answer, on_fail);
-    Blocked::Ended {
-        woken,
-        behind: Some(typed(answer)),
-    }
+    let behind = (!redirected).then(|| typed(answer));
+    Blocked::Ended { woken, behind }
 }
 
 /// Waits for the block's reply, or for this thread's wake-up descriptor (see
