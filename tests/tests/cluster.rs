@@ -728,7 +728,9 @@ fn waiting_on(cluster: &RedisCluster, master: u16) -> (usize, usize, usize) {
         {
             blocked += 1;
         }
-        let ssub: usize = field(line, "ssub=").and_then(|n| n.parse().ok()).unwrap_or(0);
+        let ssub: usize = field(line, "ssub=")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
         if ssub > 0 {
             listening += 1;
             channels += ssub;
@@ -819,7 +821,10 @@ impl Waits {
         for t in self.threads {
             t.join().unwrap();
         }
-        assert!(self.taken.try_recv().is_err(), "a waiter took its lock twice");
+        assert!(
+            self.taken.try_recv().is_err(),
+            "a waiter took its lock twice"
+        );
         took.sort();
         eprintln!(
             "release to grant: median {:?}, slowest {:?}",
@@ -875,7 +880,11 @@ fn many_waits_share_one_connection_per_master_and_each_release_wakes_its_waiter(
             .arg("pubsub")
             .query(&mut cluster.node(masters[0]).server().conn())
             .unwrap();
-        assert_eq!(killed, 1, "one listening connection on master {}", masters[0]);
+        assert_eq!(
+            killed, 1,
+            "one listening connection on master {}",
+            masters[0]
+        );
         assert!(
             settled(),
             "the waits of the killed connection were not taken up again: {:?}",
@@ -897,7 +906,12 @@ fn listening_waits_follow_their_slots_to_another_master() {
     let masters = cluster.masters();
     let (from, to) = (masters[0], masters[1]);
     // `reshard` moves the lowest-numbered slots of `from`.
-    let first = cluster.slots_of(from).iter().map(|r| r.start).min().unwrap();
+    let first = cluster
+        .slots_of(from)
+        .iter()
+        .map(|r| r.start)
+        .min()
+        .unwrap();
     let names = keys_where("moving-wait", 4, |s| (first..first + MOVE).contains(&s));
     let waits = Waits::start(&cluster, names);
     if redmutex_tests::server_version() >= (7, 0) {
