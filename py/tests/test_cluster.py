@@ -3,6 +3,8 @@ every lock lives on the master that owns its name's hash slot."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -173,3 +175,62 @@ def test_malformed_cluster_url(url):
     with pytest.raises(ValueError, match="Redis Cluster") as info:
         redmutex.Client(url)
     assert "hunter2" not in str(info.value)
+
+
+
+def waiting(conn: Resp) -> tuple[int, int]:
+    """A master's connections that wait now (blocked in BLPOP, or listening on sharded
+    channels), and the waits they serve (one per BLPOP, one per channel)."""
+    listing = conn("CLIENT", "LIST")
+    assert isinstance(listing, bytes)
+    connections = waits = 0
+    for line in listing.decode().splitlines():
+        fields = dict(f.split("=", 1) for f in line.split(" ") if "=" in f)
+        blocked = fields.get("cmd") == "blpop" and "b" in fields.get("flags", "")
+        channels = int(fields.get("ssub", "0"))
+        if blocked or channels:
+            connections += 1
+            waits += int(blocked) + channels
+    return connections, waits
+
+
+def test_waiting_threads_share_one_connection_per_master(redis_cluster, masters):
+    # Four threads per master wait on names of different slots (a Cluster refuses one BLPOP
+    # over several slots): each master sees at most two of the client's connections waiting
+    # (one blocked in BLPOP, one listening on sharded pub/sub for the others), and each
+    # release wakes its name's waiter.
+    by_master = spread_names(masters, 4)
+    names = [n for ns in by_master.values() for n in ns]
+    holder = redmutex.Client(redis_cluster.url)
+    waiter = redmutex.Client(redis_cluster.url)
+    held = [holder.lock(n, ttl=3600) for n in names]
+    for lock in held:
+        assert lock.acquire(blocking=False)
+    got: list[str] = []
+    done = threading.Condition()
+
+    def wait(name: str) -> None:
+        lock = waiter.lock(name)
+        assert lock.acquire(timeout=60)
+        with done:
+            got.append(name)
+            done.notify_all()
+        lock.release()
+
+    threads = [threading.Thread(target=wait, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 20
+    while sum(waiting(c)[1] for c in masters.conns.values()) < len(names):
+        assert time.monotonic() < deadline, "not every thread waits"
+        time.sleep(0.05)
+    for port, conn in masters.conns.items():
+        assert waiting(conn)[0] <= 2, f"master {port}"
+    for lock in held:
+        lock.release()
+        with done:
+            assert done.wait_for(lambda: lock.name in got, timeout=20), f"{lock.name} woke nobody"
+    for t in threads:
+        t.join(timeout=20)
+        assert not t.is_alive()
+    assert sorted(got) == sorted(names)

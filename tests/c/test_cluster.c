@@ -4,8 +4,11 @@
  * usual slot ranges 0-5460, 5461-10922 and 10923-16383).
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "redmutex.h"
@@ -197,6 +200,104 @@ static void test_malformed_cluster_urls(void) {
   }
 }
 
+/* One master's connections that wait now (blocked in BLPOP, or listening on sharded
+ * channels, from CLIENT LIST through redis-cli), and the waits they serve (one per BLPOP,
+ * one per channel). -1 connections when redis-cli could not say. */
+static int waiting_on(int port, int *waits) {
+  char cmd[128], line[1024];
+  int connections = -1;
+  FILE *out;
+  snprintf(cmd, sizeof cmd, "redis-cli -h 127.0.0.1 -p %d CLIENT LIST", port);
+  *waits = 0;
+  out = popen(cmd, "r");
+  if (out == NULL) return -1;
+  connections = 0;
+  while (fgets(line, sizeof line, out) != NULL) {
+    const char *ssub = strstr(line, " ssub=");
+    const char *flags = strstr(line, " flags=");
+    int channels = ssub != NULL ? atoi(ssub + 6) : 0;
+    bool blocked = strstr(line, " cmd=blpop") != NULL && flags != NULL &&
+                   strchr(flags + 7, 'b') != NULL && strchr(flags + 7, 'b') < strchr(flags + 7, ' ');
+    if (blocked || channels > 0) {
+      connections++;
+      *waits += (blocked ? 1 : 0) + channels;
+    }
+  }
+  pclose(out);
+  return connections;
+}
+
+struct cluster_waiter {
+  redmutex_client *client;
+  const char *name;
+  redmutex_result result;
+};
+
+static void *wait_for_name(void *p) {
+  struct cluster_waiter *w = p;
+  redmutex_guard *guard = NULL;
+  w->result = redmutex_lock(w->client, w->name, 30000, 60000, &guard);
+  if (w->result == REDMUTEX_RESULT_OK) w->result = redmutex_unlock(guard);
+  return NULL;
+}
+
+/* Twenty threads of one client wait on names spread over the three masters (a Cluster
+ * refuses one BLPOP over keys of several slots): each master sees at most two of the
+ * client's connections waiting (one blocked in BLPOP, one listening on sharded pub/sub for
+ * the others), and every waiter gets its lock once its name is released. */
+static void test_waiting_threads_share_one_connection_per_master(void) {
+  static char names[SPREAD_NAMES][96];
+  static struct cluster_waiter waiters[SPREAD_NAMES];
+  redmutex_guard *held[SPREAD_NAMES];
+  pthread_t threads[SPREAD_NAMES];
+  int ports[3], n_ports = 0, i, total = 0, waits;
+  const char *p = strstr(cluster_url(), "://");
+  redmutex_client *holder = client_for(cluster_url());
+  redmutex_client *waiter = client_for(cluster_url());
+  double until;
+  CHECK(holder != NULL && waiter != NULL && p != NULL);
+  for (p += 3; n_ports < 3 && (p = strchr(p, ':')) != NULL; p++) ports[n_ports++] = atoi(p + 1);
+  CHECK(n_ports == 3);
+  CHECK(spread_names(names) == SPREAD_NAMES);
+  for (i = 0; i < SPREAD_NAMES; i++) {
+    held[i] = NULL;
+    CHECK_OK(redmutex_lock(holder, names[i], 3600000, 0, &held[i]));
+  }
+  for (i = 0; i < SPREAD_NAMES; i++) {
+    waiters[i] = (struct cluster_waiter){waiter, names[i], REDMUTEX_RESULT_OK};
+    CHECK(pthread_create(&threads[i], NULL, wait_for_name, &waiters[i]) == 0);
+  }
+  until = now_ms() + 20000;
+  while (total < SPREAD_NAMES && now_ms() < until) {
+    sleep_ms(50);
+    for (total = 0, i = 0; i < 3; i++) {
+      CHECK(waiting_on(ports[i], &waits) >= 0);
+      total += waits;
+    }
+  }
+  CHECK(total >= SPREAD_NAMES);
+  for (i = 0; i < 3; i++) {
+    int connections = waiting_on(ports[i], &waits);
+    printf("     master %d: %d connections serve %d waits\n", ports[i], connections, waits);
+    CHECK(connections <= 2);
+  }
+  for (i = 0; i < SPREAD_NAMES; i++) CHECK_OK(redmutex_unlock(held[i]));
+  for (i = 0; i < SPREAD_NAMES; i++) {
+    pthread_join(threads[i], NULL);
+    CHECK(waiters[i].result == REDMUTEX_RESULT_OK);
+  }
+  redmutex_client_free(waiter);
+  redmutex_client_free(holder);
+  /* The client's end ends its waiting connections: none is left listening (the threads that
+   * served them are done, before the program's end counts what is still allocated). */
+  until = now_ms() + 5000;
+  do {
+    sleep_ms(20);
+    for (total = 0, i = 0; i < 3; i++) total += waiting_on(ports[i], &waits);
+  } while (total > 0 && now_ms() < until);
+  CHECK(total == 0);
+}
+
 int main(void) {
   RUN(test_key_slot_matches_redis);
   RUN(test_lock_and_unlock_on_every_master);
@@ -205,5 +306,6 @@ int main(void) {
   RUN(test_fence_increases);
   RUN(test_names_with_braces);
   RUN(test_malformed_cluster_urls);
+  RUN(test_waiting_threads_share_one_connection_per_master);
   return TESTING_SUMMARY();
 }

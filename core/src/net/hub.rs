@@ -56,6 +56,9 @@ const BLOCK: Duration = Duration::from_secs(5);
 const GRACE: Duration = Duration::from_secs(2);
 /// A hub with no wait for this long ends its thread, and puts its connection back.
 const IDLE: Duration = Duration::from_secs(2);
+/// How long the client's end waits for its hub's thread to end (at the bell, once done with
+/// the request it may be sending), so that no thread of it outlives it.
+const END_WAIT: Duration = Duration::from_millis(200);
 /// How long a key whose wait ran out stays in the hub's `BLPOP` (its call makes a round, and
 /// waits again), and how long an element popped for it is kept for its next wait.
 const KEEP: Duration = Duration::from_secs(2);
@@ -89,6 +92,8 @@ struct State {
     stale: bool,
     /// The bell that wakes the hub's thread; `Some` while the thread runs.
     bell: Option<UnixStream>,
+    /// The hub's thread, for the client's end to wait for.
+    thread: Option<std::thread::JoinHandle<()>>,
     /// A wait holds a connection of its own (the lane).
     lane: bool,
     /// The hub's connections cannot be polled (TLS), or its server has no sharded pub/sub:
@@ -251,9 +256,25 @@ fn ring(st: &State) {
 }
 
 /// Rings the bell of the hub, if it has a thread: the client is gone (its endpoint closed).
+/// Waits (up to [`END_WAIT`]) for the thread to end.
 pub(crate) fn close(hub: &Hub) {
-    if let Some(state) = hub.state.existing() {
-        ring(&state.lock());
+    let Some(state) = hub.state.existing() else {
+        return;
+    };
+    let thread = {
+        let mut st = state.lock();
+        ring(&st);
+        st.thread.take()
+    };
+    let Some(thread) = thread else {
+        return;
+    };
+    let until = Instant::now() + END_WAIT;
+    while !thread.is_finished() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if thread.is_finished() {
+        let _ = thread.join();
     }
 }
 
@@ -262,12 +283,13 @@ fn start(hub: &Arc<Hub>, endpoint: &Arc<Endpoint>, st: &mut State) -> std::io::R
     ringer.set_nonblocking(true)?;
     bell.set_nonblocking(true)?;
     let (hub, endpoint) = (Arc::clone(hub), Arc::clone(endpoint));
-    std::thread::Builder::new()
+    st.thread = std::thread::Builder::new()
         .name("redmutex-wait".into())
         .spawn(move || match hub.listens {
             true => listen::run(&Listening(&hub, &endpoint), &endpoint, bell),
             false => run(&hub, &endpoint, bell),
-        })?;
+        })
+        .map(Some)?;
     st.bell = Some(ringer);
     Ok(())
 }
