@@ -617,9 +617,7 @@ fn a_frozen_master_costs_only_its_own_slots_until_its_replica_takes_over() {
 /// waiter taking seconds; how long each hand-off took is printed.
 #[test]
 fn a_release_on_one_master_wakes_its_waiter_while_the_others_wait_on_theirs() {
-    use redmutex::MutexOptions;
     use redmutex_tests::Counters;
-    use std::sync::mpsc;
 
     let _serial = serial();
     let cluster = RedisCluster::start(3, 0);
@@ -631,43 +629,12 @@ fn a_release_on_one_master_wakes_its_waiter_while_the_others_wait_on_theirs() {
             key_where(&format!("wake-on-{m}"), |s| in_ranges(&slots, s))
         })
         .collect();
-    let connect = || {
-        Client::builder()
-            .cluster(cluster.seed_urls())
-            .build()
-            .unwrap()
-    };
-    let (holder, waiter) = (connect(), connect());
-    let mut held: Vec<Option<redmutex::MutexGuard>> = names
-        .iter()
-        .map(|n| {
-            Some(
-                holder
-                    .mutex(n)
-                    .ttl(Duration::from_secs(3600))
-                    .try_lock()
-                    .unwrap(),
-            )
-        })
-        .collect();
-
-    let (got, taken) = mpsc::channel::<usize>();
-    let threads: Vec<_> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            let mutex = waiter
-                .mutex(n)
-                .options(MutexOptions::default().with_wait_cap(Duration::from_secs(60)));
-            let got = got.clone();
-            std::thread::spawn(move || {
-                let guard = mutex.try_lock_for(Duration::from_secs(120)).unwrap();
-                got.send(i).unwrap();
-                guard.unlock().unwrap();
-            })
-        })
-        .collect();
-    drop(got);
+    let Waits {
+        mut held,
+        taken,
+        threads,
+        ..
+    } = Waits::start(&cluster, names);
 
     let mut counters: Vec<Counters> = masters
         .iter()
