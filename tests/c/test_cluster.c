@@ -217,7 +217,7 @@ static int waiting_on(int port, int *waits) {
     const char *flags = strstr(line, " flags=");
     int channels = ssub != NULL ? atoi(ssub + 6) : 0;
     bool blocked = strstr(line, " cmd=blpop") != NULL && flags != NULL &&
-                   strchr(flags + 7, 'b') != NULL && strchr(flags + 7, 'b') < strchr(flags + 7, ' ');
+                   memchr(flags + 7, 'b', strcspn(flags + 7, " ")) != NULL;
     if (blocked || channels > 0) {
       connections++;
       *waits += (blocked ? 1 : 0) + channels;

@@ -323,7 +323,12 @@ fn run(hub: &Hub, endpoint: &Arc<Endpoint>, mut bell: UnixStream) {
         match block((hub, endpoint), &mut c, &keys, &mut bell) {
             Some(reply) => {
                 failures = 0;
-                hand_over(hub, reply);
+                // The key whose list the `BLPOP` popped an element of.
+                if let Value::Array(items) = reply
+                    && let Some(Value::BulkString(key)) = items.into_iter().next()
+                {
+                    popped(hub, key);
+                }
                 conn = Some(c);
             }
             None => {
@@ -435,14 +440,9 @@ fn block(
     c.recv_response().ok()
 }
 
-/// Hands the element a `BLPOP` popped to the wait on its key, or keeps it for the next.
-fn hand_over(hub: &Hub, reply: Value) {
-    let Value::Array(items) = reply else {
-        return;
-    };
-    let Some(Value::BulkString(key)) = items.into_iter().next() else {
-        return;
-    };
+/// A signal was popped from the list `key`: its wait is woken, or the signal is kept for
+/// the next wait on it.
+fn popped(hub: &Hub, key: Vec<u8>) {
     let mut st = hub.state();
     match st.seats.get(&key) {
         Some(seat) => {
@@ -473,7 +473,7 @@ impl Waits for Listening<'_> {
     }
 
     fn popped(&self, key: Vec<u8>) {
-        hand_over(self.0, Value::Array(vec![Value::BulkString(key)]));
+        popped(self.0, key);
     }
 
     fn refused(&self, key: Vec<u8>) {
