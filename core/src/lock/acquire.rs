@@ -58,12 +58,13 @@ impl Plan {
             .node_timeout
             .or(voters.node_timeout)
             .unwrap_or_else(|| default_node_timeout(opts.ttl));
-        let spec = Spec::new(
+        let mut spec = Spec::new(
             Arc::clone(keys),
             opts.clone(),
             node_timeout,
             voters.nodes.len(),
         )?;
+        spec.announce = voters.nodes.iter().any(|n| n.as_cluster().is_some());
         Ok(Plan {
             voters: Arc::clone(voters),
             spec,

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::keys::Keys;
 use super::proto::{Kind, Spec};
 use super::reply::int;
 use super::scripts::{
@@ -75,6 +74,12 @@ pub(crate) fn acquire_call(
         &millis(announce),
         waiter,
     ];
+    // A woken reader that passes its wake-up on announces it (see `Spec::announce`).
+    let read_args: Vec<&[u8]> = common
+        .iter()
+        .copied()
+        .chain(spec.announce.then_some(&b"1"[..]))
+        .collect();
     match spec.kind {
         Kind::Mutex => None,
         Kind::Semaphore(permits) => {
@@ -97,7 +102,7 @@ pub(crate) fn acquire_call(
                 &keys.readers,
                 &keys.wake,
             ],
-            &common,
+            &read_args,
         )),
     }
 }
@@ -111,7 +116,15 @@ pub fn release_call(spec: &Spec, token: &[u8], handoff: bool) -> Call {
     } else {
         Duration::ZERO
     };
+    // On a Cluster the signal a release pushes is announced (see `Spec::announce`): the
+    // mutex's release then says so after two empty rejoin arguments, the others after theirs.
+    let announce: &[&[u8]] = if spec.announce { &[b"1"] } else { &[] };
     match spec.kind {
+        Kind::Mutex if spec.announce => Call::with_keys(
+            &RELEASE,
+            keys.release_keys(),
+            &[token, &millis(window), b"", b"", b"1"],
+        ),
         Kind::Mutex => Call::with_keys(&RELEASE, keys.release_keys(), &[token, &millis(window)]),
         // Fairness among a semaphore's waiters comes from the permits kept for them, not a
         // window.
@@ -124,25 +137,23 @@ pub fn release_call(spec: &Spec, token: &[u8], handoff: bool) -> Call {
                 &keys.lock,
                 &keys.permits,
             ],
-            &[token, b"0", b"0"],
+            &[&[token, b"0", b"0"][..], announce].concat(),
         ),
         Kind::Read => Call::new(
             &SHARED_RELEASE,
             &[&keys.readers, &keys.wake, &keys.waiters, &keys.lock],
-            &[token, &millis(window), b"1"],
+            &[&[token, &millis(window), b"1"][..], announce].concat(),
         ),
     }
 }
 
 /// The undo of a waited round that announces its waiter again where it undoes a grant (see
 /// [`RELEASE`]): `rejoin` is the announcement's length and the waiter id.
-pub(crate) fn undo_call(keys: &Keys, token: &[u8], rejoin: (Duration, &[u8])) -> Call {
+pub(crate) fn undo_call(spec: &Spec, token: &[u8], rejoin: (Duration, &[u8])) -> Call {
     let (announce, waiter) = rejoin;
-    Call::with_keys(
-        &RELEASE,
-        keys.release_keys(),
-        &[token, b"0", &millis(announce), waiter],
-    )
+    let args: &[&[u8]] = &[token, b"0", &millis(announce), waiter, b"1"];
+    let n = if spec.announce { 5 } else { 4 };
+    Call::with_keys(&RELEASE, spec.keys.release_keys(), &args[..n])
 }
 
 /// The extension of one lease to `ttl` from now.

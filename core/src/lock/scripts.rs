@@ -172,10 +172,11 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// pushed onto the list, which is empty unless a signal was left unconsumed (then trimmed to
 /// one), or replaced when the key holds something else.
 ///
-/// The push is also announced on the list's own sharded channel (`SPUBLISH`, one call more):
-/// a Redis Cluster client's waits listen there on one connection per master and then claim
-/// the signal with `LPOP` (see `net/hub.rs`). Through `pcall`, so that a server without it
-/// (before Redis 7.0) runs the rest: its waits block on the list itself.
+/// On a Redis Cluster (ARGV 5 is `1`) the push is also announced on the list's own sharded
+/// channel (`SPUBLISH`, one call more): a Cluster client's waits listen there on one
+/// connection per master and then claim the signal with `LPOP` (see `net/listen.rs`).
+/// Through `pcall`, so that a server without it (before Redis 7.0) or an ACL rule without it
+/// runs the rest: the waits there block on the list itself.
 ///
 /// The undo of a round made by a caller that has waited, granted here but not by a quorum,
 /// also announces the caller again (ARGV 3 and 4): the grant took its announcement back, and
@@ -184,7 +185,8 @@ return {0, redis.call('PTTL', KEYS[1]), holder}
 /// while it waits.
 ///
 /// KEYS: lock, wake, waiters. ARGV: token, hand-off window ms, and for an undo that announces
-/// again: announcement ms, waiter id.
+/// again: announcement ms, waiter id (both empty for a release that does not), then `1` to
+/// announce the signal on a Cluster.
 /// Returns 1 released, 0 missing (expired, or a hand-off our own release left: the same
 /// release run twice), -1 held by another value.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
@@ -205,7 +207,7 @@ if v == ARGV[1] then
         redis.call('LTRIM', KEYS[2], -1, -1)
       end
       redis.call('PEXPIREAT', KEYS[2], last[2])
-      redis.pcall('SPUBLISH', KEYS[2], '1')
+      if ARGV[5] == '1' then redis.pcall('SPUBLISH', KEYS[2], '1') end
       if tonumber(ARGV[2]) > 0 then
         redis.call('SET', KEYS[1], '', 'PX', ARGV[2])
         return 1
@@ -213,7 +215,7 @@ if v == ARGV[1] then
     end
   end
   redis.call('DEL', KEYS[1])
-  if ARGV[4] then
+  if ARGV[4] and ARGV[4] ~= '' then
     local t = redis.call('TIME')
     local ends = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[3])
     redis.call('ZADD', KEYS[3], 'GT', ends, ARGV[4])

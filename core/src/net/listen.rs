@@ -15,9 +15,9 @@
 //! left before the subscription began is claimed, not missed. The same after a reconnection.
 //!
 //! Servers before Redis 7.0 have no sharded pub/sub: the first `SSUBSCRIBE` is refused as an
-//! unknown command, and each wait on that master keeps a connection of its own, as before. A
-//! subscription the server ends (its slot moved to another master) or refuses (`MOVED`)
-//! sends that key's wait to a connection of its own.
+//! unknown command (or `NOPERM`, for an ACL user without it), and each wait on that master
+//! keeps a connection of its own, as before. A subscription the server ends (its slot moved
+//! to another master) or refuses (`MOVED`) sends that key's wait to a connection of its own.
 
 use std::collections::{HashSet, VecDeque};
 use std::os::unix::net::UnixStream;
@@ -191,7 +191,9 @@ impl Listening {
                     }
                     Event::Pong => pinged = false,
                     Event::Refused(e) => {
-                        if e.to_ascii_lowercase().contains("unknown command") {
+                        let e = e.to_ascii_lowercase();
+                        // No sharded pub/sub here (before 7.0), or not for this user (ACL).
+                        if e.contains("unknown command") || e.contains("noperm") {
                             return Err(End::Unusable);
                         }
                         if let Some(k) = self.asked.pop_front()

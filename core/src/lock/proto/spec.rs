@@ -78,6 +78,10 @@ pub struct Spec {
     pub quorum: usize,
     /// Always [`Controls::RIGHT`] but in the simulator's negative controls.
     pub controls: Controls,
+    /// The scripts announce each wake-up signal they push on the list's sharded channel
+    /// (`SPUBLISH`), where a Redis Cluster client's waits listen (see `net/listen.rs`): on
+    /// a Cluster only, so that a server elsewhere (and its ACL rule) sees no new command.
+    pub announce: bool,
 }
 
 impl Spec {
@@ -104,6 +108,7 @@ impl Spec {
             n,
             quorum: quorum(n),
             controls: Controls::RIGHT,
+            announce: false,
         })
     }
 

@@ -35,7 +35,7 @@ impl Undo {
     pub fn call(&self) -> &Call {
         self.call.get_or_init(|| match &self.rejoin {
             Some((announce, waiter)) => {
-                calls::undo_call(&self.spec.keys, &self.token, (*announce, waiter))
+                calls::undo_call(&self.spec, &self.token, (*announce, waiter))
             }
             None => calls::release_call(&self.spec, &self.token, false),
         })

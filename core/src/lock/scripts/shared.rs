@@ -67,7 +67,7 @@ return {0, -1, ''}
 /// KEYS: lock, fence, waiters, readq, readers, wake. ARGV: token, ttl ms, fencing (0/1), has
 /// waited (0: no; 1: yes, and its last wait ran out or is not known to have been woken; 2:
 /// yes, and its last wait on this node was woken by a wake-up signal), waiter announcement ms
-/// (0 = do not announce), waiter id.
+/// (0 = do not announce), waiter id, and `1` to announce a wake-up passed on (a Cluster).
 ///
 /// Refused (`{0, pttl, holder}`, like the mutex's acquire) while the lock key exists (a
 /// writer, a mutex or any `SET NX` holder), during a release's hand-off window (the lock key's
@@ -75,7 +75,7 @@ return {0, -1, ''}
 /// waiting reader is announced in `waiters` and in `readq`, so a writer's release wakes it,
 /// and writers are the members of `waiters` not in `readq`). A waiting reader never holds a
 /// writer up. A reader that was woken by a wake-up and must still yield to a waiting writer
-/// passes it on, announced as `RELEASE` announces a signal (it may have taken the writer's); one whose wait ran out creates none (a
+/// passes it on, announced as `RELEASE` announces a signal with ARGV 7 `1` (it may have taken the writer's); one whose wait ran out creates none (a
 /// release does: otherwise waiting readers wake each other in a storm while nothing is
 /// released). Granted: the fence counter's current value
 /// (the last write it may observe; not incremented), and a waiter's grant passes one wake-up
@@ -90,7 +90,7 @@ local function wake_one()
   if last[2] and redis.call('LLEN', KEYS[6]) == 0 then
     redis.call('RPUSH', KEYS[6], '1')
     redis.call('PEXPIREAT', KEYS[6], last[2])
-    redis.pcall('SPUBLISH', KEYS[6], '1')
+    if ARGV[7] == '1' then redis.pcall('SPUBLISH', KEYS[6], '1') end
   end
 end
 local function refuse(pttl, holder)
@@ -167,12 +167,14 @@ return 1
 /// writer's `try_lock` takes the key's existence for a live hold, see `proto/plain.rs`); when
 /// waiters are announced, leaves one more wake-up signal (at most one per live waiter), kept
 /// until the last announcement ends, and an optional hand-off window. With `only when empty`
-/// (read holds), only the last holder's release signals: a writer can only go in then. A
-/// signal is also announced on the list's sharded channel, as `RELEASE` does.
+/// (read holds), only the last holder's release signals: a writer can only go in then. With
+/// ARGV 4 `1` (a Cluster) a signal is also announced on the list's sharded channel, as
+/// `RELEASE` does.
 ///
 /// KEYS: holders, wake, waiters, the lock key (the hand-off window is its empty value, set
 /// only while it is free), and a semaphore's permits key. ARGV: token, hand-off window ms,
-/// only when empty (0/1). Returns 1 released, 0 missing or expired.
+/// only when empty (0/1), and `1` to announce a signal (a Cluster). Returns 1 released, 0
+/// missing or expired.
 pub(crate) static SHARED_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -197,7 +199,7 @@ if removed == 1 and (ARGV[3] == '0' or not last[2]) and redis.call('EXISTS', KEY
     local ends = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
     if redis.call('LLEN', KEYS[2]) < waiting then redis.call('RPUSH', KEYS[2], '1') end
     redis.call('PEXPIREAT', KEYS[2], ends[2])
-    redis.pcall('SPUBLISH', KEYS[2], '1')
+    if ARGV[4] == '1' then redis.pcall('SPUBLISH', KEYS[2], '1') end
     if tonumber(ARGV[2]) > 0 then redis.call('SET', KEYS[4], '', 'PX', ARGV[2], 'NX') end
   end
 end
