@@ -66,30 +66,27 @@ pub(crate) fn acquire_call(
         Kind::Read if waited && woken => &b"2"[..],
         _ => flag(waited),
     };
-    let common: [&[u8]; 6] = [
+    // A read lock's last argument says to announce a wake-up it passes on (a Cluster).
+    let args: [&[u8]; 7] = [
         token,
         &ttl,
         flag(opts.fencing),
         waited,
         &millis(announce),
         waiter,
+        b"1",
     ];
-    // A woken reader that passes its wake-up on announces it (see `Spec::announce`).
-    let read_args: Vec<&[u8]> = common
-        .iter()
-        .copied()
-        .chain(spec.announce.then_some(&b"1"[..]))
-        .collect();
+    let common = &args[..6];
     match spec.kind {
         Kind::Mutex => None,
         Kind::Semaphore(permits) => {
             let permits = permits.to_string();
-            let mut args = common.to_vec();
-            args.push(permits.as_bytes());
+            let mut with_permits = common.to_vec();
+            with_permits.push(permits.as_bytes());
             Some(Call::new(
                 &SEM_ACQUIRE,
                 &[&keys.holders, &keys.permits, &keys.fence, &keys.waiters],
-                &args,
+                &with_permits,
             ))
         }
         Kind::Read => Some(Call::new(
@@ -102,7 +99,7 @@ pub(crate) fn acquire_call(
                 &keys.readers,
                 &keys.wake,
             ],
-            &read_args,
+            announcing(spec, &args, 6),
         )),
     }
 }
@@ -116,16 +113,14 @@ pub fn release_call(spec: &Spec, token: &[u8], handoff: bool) -> Call {
     } else {
         Duration::ZERO
     };
-    // On a Cluster the signal a release pushes is announced (see `Spec::announce`): the
-    // mutex's release then says so after two empty rejoin arguments, the others after theirs.
-    let announce: &[&[u8]] = if spec.announce { &[b"1"] } else { &[] };
+    let window = millis(window);
     match spec.kind {
-        Kind::Mutex if spec.announce => Call::with_keys(
+        // The announcement flag comes after the two (empty) arguments of an undo's rejoin.
+        Kind::Mutex => Call::with_keys(
             &RELEASE,
             keys.release_keys(),
-            &[token, &millis(window), b"", b"", b"1"],
+            announcing(spec, &[token, &window, b"", b"", b"1"], 2),
         ),
-        Kind::Mutex => Call::with_keys(&RELEASE, keys.release_keys(), &[token, &millis(window)]),
         // Fairness among a semaphore's waiters comes from the permits kept for them, not a
         // window.
         Kind::Semaphore(_) => Call::new(
@@ -137,12 +132,12 @@ pub fn release_call(spec: &Spec, token: &[u8], handoff: bool) -> Call {
                 &keys.lock,
                 &keys.permits,
             ],
-            &[&[token, b"0", b"0"][..], announce].concat(),
+            announcing(spec, &[token, b"0", b"0", b"1"], 3),
         ),
         Kind::Read => Call::new(
             &SHARED_RELEASE,
             &[&keys.readers, &keys.wake, &keys.waiters, &keys.lock],
-            &[&[token, &millis(window), b"1"][..], announce].concat(),
+            announcing(spec, &[token, &window, b"1", b"1"], 3),
         ),
     }
 }
@@ -152,8 +147,20 @@ pub fn release_call(spec: &Spec, token: &[u8], handoff: bool) -> Call {
 pub(crate) fn undo_call(spec: &Spec, token: &[u8], rejoin: (Duration, &[u8])) -> Call {
     let (announce, waiter) = rejoin;
     let args: &[&[u8]] = &[token, b"0", &millis(announce), waiter, b"1"];
-    let n = if spec.announce { 5 } else { 4 };
-    Call::with_keys(&RELEASE, spec.keys.release_keys(), &args[..n])
+    Call::with_keys(
+        &RELEASE,
+        spec.keys.release_keys(),
+        announcing(spec, args, 4),
+    )
+}
+
+/// A script's arguments: all of `args`, whose last asks the script to announce the wake-up
+/// signal it pushes (on a Cluster, see `Spec::announce`), or only the first `without`.
+fn announcing<'a, 'b>(spec: &Spec, args: &'b [&'a [u8]], without: usize) -> &'b [&'a [u8]] {
+    match spec.announce {
+        true => args,
+        false => &args[..without],
+    }
 }
 
 /// The extension of one lease to `ttl` from now.

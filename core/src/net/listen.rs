@@ -62,8 +62,8 @@ enum Event {
     Subscribed(Vec<u8>),
     /// A subscription ended (asked for, or the server's: the slot moved).
     Unsubscribed(Vec<u8>),
-    /// The reply to the `PING`.
-    Pong,
+    /// Anything else: the reply to the `PING`, or a message of no concern here.
+    Other,
     /// An error reply: to the oldest `SSUBSCRIBE` not yet confirmed.
     Refused(String),
 }
@@ -189,7 +189,7 @@ impl Listening {
                             waits.refused(k);
                         }
                     }
-                    Event::Pong => pinged = false,
+                    Event::Other => {}
                     Event::Refused(e) => {
                         let e = e.to_ascii_lowercase();
                         // No sharded pub/sub here (before 7.0), or not for this user (ACL).
@@ -203,7 +203,9 @@ impl Listening {
                         }
                     }
                 }
+                // Whatever came, the connection is alive.
                 quiet_until = Instant::now() + QUIET;
+                pinged = false;
             }
             for k in claim(endpoint, &claims) {
                 waits.popped(k);
@@ -238,7 +240,7 @@ fn event(reply: RedisResult<Value>) -> Option<Event> {
     let items = match reply {
         Ok(Value::Array(items)) => items,
         Ok(Value::ServerError(e)) => return Some(Event::Refused(format!("{e:?}"))),
-        Ok(_) => return Some(Event::Pong),
+        Ok(_) => return Some(Event::Other),
         Err(e) if e.is_io_error() || e.is_timeout() => return None,
         Err(e) => return Some(Event::Refused(e.to_string())),
     };
@@ -246,13 +248,13 @@ fn event(reply: RedisResult<Value>) -> Option<Event> {
     let (Some(Value::BulkString(kind)), Some(Value::BulkString(key))) =
         (items.next(), items.next())
     else {
-        return Some(Event::Pong);
+        return Some(Event::Other);
     };
     Some(match kind.as_slice() {
         b"smessage" | b"message" => Event::Message(key),
         b"ssubscribe" => Event::Subscribed(key),
         b"sunsubscribe" => Event::Unsubscribed(key),
-        _ => Event::Pong,
+        _ => Event::Other,
     })
 }
 
