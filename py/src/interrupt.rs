@@ -17,7 +17,7 @@
 //! the call's pipe took in are passed on to it.
 
 use std::cell::RefCell;
-use std::io::{PipeWriter, Write};
+use std::io::PipeWriter;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,7 +42,7 @@ static PROCESS: Mutex<Option<Process>> = Mutex::new(None);
 
 struct Process {
     pid: u32,
-    /// The main thread's `threading.get_ident()`.
+    /// The main thread's id (`threading.main_thread().ident`).
     main: u64,
     /// The read end, shared with each call's waits as it is (no duplicate per call).
     reader: Arc<OwnedFd>,
@@ -184,9 +184,7 @@ pub(crate) fn call<T: Send>(
         if !taken.is_empty() {
             // SAFETY: `before` is the open descriptor Python had; it is only written to here.
             let before = unsafe { BorrowedFd::borrow_raw(before) };
-            if let Ok(owned) = before.try_clone_to_owned() {
-                let _ = PipeWriter::from(owned).write(&taken);
-            }
+            let _ = rustix::io::write(before, &taken);
         }
     }
     let done = match (done, work) {

@@ -194,3 +194,33 @@ def test_a_signal_handler_may_use_the_library_while_a_call_waits(redis_server, n
         signal.signal(signal.SIGUSR1, previous)
     lock.release()
     assert inner == [True]
+
+
+def test_a_wake_up_descriptor_set_before_the_call_gets_the_signals_it_took(redis_server, name, r):
+    """A descriptor set with signal.set_wakeup_fd before the call (an event loop's) is set
+    back after it, and receives the numbers of the signals that came during the call."""
+    r("SET", name, "foreign", "PX", 400)
+    lock = redmutex.Client(redis_server.url).lock(name)
+    theirs_r, theirs_w = os.pipe()
+    os.set_blocking(theirs_w, False)
+    os.set_blocking(theirs_r, False)
+    previous_handler = signal.signal(signal.SIGUSR1, lambda *_: None)
+    previous_fd = signal.set_wakeup_fd(theirs_w)
+
+    def poke() -> None:
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    t = threading.Thread(target=poke)
+    try:
+        t.start()
+        assert lock.acquire(timeout=10)
+        assert signal.set_wakeup_fd(previous_fd) == theirs_w, "the descriptor was not set back"
+        assert os.read(theirs_r, 64) == bytes([signal.SIGUSR1])
+    finally:
+        t.join(timeout=10)
+        signal.signal(signal.SIGUSR1, previous_handler)
+        signal.set_wakeup_fd(previous_fd)
+        os.close(theirs_r)
+        os.close(theirs_w)
+    lock.release()
