@@ -69,9 +69,11 @@ impl Script {
 /// does not fence, plain commands instead (see `proto/plain.rs`).
 ///
 /// The mutex is also the write side of a read-write lock on the same name: while live read
-/// holds exist (the `readers` set, expired members dropped first), it is refused like a held
-/// lock, with the longest read hold's remaining time and no holder. Without readers this is
-/// one `EXISTS`.
+/// holds exist (the `readers` set's last-ending member ends after now), it is refused like a
+/// held lock, with the longest read hold's remaining time and no holder. Without readers this
+/// is one `EXISTS`; with them, `TIME` and one `ZRANGE`: expired members are left for the read
+/// side's scripts to drop, which count them (a writer waiting behind readers then costs each
+/// round what one waiting behind a writer does: three calls besides the announcement).
 ///
 /// Returns the fence (an integer: 0 when fencing is off) on success, `{0, pttl, holder}`
 /// otherwise (a grant's reply is no table: a table reply costs the server 1–2 µs more to
@@ -131,9 +133,8 @@ end
 if readers then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-  if last[2] then
+  if last[2] and tonumber(last[2]) > now then
     announce(now)
     return {0, tonumber(last[2]) - now, ''}
   end
