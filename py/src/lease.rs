@@ -292,7 +292,14 @@ impl<S: Source> Holds<S> {
         // Interrupted, the release goes on in the background (or the lease runs out).
         let result = interrupt::call(py, move |_| {
             held.close();
-            held.guard.release()
+            // The last owner unlocks: the release and the guard's drop then read the process
+            // id once (a system call), where a release and a drop after it read it three
+            // times. A guard another thread still uses (a `check` under way) is released in
+            // place.
+            match Arc::try_unwrap(held.guard) {
+                Ok(guard) => guard.unlock(),
+                Err(guard) => guard.release(),
+            }
         })?;
         result.map_err(|e| errors::to_py(py, e))
     }

@@ -142,7 +142,11 @@ impl Plan {
                         None => self.attempt(call, begun)?,
                     };
                     match attempt {
-                        Attempt::Held(guard) => return Ok(guard),
+                        Attempt::Held(guard) => {
+                            // The line is left inside the scope: one `getpid` for the call.
+                            drop(place);
+                            return Ok(guard);
+                        }
                         Attempt::Refused(then) => then,
                     }
                 }
@@ -152,6 +156,10 @@ impl Plan {
                     if !matches!(e, TryLockError::WouldBlock) {
                         place.free_all();
                     }
+                    // The line is left inside the scope, which ends before the interrupt
+                    // check (see above).
+                    drop(place);
+                    drop(scope);
                     // A round that a wake-up's check stopped (see `crate::wake_on_checked`)
                     // fails like one whose nodes timed out; the call was interrupted.
                     if net::stopped()
