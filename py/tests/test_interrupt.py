@@ -4,6 +4,7 @@ does not answer (here: a frozen redis-server and a long connect_timeout)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -15,6 +16,22 @@ import pytest
 import redmutex
 from conftest import RedisServer, start_redis, stop
 from sigint import interrupted_within
+
+
+@contextlib.contextmanager
+def sigusr1_after(delay: float) -> Iterator[None]:
+    """Sends this process SIGUSR1 `delay` seconds into the block, from another thread."""
+
+    def poke() -> None:
+        time.sleep(delay)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    t = threading.Thread(target=poke)
+    t.start()
+    try:
+        yield
+    finally:
+        t.join(timeout=10)
 
 
 @pytest.fixture
@@ -180,17 +197,10 @@ def test_a_signal_handler_may_use_the_library_while_a_call_waits(redis_server, n
         other.release()
 
     previous = signal.signal(signal.SIGUSR1, handler)
-
-    def poke() -> None:
-        time.sleep(0.2)
-        os.kill(os.getpid(), signal.SIGUSR1)
-
-    t = threading.Thread(target=poke)
     try:
-        t.start()
-        assert lock.acquire(timeout=10)
+        with sigusr1_after(0.2):
+            assert lock.acquire(timeout=10)
     finally:
-        t.join(timeout=10)
         signal.signal(signal.SIGUSR1, previous)
     lock.release()
     assert inner == [True]
@@ -206,19 +216,12 @@ def test_a_wake_up_descriptor_set_before_the_call_gets_the_signals_it_took(redis
     os.set_blocking(theirs_r, False)
     previous_handler = signal.signal(signal.SIGUSR1, lambda *_: None)
     previous_fd = signal.set_wakeup_fd(theirs_w)
-
-    def poke() -> None:
-        time.sleep(0.1)
-        os.kill(os.getpid(), signal.SIGUSR1)
-
-    t = threading.Thread(target=poke)
     try:
-        t.start()
-        assert lock.acquire(timeout=10)
+        with sigusr1_after(0.1):
+            assert lock.acquire(timeout=10)
         assert signal.set_wakeup_fd(previous_fd) == theirs_w, "the descriptor was not set back"
         assert os.read(theirs_r, 64) == bytes([signal.SIGUSR1])
     finally:
-        t.join(timeout=10)
         signal.signal(signal.SIGUSR1, previous_handler)
         signal.set_wakeup_fd(previous_fd)
         os.close(theirs_r)

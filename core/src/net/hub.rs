@@ -286,7 +286,7 @@ fn start(hub: &Arc<Hub>, endpoint: &Arc<Endpoint>, st: &mut State) -> std::io::R
     st.thread = std::thread::Builder::new()
         .name("redmutex-wait".into())
         .spawn(move || match hub.listens {
-            true => listen::run(&Listening(&hub, &endpoint), &endpoint, bell),
+            true => listen::run(&HubWaits(&hub, &endpoint), &endpoint, bell),
             false => run(&hub, &endpoint, bell),
         })
         .map(Some)?;
@@ -461,9 +461,9 @@ fn drain(bell: &mut UnixStream) {
 }
 
 /// A Cluster master's hub, as its listening thread sees it.
-struct Listening<'a>(&'a Hub, &'a Endpoint);
+struct HubWaits<'a>(&'a Hub, &'a Endpoint);
 
-impl Waits for Listening<'_> {
+impl Waits for HubWaits<'_> {
     fn next_keys(&self, bell: &mut UnixStream) -> Option<Vec<Vec<u8>>> {
         next_keys(self.0, self.1, bell)
     }

@@ -75,11 +75,11 @@ return {0, -1, ''}
 /// waiting reader is announced in `waiters` and in `readq`, so a writer's release wakes it,
 /// and writers are the members of `waiters` not in `readq`). A waiting reader never holds a
 /// writer up. A reader that was woken by a wake-up and must still yield to a waiting writer
-/// passes it on, announced as `RELEASE` announces a signal with ARGV 7 `1` (it may have taken the writer's); one whose wait ran out creates none (a
+/// passes it on (it may have taken the writer's); one whose wait ran out creates none (a
 /// release does: otherwise waiting readers wake each other in a storm while nothing is
-/// released). Granted: the fence counter's current value
-/// (the last write it may observe; not incremented), and a waiter's grant passes one wake-up
-/// on to the next waiting reader.
+/// released). Granted: the fence counter's current value (the last write it may observe; not
+/// incremented), and a waiter's grant passes one wake-up on to the next waiting reader. With
+/// ARGV 7 `1` (a Cluster) a wake-up passed on is also announced, as `RELEASE` announces one.
 pub(crate) static READ_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
