@@ -108,8 +108,7 @@ impl CoreClient {
         let no = *no;
         self.pending.retain(|_, p| p.purpose != Purpose::Extend);
         let tally = tally(&self.lock.seats, &r.replies);
-        let at = stamp;
-        match hold.extended(at(r.t0), dur(r.ttl), &tally, at(now.boot), false) {
+        match hold.extended(stamp(r.t0), dur(r.ttl), &tally, stamp(now.boot), false) {
             Extended::Renewed(next) => {
                 let valid_until = micros(hold.valid_until);
                 out.push(Output::Note(Note::Extended { valid_until }));
