@@ -1,9 +1,11 @@
-//! Ending a call's waits the moment a signal arrives: [`wake_on`] (waits for a release) and
-//! [`wake_on_checked`] (every wait: reads and connects too).
+//! Ending a call's waits the moment a signal arrives: [`wake_on`] (waits for a release),
+//! [`wake_on_checked`] (every wait: reads and connects too) and [`wake_on_checked_after`]
+//! (the same, set up only once a call lasts).
 
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
 
@@ -92,6 +94,34 @@ pub fn wake_on_checked<R>(
 ) -> Result<R, Error> {
     let fd = fd.keep().map_err(unusable)?;
     Ok(crate::net::wake_on(fd, Some(Box::new(go_on)), f))
+}
+
+/// [`wake_on_checked`] for a descriptor that costs something to set up for each call, and
+/// calls that mostly end within a round trip: `arm` sets the descriptor up (Python's binding:
+/// `signal.set_wakeup_fd`) only when `f` has run for `grace` and still waits, or sooner
+/// when it is about to wait for anything but a reply (a release, a pause between attempts,
+/// the threads that connect for a round). Until then `f`'s reads and connects wait on their
+/// sockets alone, `grace` at most, and a call that ends sooner never runs `arm`: it costs
+/// what an unwatched call does.
+///
+/// `arm` gives the descriptor and the check (as [`wake_on_checked`] takes them), or `None`
+/// when there is nothing to watch after all: `f` then runs on unwatched. Once armed, the
+/// check runs once at once, whether or not the descriptor is readable: what happened before
+/// the descriptor was there (a signal whose handler must run) is asked about then. So a
+/// signal ends a call within about `grace`, or at once when it interrupts the wait (EINTR).
+///
+/// The C binding does not need it: a C program's descriptor is set up once, by the program,
+/// and each call watches it as it is ([`wake_on_checked`]).
+pub fn wake_on_checked_after<R, G>(
+    grace: Duration,
+    arm: impl FnOnce() -> Option<(Arc<OwnedFd>, G)> + 'static,
+    f: impl FnOnce() -> R,
+) -> R
+where
+    G: FnMut() -> bool + 'static,
+{
+    let arm = Box::new(move || arm().map(|(fd, go_on)| (fd, Box::new(go_on) as _)));
+    crate::net::wake_on_later(grace, arm, f)
 }
 
 fn unusable(e: io::Error) -> Error {

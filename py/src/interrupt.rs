@@ -4,19 +4,21 @@
 //! blocked in a call into Rust never runs them. But Python's C-level handler writes the
 //! signal's number to its wake-up descriptor (`signal.set_wakeup_fd`) the moment the signal
 //! arrives. So a call on the main thread points that descriptor at a pipe of this module for
-//! the call's length, and runs with every network wait watching the pipe
-//! (`redmutex::wake_on_checked`): each read of a reply, each connect, each wait for a release.
-//! When a signal comes, the wait runs the handlers (`PyErr_CheckSignals`). When one raised
-//! (`KeyboardInterrupt`), the call stops at once: its round counts as one whose time ran out,
-//! its clean-up goes to the background, and the exception is raised. Otherwise the wait goes
-//! on. No helper thread, no periodic check: the call costs what the Rust call costs, and its
-//! waits keep the core's wait cap.
+//! the rest of the call once it lasts (20 ms), or once it is about to wait for a release, and
+//! from then on every network wait watches the pipe (`redmutex::wake_on_checked_after`): each
+//! read of a reply, each connect, each wait for a release. When a signal comes, the wait runs
+//! the handlers (`PyErr_CheckSignals`); they run once at that setting-up too, for a signal
+//! that came before. When one raised (`KeyboardInterrupt`), the call stops at once: its round
+//! counts as one whose time ran out, its clean-up goes to the background, and the exception
+//! is raised. Otherwise the wait goes on. No helper thread, no periodic check: a call that
+//! ends within a round trip or two sets nothing up and costs what the Rust call costs, and
+//! the waits keep the core's wait cap.
 //!
 //! On other threads no handler would ever run, so the call runs as it is. The descriptor that
 //! was set before the call (an asyncio loop's) is set back after it, and the signal numbers
 //! the call's pipe took in are passed on to it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::PipeWriter;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::rc::Rc;
@@ -126,6 +128,12 @@ fn set_wakeup_fd(py: Python<'_>, fd: RawFd) -> PyResult<RawFd> {
     set.bind(py).call1((fd,))?.extract()
 }
 
+/// How long a call on the main thread runs before its signal pipe is set up: a call that
+/// ends sooner (on a healthy server, every call that waits for no release) never sets it
+/// up, and a signal that comes meanwhile is handled at the latest then (see
+/// `redmutex::wake_on_checked_after`), well within 100 ms.
+const ARM_AFTER: Duration = Duration::from_millis(20);
+
 /// Runs `work` with the GIL released and returns what it returns, or the exception of a
 /// signal handler (`KeyboardInterrupt`) that ran meanwhile: then `work` sees its flag set
 /// (its call's interrupt check) and ends at once, keeping nothing. Off the main thread,
@@ -139,65 +147,91 @@ pub(crate) fn call<T: Send>(
     };
     // Signals that came before the call: their handlers run now.
     py.check_signals()?;
-    let Ok(before) = set_wakeup_fd(py, writer.as_raw_fd()) else {
-        // Not the main interpreter's main thread after all: no handler runs here either.
-        return Ok(py.detach(|| work(None)));
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let raised: Rc<RefCell<Option<PyErr>>> = Rc::new(RefCell::new(None));
-    let taken: Rc<RefCell<Vec<u8>>> = Rc::new(RefCell::new(Vec::new()));
-    let go_on = {
-        let (reader, stop, raised, taken) = (
-            Arc::clone(&reader),
-            Arc::clone(&stop),
-            Rc::clone(&raised),
-            Rc::clone(&taken),
-        );
+    // One allocation per call, shared by its arming and its check.
+    let watch = Rc::new(Watch {
+        reader,
+        writer,
+        stop: AtomicBool::new(false),
+        raised: RefCell::new(None),
+        taken: RefCell::new(Vec::new()),
+        before: Cell::new(None),
+    });
+    let arm = {
+        let watch = Rc::clone(&watch);
         move || {
-            drain(&reader, &mut taken.borrow_mut());
-            match Python::attach(|py| pending(py).map_or_else(|| py.check_signals(), Err)) {
-                Ok(()) => true,
-                Err(e) => {
-                    *raised.borrow_mut() = Some(e);
-                    stop.store(true, Ordering::SeqCst);
-                    false
-                }
-            }
+            let reader = watch.arm()?;
+            Some((reader, move || watch.go_on()))
         }
     };
-    let flag = &*stop;
-    let mut work = Some(work);
-    let done = redmutex::wake_on_checked(Arc::clone(&reader), go_on, || {
-        py.detach(|| work.take().map(|w| w(Some(flag))))
-    });
+    let flag = &watch.stop;
+    let done = redmutex::wake_on_checked_after(ARM_AFTER, arm, || py.detach(|| work(Some(flag))));
     // A handler may have run in Python code the call ran (a log record's), and raised there.
     if let Some(e) = pending(py) {
-        raised.borrow_mut().get_or_insert(e);
+        watch.raised.borrow_mut().get_or_insert(e);
     }
-    // The descriptor before is set back, and told of the signals this call's pipe took in.
-    // With none before, what the pipe holds now stays there: the next call's first wait
-    // finds it and runs the handlers (which Python runs anyway at its next instruction).
+    if let Some(before) = watch.before.get() {
+        restore(py, before, &watch.reader, watch.taken.take())?;
+    }
+    match watch.raised.take() {
+        Some(e) => Err(e),
+        None => Ok(done),
+    }
+}
+
+/// What a call on the main thread shares with its arming and its check.
+struct Watch {
+    reader: Arc<OwnedFd>,
+    writer: Arc<PipeWriter>,
+    /// The check said stop: the call's interrupt check.
+    stop: AtomicBool,
+    /// The exception a handler raised.
+    raised: RefCell<Option<PyErr>>,
+    /// The signal numbers the pipe took in.
+    taken: RefCell<Vec<u8>>,
+    /// The descriptor set before the call's, once the call's is set (armed).
+    before: Cell<Option<RawFd>>,
+}
+
+impl Watch {
+    /// Points Python's wake-up descriptor at the pipe: its read end, to watch. `None` when
+    /// this is not the main interpreter's main thread after all: no handler runs here, and
+    /// there is nothing to watch.
+    fn arm(&self) -> Option<Arc<OwnedFd>> {
+        let set = Python::attach(|py| set_wakeup_fd(py, self.writer.as_raw_fd())).ok()?;
+        self.before.set(Some(set));
+        Some(Arc::clone(&self.reader))
+    }
+
+    /// The check: drains the pipe and runs the signal handlers; `false` (stop) when one
+    /// raised.
+    fn go_on(&self) -> bool {
+        drain(&self.reader, &mut self.taken.borrow_mut());
+        match Python::attach(|py| pending(py).map_or_else(|| py.check_signals(), Err)) {
+            Ok(()) => true,
+            Err(e) => {
+                *self.raised.borrow_mut() = Some(e);
+                self.stop.store(true, Ordering::SeqCst);
+                false
+            }
+        }
+    }
+}
+
+/// Sets the descriptor `before` back, as it was before the call set its own, and tells it of
+/// the signals this call's pipe took in. With none before, what the pipe holds now stays
+/// there: the next call's first wait finds it and runs the handlers (which Python runs
+/// anyway at its next instruction).
+fn restore(py: Python<'_>, before: RawFd, reader: &OwnedFd, mut taken: Vec<u8>) -> PyResult<()> {
     let restored = set_wakeup_fd(py, before);
     if before >= 0 {
-        let mut taken = taken.take();
-        drain(&reader, &mut taken);
+        drain(reader, &mut taken);
         if !taken.is_empty() {
             // SAFETY: `before` is the open descriptor Python had; it is only written to here.
             let before = unsafe { BorrowedFd::borrow_raw(before) };
             let _ = rustix::io::write(before, &taken);
         }
     }
-    let done = match (done, work) {
-        (Ok(Some(done)), _) => done,
-        // The pipe could not be used (no descriptor left): the call runs without it.
-        (_, Some(work)) => py.detach(|| work(None)),
-        (_, None) => unreachable!("the work ran, or was given back"),
-    };
-    restored?;
-    match raised.take() {
-        Some(e) => Err(e),
-        None => Ok(done),
-    }
+    restored.map(drop)
 }
 
 /// The exception left set by Python code that the call ran on this thread: the library's log

@@ -959,3 +959,154 @@ fn a_round_goes_on_when_the_wake_up_check_says_so() {
         .unlock()
         .unwrap();
 }
+
+/// A wake-up's check, as `counted_arming` gives it.
+type Check = Box<dyn FnMut() -> bool>;
+
+/// How often something ran.
+type Count = Arc<std::sync::atomic::AtomicUsize>;
+
+/// An arming that counts its runs, for `wake_on_checked_after`: it gives `reader` and a
+/// check that drains it and says stop (`false`) or go on; the check's runs are counted too.
+fn counted_arming(
+    reader: std::io::PipeReader,
+    go_on: bool,
+) -> (
+    impl FnOnce() -> Option<(Arc<std::os::fd::OwnedFd>, Check)> + 'static,
+    Count,
+    Count,
+) {
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (armed, asked) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (a, k) = (armed.clone(), asked.clone());
+    let pipe = reader.try_clone().unwrap();
+    // Drained without blocking, as a signal pipe is: the check also runs when it is empty.
+    // SAFETY: sets a flag of a descriptor this function owns.
+    assert_eq!(
+        unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) },
+        0
+    );
+    let arm = move || {
+        a.fetch_add(1, Ordering::SeqCst);
+        let check: Check = Box::new(move || {
+            let mut buf = [0u8; 8];
+            let _ = std::io::Read::read(&mut &pipe, &mut buf);
+            k.fetch_add(1, Ordering::SeqCst);
+            go_on
+        });
+        Some((Arc::new(std::os::fd::OwnedFd::from(reader)), check))
+    };
+    (arm, armed, asked)
+}
+
+/// A call that ends within its grace never sets its descriptor up: on a healthy server an
+/// uncontended `try_lock` and its `unlock` run without the arming (what a binding's
+/// `signal.set_wakeup_fd` would cost), though the pipe was written to before the call.
+#[test]
+fn a_call_that_ends_within_its_grace_never_arms() {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let mutex = client.mutex("hardening:unarmed");
+    mutex.try_lock().unwrap().unlock().unwrap();
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    writer.write_all(b"!").unwrap();
+    let (arm, armed, asked) = counted_arming(reader, false);
+    let taken = redmutex::wake_on_checked_after(Duration::from_secs(30), arm, || {
+        mutex
+            .try_lock()
+            .and_then(|g| g.unlock().map(drop).map_err(Into::into))
+    });
+    taken.expect("the call ran unwatched to its end");
+    assert_eq!(armed.load(Ordering::SeqCst), 0, "the call was armed");
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "the check was asked");
+}
+
+/// A round to a frozen server arms once its grace has passed, and the check runs at once
+/// then, whether or not the descriptor is readable: a signal that came before the
+/// descriptor was set up (here: the byte written before the call, with a check that says
+/// stop) ends the call then, as one whose time ran out, not at its 5 s node timeout.
+#[test]
+fn a_round_to_a_frozen_server_arms_after_its_grace_and_asks_the_check_at_once() {
+    use std::sync::atomic::Ordering;
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let mutex = client
+        .mutex("hardening:armed-late")
+        .node_timeout(Duration::from_secs(5));
+    mutex.try_lock().unwrap().unlock().unwrap();
+    // Nothing in the pipe: the signal came before it was Python's wake-up descriptor.
+    let (reader, _writer) = std::io::pipe().unwrap();
+    let (arm, armed, asked) = counted_arming(reader, false);
+    server.pause();
+    let started = Instant::now();
+    let taken =
+        redmutex::wake_on_checked_after(Duration::from_millis(50), arm, || mutex.try_lock());
+    let took = started.elapsed();
+    server.resume();
+    assert!(
+        matches!(&taken, Err(redmutex::TryLockError::Error(e))
+            if e.kind() == redmutex::ErrorKind::Connection),
+        "expected the round's timeout, got {taken:?}"
+    );
+    assert_eq!(armed.load(Ordering::SeqCst), 1, "armed once");
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "the check was asked once, at the arming"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "the round ran {took:?}, toward its 5 s node timeout"
+    );
+}
+
+/// A wait for a release arms at once, whatever the grace: a waiting `lock_interruptible`
+/// whose grace is a minute still ends, Interrupted, when its descriptor is written to
+/// 100 ms into the wait and the check says stop.
+#[test]
+fn a_wait_for_a_release_arms_at_once() {
+    use std::sync::atomic::Ordering;
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let name = "hardening:armed-wait";
+    let _: () = server.conn().set_ex(name, "foreign", 60).unwrap();
+    let mutex = client.mutex(name);
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let (arm, armed, asked) = counted_arming(reader, false);
+    // 100 ms into the wait: how often it was armed by then, and the byte a signal writes.
+    let poke = {
+        let armed = armed.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            let by_then = armed.load(Ordering::SeqCst);
+            std::io::Write::write_all(&mut writer, b"!").unwrap();
+            (by_then, writer)
+        })
+    };
+    let stopped = asked.clone();
+    let mut interrupted = || stopped.load(Ordering::SeqCst) > 0;
+    let started = Instant::now();
+    let taken = redmutex::wake_on_checked_after(Duration::from_secs(60), arm, || {
+        mutex.lock_interruptible(
+            Some(Instant::now() + Duration::from_secs(20)),
+            &mut interrupted,
+        )
+    });
+    let took = started.elapsed();
+    let (armed_by_then, _writer) = poke.join().unwrap();
+    match taken {
+        Err(redmutex::TryLockError::Error(e)) => {
+            assert_eq!(e.kind(), redmutex::ErrorKind::Interrupted, "{e}")
+        }
+        other => panic!("expected Interrupted, got {other:?}"),
+    }
+    assert_eq!(armed_by_then, 1, "not armed as the wait began");
+    assert_eq!(armed.load(Ordering::SeqCst), 1, "armed once");
+    assert!(
+        took < Duration::from_secs(10),
+        "the wait ran {took:?}, toward its 20 s deadline"
+    );
+}

@@ -44,5 +44,6 @@ pub(crate) use sentinel::Sentinel;
 pub(crate) use slots::{hash_tag, key_slot};
 pub(crate) use url::redact;
 pub(crate) use wake::scoped as wake_on;
+pub(crate) use wake::scoped_later as wake_on_later;
 pub(crate) use wake::{is_set as has_wake_fd, sleep, stopped, woken_now};
 pub(crate) use warm::warm_up;

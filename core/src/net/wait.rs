@@ -67,5 +67,13 @@ fn wait(legs: &[(usize, Connection)], left: Duration, ready: &mut Vec<usize>) ->
         return false;
     };
     let wake = wake::watched_fd();
-    readable(&sockets, wake.as_ref().map(AsFd::as_fd), left, ready)
+    // Unarmed (see `wake.rs`): the sockets alone until the setting falls due, and then the
+    // loop looks again, and arms it.
+    match wake::due().map(|due| due.saturating_duration_since(Instant::now())) {
+        Some(due) if due < left => {
+            readable(&sockets, None, due, ready);
+            true
+        }
+        _ => readable(&sockets, wake.as_ref().map(AsFd::as_fd), left, ready),
+    }
 }

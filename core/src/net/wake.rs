@@ -15,8 +15,17 @@
 //!   of the scope ends at once, as if its deadline had passed, so the call's round is treated
 //!   as one whose time ran out (its unread nodes undone behind their requests, or by a
 //!   clean-up in the background) and the call ends quickly whatever its servers do.
+//!
+//! A setting of the second kind may also start **unarmed** (`scoped_later`), for a binding
+//! that must set its descriptor up for each call (Python's `signal.set_wakeup_fd`): nothing
+//! is watched, and nothing set up, until the call has lasted its grace (a read or connect
+//! then waits on its socket alone, at most until then) or until it is about to wait for
+//! anything else (a release, a pause, the threads that connect for it). Then the binding's
+//! arming sets the descriptor up, and its check runs once at once, for the signals that came
+//! before the descriptor was there. A call that ends within its grace (on a healthy server,
+//! any call that waits for no release) costs no more than an unwatched one.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::rc::Rc;
@@ -36,6 +45,10 @@ const SLICE: Duration = Duration::from_millis(5);
 /// descriptor and the wait goes on, `false` to stop.
 pub(crate) type GoOn = Box<dyn FnMut() -> bool>;
 
+/// Sets a descriptor up, when an unarmed setting is armed: the descriptor, watched from then
+/// on, and its check; `None` when this thread has nothing to watch after all.
+pub(crate) type Arm = Box<dyn FnOnce() -> Option<(Arc<OwnedFd>, GoOn)>>;
+
 /// This thread's setting.
 struct Wake {
     fd: Arc<OwnedFd>,
@@ -50,6 +63,15 @@ enum Setting {
     Own(Rc<Wake>),
     /// A thread started for a watching call: it watches that call's stop flag.
     Helping(Arc<AtomicBool>),
+    /// Not armed yet (see the module's doc).
+    Later(Later),
+}
+
+/// An unarmed setting: armed at `at`, or before when a wait other than a read needs it.
+struct Later {
+    at: Instant,
+    /// Taken while arming.
+    arm: Cell<Option<Arm>>,
 }
 
 thread_local! {
@@ -82,6 +104,61 @@ pub(crate) fn scoped<R>(fd: Arc<OwnedFd>, go_on: Option<GoOn>, f: impl FnOnce() 
     with_setting(Some(Rc::new(Setting::Own(Rc::new(wake)))), f)
 }
 
+/// Runs `f` with a setting that watches every wait once armed (see the module's doc): `arm`
+/// runs at the latest `grace` into the scope, and only if a wait of `f` is still going on
+/// then.
+pub(crate) fn scoped_later<R>(grace: Duration, arm: Arm, f: impl FnOnce() -> R) -> R {
+    let later = Later {
+        at: Instant::now() + grace,
+        arm: Cell::new(Some(arm)),
+    };
+    with_setting(Some(Rc::new(Setting::Later(later))), f)
+}
+
+/// Arms `later`, this thread's setting: what its arming gives becomes the setting for the
+/// rest of the scope, and the check runs once. A wait inside the arming finds it taken, and
+/// the setting still unarmed.
+fn arm(later: &Later) {
+    let Some(arm) = later.arm.take() else {
+        return;
+    };
+    let armed = arm().map(|(fd, go_on)| {
+        Rc::new(Wake {
+            fd,
+            go_on: Some(RefCell::new(go_on)),
+            stopped: Arc::new(AtomicBool::new(false)),
+        })
+    });
+    SETTING.set(armed.clone().map(|w| Rc::new(Setting::Own(w))));
+    if let Some(w) = armed {
+        w.check();
+    }
+}
+
+/// This thread's setting, armed first if it was not (see the module's doc).
+fn armed() -> Option<Rc<Setting>> {
+    let setting = current();
+    match setting.as_deref() {
+        Some(Setting::Later(later)) => {
+            arm(later);
+            current()
+        }
+        _ => setting,
+    }
+}
+
+/// This thread's setting, armed first if it was not and its time has come.
+fn armed_when_due() -> Option<Rc<Setting>> {
+    let setting = current();
+    match setting.as_deref() {
+        Some(Setting::Later(later)) if Instant::now() >= later.at => {
+            arm(later);
+            current()
+        }
+        _ => setting,
+    }
+}
+
 impl AsFd for Wake {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -102,9 +179,12 @@ impl Wake {
         if self.stopped.load(Ordering::SeqCst) {
             return true;
         }
-        if !poll::readable_now(self) {
-            return false;
-        }
+        poll::readable_now(self) && self.check()
+    }
+
+    /// Asks the check (if any), whether or not the descriptor is readable: `true` when it
+    /// says stop.
+    fn check(&self) -> bool {
         let Some(go_on) = &self.go_on else {
             return true;
         };
@@ -121,22 +201,34 @@ impl Wake {
     }
 }
 
-/// This thread's wake-up descriptor, if it has one.
+/// This thread's wake-up descriptor, if it has one (armed now if it was not: a wait for a
+/// release asks).
 pub(super) fn fd() -> Option<WakeFd> {
-    match current().as_deref() {
+    match armed().as_deref() {
         Some(Setting::Own(w)) => Some(WakeFd(Rc::clone(w))),
         _ => None,
     }
 }
 
-/// This thread's wake-up descriptor when it watches every wait (reads too).
+/// This thread's wake-up descriptor when it watches every wait (reads too), once armed.
 pub(super) fn watched_fd() -> Option<WakeFd> {
-    fd().filter(|w| w.0.go_on.is_some())
+    match armed_when_due().as_deref() {
+        Some(Setting::Own(w)) if w.go_on.is_some() => Some(WakeFd(Rc::clone(w))),
+        _ => None,
+    }
+}
+
+/// When this thread's unarmed setting falls due: a wait on sockets alone ends then.
+pub(super) fn due() -> Option<Instant> {
+    match current().as_deref() {
+        Some(Setting::Later(later)) => Some(later.at),
+        _ => None,
+    }
 }
 
 /// Whether this thread watches every wait and its waits stop now: a round's reads end.
 pub(super) fn reads_stop() -> bool {
-    watches() && woken_now()
+    watches() && stops(armed_when_due())
 }
 
 /// A thread's wake-up descriptor, kept open while it is held.
@@ -148,18 +240,26 @@ impl AsFd for WakeFd {
     }
 }
 
-/// Whether this thread has a wake-up descriptor.
+/// Whether this thread has a wake-up descriptor (armed or not).
 pub(crate) fn is_set() -> bool {
-    matches!(current().as_deref(), Some(Setting::Own(_)))
+    matches!(
+        current().as_deref(),
+        Some(Setting::Own(_) | Setting::Later(_))
+    )
 }
 
 /// Whether this thread's waits stop now (see the module's doc): `false` when it has no
-/// setting. Asks the check when the descriptor is readable.
+/// setting. Asks the check when the descriptor is readable. For a wait for a release: an
+/// unarmed setting is armed first.
 pub(crate) fn woken_now() -> bool {
-    match current().as_deref() {
+    stops(armed())
+}
+
+fn stops(setting: Option<Rc<Setting>>) -> bool {
+    match setting.as_deref() {
         Some(Setting::Own(w)) => w.stop(),
         Some(Setting::Helping(stopped)) => stopped.load(Ordering::SeqCst),
-        None => false,
+        Some(Setting::Later(_)) | None => false,
     }
 }
 
@@ -169,14 +269,14 @@ pub(crate) fn stopped() -> bool {
     match current().as_deref() {
         Some(Setting::Own(w)) => w.stopped.load(Ordering::SeqCst),
         Some(Setting::Helping(stopped)) => stopped.load(Ordering::SeqCst),
-        None => false,
+        Some(Setting::Later(_)) | None => false,
     }
 }
 
 /// The setting of a thread started for this thread's call (to connect on): it watches this
 /// one's stop flag. `None` when this thread does not watch every wait.
 pub(super) fn for_helper() -> Option<Arc<AtomicBool>> {
-    match current().as_deref() {
+    match armed().as_deref() {
         Some(Setting::Own(w)) if w.go_on.is_some() => Some(Arc::clone(&w.stopped)),
         Some(Setting::Helping(stopped)) => Some(Arc::clone(stopped)),
         _ => None,
@@ -199,7 +299,7 @@ pub(super) fn watches() -> bool {
 fn watching() -> Option<Rc<Setting>> {
     current().filter(|s| match &**s {
         Setting::Own(w) => w.go_on.is_some(),
-        Setting::Helping(_) => true,
+        Setting::Helping(_) | Setting::Later(_) => true,
     })
 }
 
@@ -219,7 +319,7 @@ pub(super) fn ready(
     write: bool,
     timeout: impl FnOnce() -> io::Result<Option<Duration>>,
 ) -> io::Result<()> {
-    let Some(setting) = watching() else {
+    let Some(mut setting) = watching() else {
         return Ok(());
     };
     let until = timeout()?.map(|t| Instant::now() + t);
@@ -229,6 +329,21 @@ pub(super) fn ready(
             return Err(timed_out());
         }
         match &*setting {
+            Setting::Later(later) => {
+                // Unarmed: the socket alone, until the setting falls due. Then, or when a
+                // signal interrupted the wait (its handler may want the call to stop), the
+                // setting is armed and the wait goes on watched.
+                let due = later.at.saturating_duration_since(Instant::now());
+                if poll::fd_ready(socket, write, left.map_or(due, |l| l.min(due))) {
+                    return Ok(());
+                }
+                arm(later);
+                match watching() {
+                    Some(s) if !Rc::ptr_eq(&s, &setting) => setting = s,
+                    // Nothing to watch after all, or arming runs already (a wait inside it).
+                    _ => return Ok(()),
+                }
+            }
             Setting::Own(w) => {
                 // The descriptor is polled with the socket, and the check asked only when
                 // it is readable: a read whose reply is there costs one `poll`.
@@ -268,7 +383,7 @@ pub(super) fn ready(
 /// `done` every few milliseconds: before joining threads that connect for this one (they
 /// stop on their own once this one's check said stop). Elsewhere returns at once.
 pub(super) fn until_done(done: impl Fn() -> bool) {
-    let Some(setting) = watching() else {
+    let Some(setting) = armed() else {
         return;
     };
     let Setting::Own(w) = &*setting else {
@@ -297,7 +412,7 @@ pub(super) fn recv<T>(rx: &Receiver<T>) -> Option<T> {
 
 /// Sleeps for `pause`; on a thread with a wake-up descriptor, ends early when its waits stop.
 pub(crate) fn sleep(pause: Duration) {
-    let Some(setting) = current() else {
+    let Some(setting) = armed() else {
         return std::thread::sleep(pause);
     };
     let until = Instant::now() + pause;
@@ -314,6 +429,8 @@ pub(crate) fn sleep(pause: Duration) {
                 poll::fd_ready(w.as_fd(), false, left);
             }
             Setting::Helping(_) => std::thread::sleep(left.min(SLICE)),
+            // Arming runs already (a sleep inside it): nothing to watch.
+            Setting::Later(_) => return std::thread::sleep(left),
         }
     }
 }
