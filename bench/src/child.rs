@@ -23,6 +23,8 @@ pub const CONTEND_CHILD: &str = "__contend-child";
 pub const RENEW_CHILD: &str = "__renew-child";
 pub const CHURN_CHILD: &str = "__churn-child";
 pub const UNCONTENDED_CHILD: &str = "__uncontended-child";
+/// The uncontended child's third argument: one lock handle for every call.
+pub const ONE_LOCK: &str = "one-lock";
 
 /// Runs the subcommand if `args` names one; `None` when it is not a child's command line.
 pub fn dispatch(args: &[String]) -> Option<i32> {
@@ -104,9 +106,21 @@ fn lock_child(args: &[String]) -> Result<(), String> {
 fn uncontended_child(args: &[String]) -> Result<(), String> {
     let url = arg(args, 0, "URL")?;
     let n: usize = arg(args, 1, "N")?.parse().map_err(|e| format!("N: {e}"))?;
+    // `one-lock`: one lock handle for every call, as the Python loop holds one lock object;
+    // otherwise a handle per call, as the C program makes.
+    let one = args.get(2).is_some_and(|a| a == ONE_LOCK);
     let client = Client::open(url).map_err(|e| e.to_string())?;
+    let name = "bench:uncontended:rust-process";
+    let kept = client.mutex(name).ttl(TTL);
     let once = || -> Result<(), String> {
-        let mutex = client.mutex("bench:uncontended:rust-process").ttl(TTL);
+        let made;
+        let mutex = match one {
+            true => &kept,
+            false => {
+                made = client.mutex(name).ttl(TTL);
+                &made
+            }
+        };
         let guard = mutex.try_lock().map_err(|e| e.to_string())?;
         guard.unlock().map(drop).map_err(|e| e.to_string())
     };

@@ -268,11 +268,15 @@ impl CProgram {
 }
 
 /// `n` samples of the C program's loop from Rust, in a process of its own (this binary as
-/// its child, see `child::uncontended_child`).
-pub fn rust_process(url: &str, n: usize) -> Result<Vec<u64>, String> {
+/// its child, see `child::uncontended_child`); with `one_lock`, of the Python loop's (one
+/// lock handle for every call).
+pub fn rust_process(url: &str, n: usize, one_lock: bool) -> Result<Vec<u64>, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(exe);
     cmd.args([crate::child::UNCONTENDED_CHILD, url, &n.to_string()]);
+    if one_lock {
+        cmd.arg(crate::child::ONE_LOCK);
+    }
     samples_of(cmd, "the Rust process")
 }
 

@@ -146,6 +146,7 @@ fn run(args: &Args) -> Result<(), String> {
             python: &latency.data.python,
             c: latency.data.c.as_ref(),
             rust_process: latency.data.rust_process.as_ref(),
+            rust_one_lock: latency.data.rust_one_lock.as_ref(),
             handoff: &handoff.data.compare,
         };
         rows.extend(phase::peers::rows(&measured, &mut notes));

@@ -12,6 +12,8 @@ use crate::uncontended::{self, Uncontended};
 
 /// The C program's loop from Rust in a process of its own: the row the C row is set against.
 pub const RUST_PROCESS: &str = "redmutex (Rust, a process of its own, as the C program)";
+/// The Python loop from Rust in a process of its own: the row the Python row is set against.
+pub const RUST_ONE_LOCK: &str = "redmutex (Rust, a process of its own, as the Python loop)";
 
 pub struct Latency {
     pub unc: Uncontended,
@@ -29,6 +31,9 @@ pub struct Latency {
     pub c: Option<External>,
     /// The same loop from Rust in a process of its own, measured alike (with the C row).
     pub rust_process: Option<External>,
+    /// The Python loop from Rust in a process of its own, measured alike (with the Python
+    /// rows).
+    pub rust_one_lock: Option<External>,
 }
 
 /// Runs the interleaved rounds; the rows are the baseline's and the uncontended ones.
@@ -50,12 +55,22 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
         },
         &mut || {
             if let Some(py) = peers.python.as_mut() {
-                py_chunks.add_all(py.uncontended(url, counts.python_n / counts.chunks, 1));
+                let n = counts.python_n / counts.chunks;
+                py_chunks.add_all(py.uncontended(url, n, 1));
+                py_chunks.add(
+                    RUST_ONE_LOCK,
+                    RUST_ONE_LOCK,
+                    external::rust_process(url, n, true),
+                );
             }
             if let Some(Ok(c)) = &peers.c {
                 let n = counts.c_n / counts.chunks;
                 c_chunks.add(C_NAME, C_LABEL, c.run(url, n));
-                c_chunks.add(RUST_PROCESS, RUST_PROCESS, external::rust_process(url, n));
+                c_chunks.add(
+                    RUST_PROCESS,
+                    RUST_PROCESS,
+                    external::rust_process(url, n, false),
+                );
             }
             Ok(())
         },
@@ -92,6 +107,11 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
         }),
         Some(Ok(_)) => measured.pop(),
     };
+    let mut python = py_chunks.finish();
+    let rust_one_lock = python
+        .iter()
+        .position(|e| e.name == RUST_ONE_LOCK)
+        .map(|i| python.remove(i));
     let mut rows = baseline_rows(&unc);
     rows.extend(uncontended_rows(&unc));
     rows.extend(kind_rows(&unc));
@@ -104,9 +124,10 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
             cpu1,
             cpu5,
             cpu_floor,
-            python: py_chunks.finish(),
+            python,
             c,
             rust_process,
+            rust_one_lock,
         },
     })
 }
