@@ -1,8 +1,9 @@
 """The Python side of the redmutex benchmark (driven by the Rust bench, `make bench`).
 
-    locks.py uncontended --url URL --n N --rounds R
-        acquire + release of a free lock, N samples per implementation, taken in R
-        interleaved rounds; prints one JSON object: {"python": ..., "impls": {name: {...}}}
+    locks.py uncontended --url URL --n N --rounds R [--impl NAME ...]
+        acquire + release of a free lock, N samples per implementation (each --impl given,
+        or all), taken in R interleaved rounds; prints one JSON object:
+        {"python": ..., "impls": {name: {...}}}
         where each entry has "label", "version" and "samples_ns", or "skip" with the reason.
         The asyncio implementations are timed inside one task of an event loop that this
         process keeps for the whole run.
@@ -215,6 +216,8 @@ def uncontended(args):
     # on it, run_until_complete per chunk (the loop is running while they are timed).
     loop = asyncio.new_event_loop()
     for name, cls in IMPLS.items():
+        if args.impls and name not in args.impls:
+            continue
         entry = {"label": cls.label, "version": version_of(cls.dist)}
         try:
             if is_async(cls):
@@ -429,6 +432,7 @@ def main():
     u.add_argument("--url", required=True)
     u.add_argument("--n", type=int, default=2000)
     u.add_argument("--rounds", type=int, default=10)
+    u.add_argument("--impl", action="append", choices=sorted(IMPLS), dest="impls")
     c = sub.add_parser("child")
     c.add_argument("--impl", required=True, choices=sorted(IMPLS))
     c.add_argument("--url", required=True)

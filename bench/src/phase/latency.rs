@@ -56,7 +56,7 @@ pub fn run(ctx: &Ctx, peers: &mut Peers) -> Result<Phase<Latency>, String> {
         &mut || {
             if let Some(py) = peers.python.as_mut() {
                 let n = counts.python_n / counts.chunks;
-                py_chunks.add_all(py.uncontended(url, n, 1));
+                py_chunks.add_all(py.uncontended(url, n));
                 py_chunks.add(
                     RUST_ONE_LOCK,
                     RUST_ONE_LOCK,
