@@ -1026,8 +1026,9 @@ fn a_call_that_ends_within_its_grace_never_arms() {
 
 /// A round to a frozen server arms once its grace has passed, and the check runs at once
 /// then, whether or not the descriptor is readable: a signal that came before the
-/// descriptor was set up (here: the byte written before the call, with a check that says
-/// stop) ends the call then, as one whose time ran out, not at its 5 s node timeout.
+/// descriptor was set up, so that its byte never reached the pipe (here: an empty pipe and a
+/// check that says stop), ends the call then, as one whose time ran out, not at its 5 s node
+/// timeout.
 #[test]
 fn a_round_to_a_frozen_server_arms_after_its_grace_and_asks_the_check_at_once() {
     use std::sync::atomic::Ordering;
