@@ -346,7 +346,9 @@ three replies.\n\
 auto-renew, fencing), one client, pooled connections. The baseline, 5-node PING, redmutex, \
 redlock and rslock rows take turns in rounds of 10 samples each (500 rounds in a full run; each \
 round in a new order, since a row measured right after another ran faster or slower for it), and every \
-50 rounds a chunk of the Python and C rows runs in their own processes, so load from \
+50 rounds a chunk of the Python and C rows runs in their own processes (each Python library in \
+one of its own: after another library in the same process, a lock's calls met the heap that one \
+left behind), with the same calls from Rust run the same way beside them, so load from \
 elsewhere falls on all of them alike. Short PING probes between the later phases show how far \
 the machine drifted. The redis-servers run pinned to the last CPU and every client process \
 to the others, so that no round trip is served on its client's own CPU (left to the \
