@@ -967,10 +967,11 @@ type Check = Box<dyn FnMut() -> bool>;
 type Count = Arc<std::sync::atomic::AtomicUsize>;
 
 /// An arming that counts its runs, for `wake_on_checked_after`: it gives `reader` and a
-/// check that drains it and says stop (`false`) or go on; the check's runs are counted too.
+/// check that drains it and says, given the bytes it read, go on (`true`) or stop; the
+/// check's runs are counted too.
 fn counted_arming(
     reader: std::io::PipeReader,
-    go_on: bool,
+    go_on: fn(usize) -> bool,
 ) -> (
     impl FnOnce() -> Option<(Arc<std::os::fd::OwnedFd>, Check)> + 'static,
     Count,
@@ -991,9 +992,9 @@ fn counted_arming(
         a.fetch_add(1, Ordering::SeqCst);
         let check: Check = Box::new(move || {
             let mut buf = [0u8; 8];
-            let _ = std::io::Read::read(&mut &pipe, &mut buf);
+            let read = std::io::Read::read(&mut &pipe, &mut buf).unwrap_or(0);
             k.fetch_add(1, Ordering::SeqCst);
-            go_on
+            go_on(read)
         });
         Some((Arc::new(std::os::fd::OwnedFd::from(reader)), check))
     };
@@ -1013,7 +1014,7 @@ fn a_call_that_ends_within_its_grace_never_arms() {
     mutex.try_lock().unwrap().unlock().unwrap();
     let (reader, mut writer) = std::io::pipe().unwrap();
     writer.write_all(b"!").unwrap();
-    let (arm, armed, asked) = counted_arming(reader, false);
+    let (arm, armed, asked) = counted_arming(reader, |_| false);
     let taken = redmutex::wake_on_checked_after(Duration::from_secs(30), arm, || {
         mutex
             .try_lock()
@@ -1040,7 +1041,7 @@ fn a_round_to_a_frozen_server_arms_after_its_grace_and_asks_the_check_at_once() 
     mutex.try_lock().unwrap().unlock().unwrap();
     // Nothing in the pipe: the signal came before it was Python's wake-up descriptor.
     let (reader, _writer) = std::io::pipe().unwrap();
-    let (arm, armed, asked) = counted_arming(reader, false);
+    let (arm, armed, asked) = counted_arming(reader, |_| false);
     server.pause();
     let started = Instant::now();
     let taken =
@@ -1066,7 +1067,7 @@ fn a_round_to_a_frozen_server_arms_after_its_grace_and_asks_the_check_at_once() 
 
 /// A wait for a release arms at once, whatever the grace: a waiting `lock_interruptible`
 /// whose grace is a minute still ends, Interrupted, when its descriptor is written to
-/// 100 ms into the wait and the check says stop.
+/// 100 ms into the wait and the check, which goes on while the pipe is empty, then says stop.
 #[test]
 fn a_wait_for_a_release_arms_at_once() {
     use std::sync::atomic::Ordering;
@@ -1076,14 +1077,15 @@ fn a_wait_for_a_release_arms_at_once() {
     let _: () = server.conn().set_ex(name, "foreign", 60).unwrap();
     let mutex = client.mutex(name);
     let (reader, mut writer) = std::io::pipe().unwrap();
-    let (arm, armed, asked) = counted_arming(reader, false);
+    let (arm, armed, asked) = counted_arming(reader, |read| read == 0);
     // 100 ms into the wait: how often it was armed by then, and the byte a signal writes.
     let poke = {
         let armed = armed.clone();
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
             let by_then = armed.load(Ordering::SeqCst);
-            std::io::Write::write_all(&mut writer, b"!").unwrap();
+            // The call may have ended already (then its assertions say why).
+            let _ = std::io::Write::write_all(&mut writer, b"!");
             (by_then, writer)
         })
     };
@@ -1109,5 +1111,42 @@ fn a_wait_for_a_release_arms_at_once() {
     assert!(
         took < Duration::from_secs(10),
         "the wait ran {took:?}, toward its 20 s deadline"
+    );
+}
+
+/// A wait for a release that begins once the check said stop (at the arming the wait itself
+/// caused: a signal that came before the descriptor was set up, so the pipe stays empty)
+/// ends at once, Interrupted, within the 100 ms in which Ctrl-C must end a Python call:
+/// not when its `BLPOP` returns (about 200 ms here; a first wait lasts up to 250 ms).
+#[test]
+fn a_wait_that_arms_a_stopping_check_ends_at_once() {
+    use std::sync::atomic::Ordering;
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let name = "hardening:armed-stop";
+    let _: () = server.conn().set_ex(name, "foreign", 60).unwrap();
+    let mutex = client.mutex(name);
+    let (reader, _writer) = std::io::pipe().unwrap();
+    let (arm, armed, asked) = counted_arming(reader, |_| false);
+    let stopped = asked.clone();
+    let mut interrupted = || stopped.load(Ordering::SeqCst) > 0;
+    let started = Instant::now();
+    let taken = redmutex::wake_on_checked_after(Duration::from_secs(60), arm, || {
+        mutex.lock_interruptible(
+            Some(Instant::now() + Duration::from_secs(30)),
+            &mut interrupted,
+        )
+    });
+    let took = started.elapsed();
+    match taken {
+        Err(redmutex::TryLockError::Error(e)) => {
+            assert_eq!(e.kind(), redmutex::ErrorKind::Interrupted, "{e}")
+        }
+        other => panic!("expected Interrupted, got {other:?}"),
+    }
+    assert_eq!(armed.load(Ordering::SeqCst), 1, "armed once");
+    assert!(
+        took < Duration::from_millis(100),
+        "the wait ran {took:?}, toward the end of its first block"
     );
 }

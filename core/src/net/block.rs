@@ -156,6 +156,12 @@ fn until_woken(conn: &Connection, until: Instant) -> redis::RedisResult<()> {
     if conn.holds(1) {
         return Ok(());
     }
+    // Stopped already: by the check that arming the thread's setting ran just now (see
+    // `wake.rs`), for a signal that came before the descriptor was set up and so never made
+    // it readable.
+    if wake::stopped() {
+        return conn.set_read_timeout(Some(Duration::from_micros(100)));
+    }
     loop {
         match poll::socket_or(socket, &fd, until.saturating_duration_since(Instant::now())) {
             Either::Socket => return Ok(()),

@@ -67,6 +67,11 @@ fn wait(legs: &[(usize, Connection)], left: Duration, ready: &mut Vec<usize>) ->
         return false;
     };
     let wake = wake::watched_fd();
+    // Stopped by the check that arming the setting just ran (see `wake.rs`): the loop looks
+    // again, and ends.
+    if wake::stopped() {
+        return true;
+    }
     // Unarmed (see `wake.rs`): the sockets alone until the setting falls due, and then the
     // loop looks again, and arms it.
     match wake::due().map(|due| due.saturating_duration_since(Instant::now())) {
