@@ -1065,17 +1065,48 @@ fn a_round_to_a_frozen_server_arms_after_its_grace_and_asks_the_check_at_once() 
     );
 }
 
+/// A server, and a mutex on it whose lock another owner holds for a minute.
+fn held_by_another(name: &str) -> (RedisServer, redmutex::Mutex) {
+    let server = RedisServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let _: () = server.conn().set_ex(name, "foreign", 60).unwrap();
+    (server, client.mutex(name))
+}
+
+/// A waiting `lock_interruptible` of `mutex` (deadline 20 s) under `wake_on_checked_after`
+/// with `arm` and a grace of a minute, its interrupt check true once the check was `asked`:
+/// it must end Interrupted. Returns how long it ran.
+fn wait_interrupted(
+    mutex: &redmutex::Mutex,
+    arm: impl FnOnce() -> Option<(Arc<std::os::fd::OwnedFd>, Check)> + 'static,
+    asked: &Count,
+) -> Duration {
+    use std::sync::atomic::Ordering;
+    let mut interrupted = || asked.load(Ordering::SeqCst) > 0;
+    let started = Instant::now();
+    let taken = redmutex::wake_on_checked_after(Duration::from_secs(60), arm, || {
+        mutex.lock_interruptible(
+            Some(Instant::now() + Duration::from_secs(20)),
+            &mut interrupted,
+        )
+    });
+    let took = started.elapsed();
+    match taken {
+        Err(redmutex::TryLockError::Error(e)) => {
+            assert_eq!(e.kind(), redmutex::ErrorKind::Interrupted, "{e}")
+        }
+        other => panic!("expected Interrupted, got {other:?}"),
+    }
+    took
+}
+
 /// A wait for a release arms at once, whatever the grace: a waiting `lock_interruptible`
 /// whose grace is a minute still ends, Interrupted, when its descriptor is written to
 /// 100 ms into the wait and the check, which goes on while the pipe is empty, then says stop.
 #[test]
 fn a_wait_for_a_release_arms_at_once() {
     use std::sync::atomic::Ordering;
-    let server = RedisServer::start();
-    let client = Client::open(&server.url()).unwrap();
-    let name = "hardening:armed-wait";
-    let _: () = server.conn().set_ex(name, "foreign", 60).unwrap();
-    let mutex = client.mutex(name);
+    let (_server, mutex) = held_by_another("hardening:armed-wait");
     let (reader, mut writer) = std::io::pipe().unwrap();
     let (arm, armed, asked) = counted_arming(reader, |read| read == 0);
     // 100 ms into the wait: how often it was armed by then, and the byte a signal writes.
@@ -1089,23 +1120,8 @@ fn a_wait_for_a_release_arms_at_once() {
             (by_then, writer)
         })
     };
-    let stopped = asked.clone();
-    let mut interrupted = || stopped.load(Ordering::SeqCst) > 0;
-    let started = Instant::now();
-    let taken = redmutex::wake_on_checked_after(Duration::from_secs(60), arm, || {
-        mutex.lock_interruptible(
-            Some(Instant::now() + Duration::from_secs(20)),
-            &mut interrupted,
-        )
-    });
-    let took = started.elapsed();
+    let took = wait_interrupted(&mutex, arm, &asked);
     let (armed_by_then, _writer) = poke.join().unwrap();
-    match taken {
-        Err(redmutex::TryLockError::Error(e)) => {
-            assert_eq!(e.kind(), redmutex::ErrorKind::Interrupted, "{e}")
-        }
-        other => panic!("expected Interrupted, got {other:?}"),
-    }
     assert_eq!(armed_by_then, 1, "not armed as the wait began");
     assert_eq!(armed.load(Ordering::SeqCst), 1, "armed once");
     assert!(
@@ -1121,29 +1137,10 @@ fn a_wait_for_a_release_arms_at_once() {
 #[test]
 fn a_wait_that_arms_a_stopping_check_ends_at_once() {
     use std::sync::atomic::Ordering;
-    let server = RedisServer::start();
-    let client = Client::open(&server.url()).unwrap();
-    let name = "hardening:armed-stop";
-    let _: () = server.conn().set_ex(name, "foreign", 60).unwrap();
-    let mutex = client.mutex(name);
+    let (_server, mutex) = held_by_another("hardening:armed-stop");
     let (reader, _writer) = std::io::pipe().unwrap();
     let (arm, armed, asked) = counted_arming(reader, |_| false);
-    let stopped = asked.clone();
-    let mut interrupted = || stopped.load(Ordering::SeqCst) > 0;
-    let started = Instant::now();
-    let taken = redmutex::wake_on_checked_after(Duration::from_secs(60), arm, || {
-        mutex.lock_interruptible(
-            Some(Instant::now() + Duration::from_secs(30)),
-            &mut interrupted,
-        )
-    });
-    let took = started.elapsed();
-    match taken {
-        Err(redmutex::TryLockError::Error(e)) => {
-            assert_eq!(e.kind(), redmutex::ErrorKind::Interrupted, "{e}")
-        }
-        other => panic!("expected Interrupted, got {other:?}"),
-    }
+    let took = wait_interrupted(&mutex, arm, &asked);
     assert_eq!(armed.load(Ordering::SeqCst), 1, "armed once");
     assert!(
         took < Duration::from_millis(100),

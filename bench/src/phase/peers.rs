@@ -143,11 +143,7 @@ fn python_rows(m: &Measured, label: &str, s: &Samples) -> Vec<Row> {
     let on_main = "on Python's main thread, where Ctrl-C works";
     let row = Row::latency(format!("{label}: uncontended, 1 node"), s.clone());
     let Some(Ok(rust)) = m.rust_one_lock.map(|r| &r.result) else {
-        let mark = if in_process <= 1.2 {
-            Mark::Pass
-        } else {
-            Mark::Miss
-        };
+        let mark = Mark::of(in_process <= 1.2);
         return vec![
             row.result(format!(
                 "{} the Rust 1-node row ({on_main})",
@@ -157,7 +153,7 @@ fn python_rows(m: &Measured, label: &str, s: &Samples) -> Vec<Row> {
         ];
     };
     let x = s.median() as f64 / rust.median().max(1) as f64;
-    let mark = if x <= 1.2 { Mark::Pass } else { Mark::Miss };
+    let mark = Mark::of(x <= 1.2);
     vec![
         Row::latency(
             format!("context: {RUST_ONE_LOCK}: uncontended, 1 node"),

@@ -156,21 +156,17 @@ fn until_woken(conn: &Connection, until: Instant) -> redis::RedisResult<()> {
     if conn.holds(1) {
         return Ok(());
     }
-    // Stopped already: by the check that arming the thread's setting ran just now (see
-    // `wake.rs`), for a signal that came before the descriptor was set up and so never made
-    // it readable.
-    if wake::stopped() {
-        return conn.set_read_timeout(Some(Duration::from_micros(100)));
-    }
-    loop {
+    // Stopped already, before the first poll: by the check that arming the thread's setting
+    // ran just now (see `wake.rs`), for a signal that came before the descriptor was set up
+    // and so never made it readable.
+    while !wake::stopped() {
         match poll::socket_or(socket, &fd, until.saturating_duration_since(Instant::now())) {
             Either::Socket => return Ok(()),
             Either::Woken if !wake::woken_now() => {}
-            Either::Woken | Either::TimedOut => {
-                return conn.set_read_timeout(Some(Duration::from_micros(100)));
-            }
+            Either::Woken | Either::TimedOut => break,
         }
     }
+    conn.set_read_timeout(Some(Duration::from_micros(100)))
 }
 
 /// A block that failed: the requests behind it still run when the server ends it (or have

@@ -137,21 +137,18 @@ fn arm(later: &Later) {
 
 /// This thread's setting, armed first if it was not (see the module's doc).
 fn armed() -> Option<Rc<Setting>> {
-    let setting = current();
-    match setting.as_deref() {
-        Some(Setting::Later(later)) => {
-            arm(later);
-            current()
-        }
-        _ => setting,
-    }
+    armed_if(|_| true)
 }
 
 /// This thread's setting, armed first if it was not and its time has come.
 fn armed_when_due() -> Option<Rc<Setting>> {
+    armed_if(|later| Instant::now() >= later.at)
+}
+
+fn armed_if(now: impl FnOnce(&Later) -> bool) -> Option<Rc<Setting>> {
     let setting = current();
     match setting.as_deref() {
-        Some(Setting::Later(later)) if Instant::now() >= later.at => {
+        Some(Setting::Later(later)) if now(later) => {
             arm(later);
             current()
         }
