@@ -164,6 +164,7 @@ impl Gen {
             "shared_extend" => &[KEYS[6], KEYS[7]],
             "shared_release" => &[KEYS[6], KEYS[2], KEYS[3], KEYS[0], KEYS[7]],
             "shared_status" => &[KEYS[6], KEYS[7], KEYS[1]],
+            "pass_on" => &[KEYS[2], KEYS[3]],
             _ => &[KEYS[0], KEYS[1]],
         };
         if self.rng.chance(0.75) {
@@ -211,6 +212,8 @@ impl Gen {
                 let handoff = if self.rng.chance(0.5) { "0" } else { self.ms() };
                 vec![token, handoff, self.pick(&["0", "1"])]
             }
+            // Not `1`: the simulated server has no sharded pub/sub (no waits listen there).
+            "pass_on" => vec!["0"],
             _ => vec![],
         }
     }

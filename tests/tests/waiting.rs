@@ -245,3 +245,94 @@ fn a_parked_waiter_ends_when_its_wake_up_descriptor_becomes_readable() {
     guard.unlock().unwrap();
     seated.join().unwrap().unwrap();
 }
+
+/// Waits until `n` connections are blocked on the server.
+fn blocked(stats: &mut Stats, n: u64) {
+    assert!(
+        wait_until(Duration::from_secs(10), || stats.blocked() == n),
+        "never {n} connections blocked (now {})",
+        stats.blocked()
+    );
+}
+
+/// Takes `client`'s connection of its own for waits (the lane) with a wait on `name`, so
+/// that its next wait blocks on the shared one (see `net/hub.rs`); the returned thread ends
+/// once `name` is released. One more connection blocked.
+fn take_the_lane(client: &Client, name: &str, stats: &mut Stats) -> std::thread::JoinHandle<()> {
+    let before = stats.blocked();
+    let mutex = client.mutex(name);
+    let waiter = std::thread::spawn(move || drop(mutex.try_lock_for(Duration::from_secs(30))));
+    blocked(stats, before + 1);
+    waiter
+}
+
+/// A waiter of another client, as a bare `BLPOP` on the wake-up list of `name` (5 s at most),
+/// announced in its waiters' set; returns whether it got a wake-up. One more connection
+/// blocked.
+fn another_clients_waiter(
+    server: &RedisServer,
+    name: &str,
+    stats: &mut Stats,
+) -> std::thread::JoinHandle<bool> {
+    let before = stats.blocked();
+    let mut other = server.conn();
+    let (secs, _): (u64, u64) = redis::cmd("TIME").query(&mut other).unwrap();
+    let _: i64 = redis::cmd("ZADD")
+        .arg(format!("{{{name}}}:waitq"))
+        .arg((secs + 60) * 1000)
+        .arg("another-client")
+        .query(&mut other)
+        .unwrap();
+    let wake = format!("{{{name}}}:wake");
+    let waiter = std::thread::spawn(move || {
+        redis::cmd("BLPOP")
+            .arg(wake)
+            .arg(5)
+            .query::<Option<(String, String)>>(&mut other)
+            .unwrap()
+            .is_some()
+    });
+    blocked(stats, before + 1);
+    waiter
+}
+
+/// A release's wake-up that a client's shared waiting connection pops just after the call it
+/// was for gave up (the client has yet to end that connection's `BLPOP`: here its
+/// `CLIENT UNBLOCK` is held back) is passed on: another client's waiter, blocked behind it on
+/// the same list, gets it, rather than waiting out its own wait while the lock lies free.
+#[test]
+fn a_wake_up_popped_for_a_call_that_gave_up_is_passed_on() {
+    use redmutex_tests::proxy::{FaultProxy, Mode};
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(&server.addr());
+    let mut stats = Stats(server.conn());
+    let name = "waiting:pass-on";
+    let holder = Client::open(&server.url()).unwrap();
+    let guard = holder.mutex(name).lock().unwrap();
+    let lane = holder.mutex("waiting:pass-on:lane").lock().unwrap();
+    // Client A, through the proxy.
+    let a = Client::open(&proxy.url()).unwrap();
+    let lane_waiter = take_the_lane(&a, "waiting:pass-on:lane", &mut stats);
+    let gives_up = {
+        let mutex = a.mutex(name);
+        std::thread::spawn(move || mutex.try_lock_for(Duration::from_millis(800)).map(drop))
+    };
+    blocked(&mut stats, 2);
+    let other = another_clients_waiter(&server, name, &mut stats);
+    // A's call gives up; the end of its shared connection's `BLPOP` is held back.
+    proxy.set_mode(Mode::DelayRequestsWith(b"UNBLOCK", Duration::from_secs(1)));
+    let gave_up = gives_up.join().unwrap();
+    assert!(
+        matches!(gave_up, Err(redmutex::TryLockError::WouldBlock)),
+        "{gave_up:?}"
+    );
+    // The release's one wake-up goes to the connection blocked first on the list: A's.
+    guard.unlock().unwrap();
+    assert!(
+        other.join().unwrap(),
+        "the wake-up A popped after its call gave up never reached the other waiter"
+    );
+    proxy.set_mode(Mode::Pass);
+    lane.unlock().unwrap();
+    lane_waiter.join().unwrap();
+}

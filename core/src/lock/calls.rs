@@ -13,7 +13,7 @@ use redis::Value;
 use super::proto::{Kind, Spec};
 use super::reply::int;
 use super::scripts::{
-    ACQUIRE, Call, EXTEND, FENCE_MAX, READ_ACQUIRE, RELEASE, SEM_ACQUIRE, SHARED_EXTEND,
+    ACQUIRE, Call, EXTEND, FENCE_MAX, PASS_ON, READ_ACQUIRE, RELEASE, SEM_ACQUIRE, SHARED_EXTEND,
     SHARED_RELEASE, SHARED_STATUS, STATUS, Script, millis,
 };
 use crate::error::Error;
@@ -34,7 +34,7 @@ pub(crate) fn preload() -> Arc<[redis::Cmd]> {
 
 /// Every script with its name, the mutex's first, for the simulator.
 pub fn named() -> Vec<(&'static str, &'static str)> {
-    let all: [(&str, &Script); 10] = [
+    let all: [(&str, &Script); 11] = [
         ("acquire", &ACQUIRE),
         ("release", &RELEASE),
         ("extend", &EXTEND),
@@ -45,8 +45,17 @@ pub fn named() -> Vec<(&'static str, &'static str)> {
         ("shared_extend", &SHARED_EXTEND),
         ("shared_release", &SHARED_RELEASE),
         ("shared_status", &SHARED_STATUS),
+        ("pass_on", &PASS_ON),
     ];
     all.into_iter().map(|(n, s)| (n, s.source())).collect()
+}
+
+/// The call that passes on a wake-up signal of `spec`'s list that a client popped with no
+/// wait left to take it (see `PASS_ON`).
+pub(crate) fn pass_on_call(spec: &Spec) -> Call {
+    let keys = &spec.keys;
+    let announce: &[u8] = if spec.announce { b"1" } else { b"0" };
+    Call::new(&PASS_ON, &[&keys.wake, &keys.waiters], &[announce])
 }
 
 /// The acquire script call of a lease other than the mutex's (`None` for the mutex, whose

@@ -253,6 +253,35 @@ return -1
     )
 });
 
+/// Passes on a wake-up signal that a client took off the list but has no use for: its
+/// shared waiting connection popped it just after the call it was for ended (see
+/// `net/hub.rs`). Without this, the waiters of other clients blocked behind that connection
+/// would learn of the release only when their own waits ran out (up to the wait cap), with
+/// the lock lying free meanwhile.
+///
+/// It does what a release with waiters does to the list: one signal, when a waiter's
+/// announcement is still live (the one that ends last), kept until it ends; nothing when
+/// the list already holds one (a release since), or holds another type. A signal grants
+/// nothing: whoever it wakes runs its acquire, which decides. So a signal passed on where
+/// none was needed costs its waiter one round, and no two holders can follow from it.
+///
+/// KEYS: wake, waiters. ARGV: `1` to announce the signal on a Cluster (as `RELEASE` does).
+/// Returns 1 passed on, 0 not.
+pub(crate) static PASS_ON: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local last = redis.pcall('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+if not last[2] or redis.pcall('LLEN', KEYS[1]) ~= 0 then return 0 end
+local t = redis.call('TIME')
+if tonumber(last[2]) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then return 0 end
+redis.call('RPUSH', KEYS[1], '1')
+redis.call('PEXPIREAT', KEYS[1], last[2])
+if ARGV[1] == '1' then redis.pcall('SPUBLISH', KEYS[1], '1') end
+return 1
+",
+    )
+});
+
 /// Reports the holder's value, its PTTL and the last fence number.
 ///
 /// KEYS: lock, fence. Returns `{holder or '', pttl, fence}`.

@@ -1,10 +1,11 @@
 //! Waiting for a release: a blocking pop on the wake-up list that a release pushes one
 //! element onto, so a waiter learns of a release within about one round trip.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::acquire::{Plan, WaitEnd};
-use super::calls::withdraw_calls;
+use super::calls::{pass_on_call, withdraw_calls};
 use super::cleanup::Cleanup;
 use super::proto::Spec;
 use super::proto::call::AcquireCall;
@@ -61,7 +62,9 @@ impl Plan {
         if let Lane::Shared(hub, endpoint) = &lane {
             let woken = net::has_wake_fd().then_some(&net::woken_now as &dyn Fn() -> bool);
             let until = Instant::now() + block;
-            if let Some(woken) = net::wait_shared((hub, endpoint), &spec.keys.wake, until, woken) {
+            let pass: net::Pass = Arc::new(pass_on_call(spec));
+            let on = (&spec.keys.wake[..], &pass);
+            if let Some(woken) = net::wait_shared((hub, endpoint), on, until, woken) {
                 return Ok(WaitEnd::Ended { woken });
             }
         }

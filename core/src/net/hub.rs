@@ -27,12 +27,18 @@
 //! a Cluster master older than Redis 7.0 (no sharded pub/sub), and on connections that
 //! cannot be polled (TLS): each wait there has a connection of its own, as the lane does.
 //!
+//! A signal the hub pops for a call that has ended (the release came between the call's end
+//! and the hub's next `BLPOP`, which no longer names the key) is passed on: pushed back,
+//! when another waiter's announcement is live (see `PASS_ON` in `lock/scripts.rs`, which the
+//! wait hands the hub as its [`Pass`]), for the waiters of other clients blocked behind the
+//! hub on that list. So is one kept for a call between two waits when the call ends instead.
+//!
 //! What a lost signal costs is what it costs any wait: the waiter's next round, when its wait
 //! runs out. The hub's connection broken (killed, a restart), the hub opens another at once
 //! and blocks again; the signal a release left is still in the list.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,18 +48,14 @@ use redis::Value;
 
 use super::conn::Connection;
 use super::endpoint::Endpoint;
+use super::hub_block::{block, drain};
+use super::leg::connect_and_run;
 use super::listen::{self, Waits};
-use super::poll::{self, CAN_POLL, Either};
-use super::unblock::unblock;
+use super::poll::CAN_POLL;
 use crate::process::PerProcess;
 use crate::sync::{LocalCondvar, LocalGuard, LocalMutex};
+use crate::wire::Request;
 
-/// How long the hub's `BLPOP` blocks before it is sent again (a command per this period,
-/// for all of a client's waits on a server).
-const BLOCK: Duration = Duration::from_secs(5);
-/// How much later than its timeout the hub's `BLPOP` may answer before its connection is
-/// taken for broken (Redis ends timed-out blocks on its cron tick, every 100 ms at hz 10).
-const GRACE: Duration = Duration::from_secs(2);
 /// A hub with no wait for this long ends its thread, and puts its connection back.
 const IDLE: Duration = Duration::from_secs(2);
 /// How long the client's end waits for its hub's thread to end (at the bell, once done with
@@ -64,10 +66,6 @@ const END_WAIT: Duration = Duration::from_millis(200);
 const KEEP: Duration = Duration::from_secs(2);
 /// How often a wait with a wake-up descriptor looks at it.
 const LOOK: Duration = Duration::from_millis(50);
-/// How often an unblock that found the hub's `BLPOP` not blocked yet is tried again, and
-/// how many times.
-const UNBLOCK_RETRY: Duration = Duration::from_millis(2);
-const UNBLOCK_TRIES: u32 = 8;
 
 /// The shared waiting connection of one node.
 pub(crate) struct Hub {
@@ -86,6 +84,11 @@ struct State {
     recent: HashMap<Vec<u8>, Instant>,
     /// Keys whose element the hub popped while no wait was on them, and when.
     popped: HashMap<Vec<u8>, Instant>,
+    /// Keys whose call ended while the `BLPOP` in flight still names them: an element
+    /// popped for one is passed on.
+    ended: HashSet<Vec<u8>>,
+    /// How to pass on an element of each key the hub may pop or keeps.
+    passes: HashMap<Vec<u8>, Pass>,
     /// The keys of the hub's `BLPOP` in flight.
     issued: HashSet<Vec<u8>>,
     /// The `BLPOP` in flight names other keys than it should: end it, send it again.
@@ -107,6 +110,9 @@ struct Seat {
     cv: LocalCondvar,
     woken: AtomicBool,
 }
+
+/// The request that passes on a signal of one list, popped with no wait left to take it.
+pub(crate) type Pass = Arc<dyn Request + Send>;
 
 /// Where one wait for a release blocks.
 pub(crate) enum Lane {
@@ -178,18 +184,23 @@ pub(crate) fn lane(hub: &Arc<Hub>, endpoint: &Arc<Endpoint>) -> Lane {
 
 /// Waits on the endpoint's shared connection for an element of the list `key` until
 /// `until`, or until `woken` says the thread's wake-up descriptor is readable (asked every
-/// [`LOOK`]). `Some(true)`: an element came (a release); `Some(false)`: the wait ended
-/// without one; `None`: the hub cannot take this wait (another wait of the client is on the
-/// key, or the hub's thread could not start): wait on a connection of its own.
+/// [`LOOK`]); `pass` passes on an element popped after the call ended. `Some(true)`: an
+/// element came (a release); `Some(false)`: the wait ended without one; `None`: the hub
+/// cannot take this wait (another wait of the client is on the key, or the hub's thread
+/// could not start): wait on a connection of its own.
 pub(crate) fn wait_shared(
     (hub, endpoint): (&Arc<Hub>, &Arc<Endpoint>),
-    key: &[u8],
+    (key, pass): (&[u8], &Pass),
     until: Instant,
     woken: Option<&dyn Fn() -> bool>,
 ) -> Option<bool> {
     let mut st = hub.state();
     if st.unusable || st.seats.contains_key(key) || st.refused.contains(key) {
         return None;
+    }
+    st.ended.remove(key);
+    if !st.passes.contains_key(key) {
+        st.passes.insert(key.to_vec(), Arc::clone(pass));
     }
     if st.popped.remove(key).is_some_and(|at| at.elapsed() < KEEP) {
         return Some(true);
@@ -231,19 +242,29 @@ pub(crate) fn wait_shared(
 }
 
 /// The call that waited on `key` ended: the hub stops waiting on it (a release's signal is
-/// then left for another client's waiter).
-pub(crate) fn forget(hub: &Hub, key: &[u8]) {
-    let Some(state) = hub.state.existing() else {
-        return;
-    };
+/// then left for another client's waiter). Returns how to pass on the signal kept for the
+/// call's next wait, if one was.
+#[must_use]
+pub(crate) fn forget(hub: &Hub, key: &[u8]) -> Option<Pass> {
+    let state = hub.state.existing()?;
     let mut st = state.lock();
     st.recent.remove(key);
-    st.popped.remove(key);
     st.refused.remove(key);
     if st.issued.contains(key) && !st.seats.contains_key(key) {
+        st.ended.insert(key.to_vec());
         st.stale = true;
         ring(&st);
     }
+    let kept = st.popped.remove(key).is_some_and(|at| at.elapsed() < KEEP);
+    kept.then(|| st.passes.get(key).cloned()).flatten()
+}
+
+/// Passes a signal on (see [`Pass`]), on a pooled connection of `endpoint`.
+pub(crate) fn pass_on(endpoint: &Arc<Endpoint>, pass: &Pass) {
+    let deadline = Instant::now() + endpoint.connect_timeout();
+    // Not passed on (the server is away): the waiters' own waits run out, as for any lost
+    // signal.
+    let _ = connect_and_run(endpoint, &[&**pass], false, deadline, None);
 }
 
 /// Rings the hub thread's bell (it ends its `BLPOP` to send it again, or notices the client
@@ -320,14 +341,16 @@ fn run(hub: &Hub, endpoint: &Arc<Endpoint>, mut bell: UnixStream) {
                 continue;
             }
         };
-        match block((hub, endpoint), &mut c, &keys, &mut bell) {
+        let stale = || hub.state().stale;
+        match block((&stale, endpoint), &mut c, &keys, &mut bell) {
             Some(reply) => {
                 failures = 0;
                 // The key whose list the `BLPOP` popped an element of.
                 if let Value::Array(items) = reply
                     && let Some(Value::BulkString(key)) = items.into_iter().next()
+                    && let Some(pass) = popped(hub, key)
                 {
-                    popped(hub, key);
+                    pass_on(endpoint, &pass);
                 }
                 conn = Some(c);
             }
@@ -364,7 +387,10 @@ fn next_keys(hub: &Hub, endpoint: &Endpoint, bell: &mut UnixStream) -> Option<Ve
                 .filter(|k| !st.refused.contains(*k))
                 .cloned()
                 .collect();
+            let State { passes, popped, .. } = &mut *st;
+            passes.retain(|k, _| keys.contains(k) || popped.contains_key(k));
             st.issued.clone_from(&keys);
+            st.ended.clear();
             st.stale = false;
             return Some(keys.into_iter().collect());
         }
@@ -375,6 +401,8 @@ fn next_keys(hub: &Hub, endpoint: &Endpoint, bell: &mut UnixStream) -> Option<Ve
     }
     st.bell = None;
     st.issued.clear();
+    st.ended.clear();
+    st.passes.clear();
     None
 }
 
@@ -386,82 +414,25 @@ fn pause(hub: &Hub, failures: u32) {
     drop(hub.idle.wait_until(st, Instant::now() + pause));
 }
 
-/// Sends the `BLPOP` over `keys` on `c` and reads its reply; ends it early (and reads that
-/// reply) when the bell rings and the keys are stale. `None` when the connection broke or
-/// did not answer in time, or the client is gone.
-fn block(
-    (hub, endpoint): (&Hub, &Arc<Endpoint>),
-    c: &mut Connection,
-    keys: &[Vec<u8>],
-    bell: &mut UnixStream,
-) -> Option<Value> {
-    let mut blpop = redis::cmd("BLPOP");
-    for k in keys {
-        blpop.arg(k.as_slice());
-    }
-    blpop.arg(BLOCK.as_secs());
-    c.set_write_timeout(Some(endpoint.connect_timeout())).ok()?;
-    c.send_packed_command(&blpop.get_packed_command()).ok()?;
-    let until = Instant::now() + BLOCK + GRACE;
-    // An unblock sent, that found the `BLPOP` not yet blocked: tries left.
-    let mut retry: Option<u32> = None;
-    while !c.holds(1) {
-        let now = Instant::now();
-        let wait = match retry {
-            Some(_) => UNBLOCK_RETRY,
-            None => until.saturating_duration_since(now),
-        };
-        match poll::socket_or(c.socket()?, &*bell, wait) {
-            Either::Socket => break,
-            Either::TimedOut if retry.is_none() => return None,
-            Either::TimedOut | Either::Woken => {
-                drain(bell);
-                if endpoint.is_closed() {
-                    return None;
-                }
-                let tries = match retry.take() {
-                    Some(t) => t,
-                    None if hub.state().stale => UNBLOCK_TRIES,
-                    None => continue,
-                };
-                let (Some(id), Some(peer)) = (c.id, c.peer()) else {
-                    continue;
-                };
-                let deadline = Instant::now() + endpoint.connect_timeout();
-                // 0: not blocked; the server has yet to read the `BLPOP` (or its reply is on
-                // its way): try again shortly.
-                if unblock(endpoint, id, &peer, deadline) == Some(0) && tries > 1 {
-                    retry = Some(tries - 1);
-                }
-            }
-        }
-    }
-    c.set_read_timeout(Some(GRACE)).ok()?;
-    c.recv_response().ok()
-}
-
 /// A signal was popped from the list `key`: its wait is woken, or the signal is kept for
-/// the next wait on it.
-fn popped(hub: &Hub, key: Vec<u8>) {
+/// the next wait on it; or, when the call it was for has ended, returns how to pass it on.
+#[must_use]
+fn popped(hub: &Hub, key: Vec<u8>) -> Option<Pass> {
     let mut st = hub.state();
-    match st.seats.get(&key) {
-        Some(seat) => {
-            seat.woken.store(true, Ordering::Release);
-            seat.cv.notify_one();
-        }
-        None => {
-            st.popped.insert(key, Instant::now());
-        }
+    if let Some(seat) = st.seats.get(&key) {
+        seat.woken.store(true, Ordering::Release);
+        seat.cv.notify_one();
+        return None;
     }
-}
-
-fn drain(bell: &mut UnixStream) {
-    let mut buf = [0u8; 64];
-    while matches!(bell.read(&mut buf), Ok(n) if n > 0) {}
+    if st.ended.contains(&key) {
+        return st.passes.get(&key).cloned();
+    }
+    st.popped.insert(key, Instant::now());
+    None
 }
 
 /// A Cluster master's hub, as its listening thread sees it.
-struct HubWaits<'a>(&'a Hub, &'a Endpoint);
+struct HubWaits<'a>(&'a Hub, &'a Arc<Endpoint>);
 
 impl Waits for HubWaits<'_> {
     fn next_keys(&self, bell: &mut UnixStream) -> Option<Vec<Vec<u8>>> {
@@ -473,7 +444,9 @@ impl Waits for HubWaits<'_> {
     }
 
     fn popped(&self, key: Vec<u8>) {
-        popped(self.0, key);
+        if let Some(pass) = popped(self.0, key) {
+            pass_on(self.1, &pass);
+        }
     }
 
     fn refused(&self, key: Vec<u8>) {

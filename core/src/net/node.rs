@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::cluster::{self, Cluster};
 use super::endpoint::{Endpoint, Setup, Target};
 use super::hub::{self, Hub, Lane};
 use super::sentinel::{self, Sentinel};
+use super::slots::key_slot;
 use super::url::{self, redact};
 use crate::sync::LocalMutex;
 use crate::wire::NetError;
@@ -110,11 +111,7 @@ impl Node {
     /// the round's deadline, and in the background when that cuts it short (see
     /// [`Endpoint::connect`]).
     pub(crate) fn warm_up(&self, slot: u16) -> bool {
-        let connect_timeout = match &self.kind {
-            Kind::Single(e) => e.connect_timeout(),
-            Kind::Cluster(c) => c.connect_timeout(),
-        };
-        let deadline = Instant::now() + connect_timeout;
+        let deadline = Instant::now() + self.connect_timeout();
         let opened = self
             .endpoint(slot, deadline)
             .and_then(|e| e.take_or_connect(deadline).map(|conn| e.put(conn)));
@@ -127,6 +124,13 @@ impl Node {
 
     /// Closes the node's pooled connections, and every one put back later (see
     /// [`Endpoint::close`]): its client is gone.
+    fn connect_timeout(&self) -> Duration {
+        match &self.kind {
+            Kind::Single(e) => e.connect_timeout(),
+            Kind::Cluster(c) => c.connect_timeout(),
+        }
+    }
+
     pub(crate) fn close(&self) {
         match &self.kind {
             Kind::Single(e) => e.close(),
@@ -208,11 +212,20 @@ impl Node {
     /// The call that waited on the list `key` ended: the shared waiting connections stop
     /// waiting on it.
     pub(crate) fn forget_wait(&self, key: &[u8]) {
-        hub::forget(&self.hub, key);
-        self.masters
-            .lock()
-            .values()
-            .for_each(|h| hub::forget(h, key));
+        let mut kept = Vec::from_iter(hub::forget(&self.hub, key));
+        kept.extend(
+            self.masters
+                .lock()
+                .values()
+                .filter_map(|h| hub::forget(h, key)),
+        );
+        // A signal kept for the call's next wait, which will not come: passed on.
+        for pass in kept {
+            let deadline = Instant::now() + self.connect_timeout();
+            if let Ok(endpoint) = self.endpoint(key_slot(key), deadline) {
+                hub::pass_on(&endpoint, &pass);
+            }
+        }
     }
 
     /// Where a request about every key goes (a `SCAN`): nowhere in particular for one

@@ -23,7 +23,7 @@ pub trait Request: Sync {
 }
 
 /// A reference to a request is the request: a round can be made of requests owned elsewhere.
-impl<R: Request> Request for &R {
+impl<R: Request + ?Sized> Request for &R {
     fn write(&self, buf: &mut Vec<u8>) {
         (**self).write(buf);
     }
