@@ -92,9 +92,10 @@ pub struct MutexOptions {
     /// the most a lost wake-up can cost. A call's first wait, and its first after each
     /// wake-up, is at most [`FIRST_WAIT`] (or this cap, if lower); each wait that runs out
     /// doubles the next, up to this cap. So a lock held for long costs each waiter one round
-    /// every 2 s, and a wake-up lost at a release (its waiter died, or gave up between taking
-    /// it and taking the lock on a connection of its own; one that the client's shared waiting
-    /// connection took is passed on) costs up to 2 s in a long wait, 250 ms in a short one. A call
+    /// every 2 s, and a wake-up lost at a release (its waiter died, or its own connection's wait
+    /// ended at its deadline just as the signal came; one that the client's shared waiting
+    /// connection took for an ended call, or that woke a call interrupted before its round, is
+    /// passed on) costs up to 2 s in a long wait, 250 ms in a short one. A call
     /// with an interrupt check and no wake-up descriptor (see [`crate::wake_on`]) keeps every
     /// wait to the first one's length, so that its check runs as often as before.
     pub wait_cap: Duration,

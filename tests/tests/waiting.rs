@@ -336,3 +336,42 @@ fn a_wake_up_popped_for_a_call_that_gave_up_is_passed_on() {
     lane.unlock().unwrap();
     lane_waiter.join().unwrap();
 }
+
+/// A call interrupted right after a release woke it (its interrupt check says stop before its
+/// round) passes the wake-up on: another client's waiter, blocked behind it, gets it.
+#[test]
+fn a_call_interrupted_after_its_wake_up_passes_it_on() {
+    let server = RedisServer::start();
+    let mut stats = Stats(server.conn());
+    let name = "waiting:interrupted-pass-on";
+    let holder = Client::open(&server.url()).unwrap();
+    let guard = holder.mutex(name).lock().unwrap();
+    let lane = holder.mutex("waiting:interrupted:lane").lock().unwrap();
+    let a = Client::open(&server.url()).unwrap();
+    let lane_waiter = take_the_lane(&a, "waiting:interrupted:lane", &mut stats);
+    let released = Arc::new(AtomicBool::new(false));
+    let interrupted = {
+        let mutex = a.mutex(name);
+        let released = released.clone();
+        std::thread::spawn(move || {
+            let mut check = || released.load(Ordering::SeqCst);
+            mutex.lock_interruptible(None, &mut check).map(drop)
+        })
+    };
+    blocked(&mut stats, 2);
+    let other = another_clients_waiter(&server, name, &mut stats);
+    released.store(true, Ordering::SeqCst);
+    guard.unlock().unwrap();
+    match interrupted.join().unwrap() {
+        Err(redmutex::TryLockError::Error(e)) => {
+            assert_eq!(e.kind(), redmutex::ErrorKind::Interrupted, "{e}")
+        }
+        other => panic!("expected Interrupted, got {other:?}"),
+    }
+    assert!(
+        other.join().unwrap(),
+        "the wake-up of the interrupted call never reached the other waiter"
+    );
+    lane.unlock().unwrap();
+    lane_waiter.join().unwrap();
+}

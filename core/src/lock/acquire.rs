@@ -92,14 +92,17 @@ impl Plan {
         if interrupted.is_some() && !net::has_wake_fd() {
             call.keep_waits_short();
         }
-        let taken = self.take(&mut call, (begun, deadline), interrupted);
+        // A wake-up the call was given and made no round after (it was interrupted first):
+        // from which node.
+        let mut unused = None;
+        let taken = self.take(&mut call, (begun, deadline), interrupted, &mut unused);
         if call.has_waited() {
             self.forget_waits();
         }
         if taken.is_err()
             && let Some(id) = call.withdraw_on_giving_up()
         {
-            self.withdraw(id);
+            self.withdraw(id, unused);
         }
         counters.acquisition(
             (self.spec.kind, &self.spec.keys.lock),
@@ -113,12 +116,14 @@ impl Plan {
 
     /// The loop of [`acquire`](Self::acquire): it ferries between the call's machine and the
     /// transport. Of the client's threads that wait for this lock, one waits on Redis; the
-    /// others park in the client's room (see `room.rs`) until their turn.
+    /// others park in the client's room (see `room.rs`) until their turn. `unused` is left
+    /// with the node of a wake-up that no round followed.
     fn take(
         &self,
         call: &mut AcquireCall,
         (begun, deadline): (Instant, Option<Instant>),
         mut interrupted: Option<&mut dyn FnMut() -> bool>,
+        unused: &mut Option<usize>,
     ) -> Result<Arc<Lease>, TryLockError> {
         // One room per lock, whatever the kind of hold: a waiting writer keeps new readers
         // out anyway, and one reader's wake-up is passed on to the next.
@@ -137,6 +142,8 @@ impl Plan {
             let then = match (parked.take(), made.take()) {
                 (Some(then), _) => then,
                 (None, made) => {
+                    // A round after a wake-up (or behind its wait) is what the wake-up was for.
+                    *unused = None;
                     let attempt = match made {
                         Some(a) => a,
                         None => self.attempt(call, begun)?,
@@ -189,7 +196,10 @@ impl Plan {
                         (will_wait, behind),
                     )? {
                         WaitEnd::Attempt(attempt) => made = Some(attempt),
-                        WaitEnd::Ended { woken } => call.wait_ended(woken),
+                        WaitEnd::Ended { woken } => {
+                            call.wait_ended(woken);
+                            *unused = woken.then_some(node);
+                        }
                         WaitEnd::Broken { left } => {
                             net::sleep(call.pause_after_broken_wait(left, token::random()))
                         }

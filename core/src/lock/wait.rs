@@ -138,12 +138,25 @@ impl Plan {
     /// release then no longer keeps the lock, or a permit, for it. Nodes that did not answer
     /// (or were not asked: the call's waits were told to stop) are left to a clean-up in the
     /// background, until the announcement would have lapsed anyway.
+    ///
+    /// `unused`: the node of a wake-up the call was given and made no round after (it was
+    /// interrupted first). Behind the withdrawal there, the wake-up is passed on (`PASS_ON`:
+    /// when another waiter's announcement is live), so that a waiter of another client
+    /// blocked behind this one learns of the release now rather than when its wait runs out.
     #[cold]
-    pub(super) fn withdraw(&self, id: &[u8]) {
+    pub(super) fn withdraw(&self, id: &[u8], unused: Option<usize>) {
         let calls = withdraw_calls(&self.spec, id);
+        let mut passing = withdraw_calls(&self.spec, id);
+        passing.push(pass_on_call(&self.spec));
         let nodes = &self.voters.nodes;
+        let per_node: Vec<&[_]> = (0..nodes.len())
+            .map(|i| match unused == Some(i) {
+                true => &passing[..],
+                false => &calls[..],
+            })
+            .collect();
         let deadline = Instant::now() + self.spec.node_timeout;
-        let answers = net::exchange(nodes, &vec![&calls[..]; nodes.len()], deadline, None);
+        let answers = net::exchange(nodes, &per_node, deadline, None);
         let failed: Vec<usize> = (0..nodes.len()).filter(|&i| answers[i].is_err()).collect();
         if !failed.is_empty() {
             let until = Instant::now() + self.spec.announce(true);
