@@ -255,15 +255,32 @@ fn blocked(stats: &mut Stats, n: u64) {
     );
 }
 
-/// Takes `client`'s connection of its own for waits (the lane) with a wait on `name`, so
-/// that its next wait blocks on the shared one (see `net/hub.rs`); the returned thread ends
-/// once `name` is released. One more connection blocked.
-fn take_the_lane(client: &Client, name: &str, stats: &mut Stats) -> std::thread::JoinHandle<()> {
-    let before = stats.blocked();
-    let mutex = client.mutex(name);
-    let waiter = std::thread::spawn(move || drop(mutex.try_lock_for(Duration::from_secs(30))));
-    blocked(stats, before + 1);
-    waiter
+/// A lock the holder keeps, and a wait of `client`'s for it that takes the client's
+/// connection of its own for waits (the lane): the client's next wait on the server blocks
+/// on the shared one (see `net/hub.rs`). One more connection blocked.
+struct Lane {
+    guard: redmutex::MutexGuard,
+    waiter: std::thread::JoinHandle<()>,
+}
+
+impl Lane {
+    fn take(holder: &Client, client: &Client, stats: &mut Stats) -> Lane {
+        let name = "waiting:lane";
+        let guard = holder.mutex(name).lock().unwrap();
+        let before = stats.blocked();
+        let mutex = client.mutex(name);
+        let waiter = std::thread::spawn(move || {
+            drop(mutex.try_lock_for(Duration::from_secs(30)).unwrap());
+        });
+        blocked(stats, before + 1);
+        Lane { guard, waiter }
+    }
+
+    /// Releases the lock; the client's wait gets it.
+    fn release(self) {
+        self.guard.unlock().unwrap();
+        self.waiter.join().unwrap();
+    }
 }
 
 /// A waiter of another client, as a bare `BLPOP` on the wake-up list of `name` (5 s at most),
@@ -309,10 +326,9 @@ fn a_wake_up_popped_for_a_call_that_gave_up_is_passed_on() {
     let name = "waiting:pass-on";
     let holder = Client::open(&server.url()).unwrap();
     let guard = holder.mutex(name).lock().unwrap();
-    let lane = holder.mutex("waiting:pass-on:lane").lock().unwrap();
     // Client A, through the proxy.
     let a = Client::open(&proxy.url()).unwrap();
-    let lane_waiter = take_the_lane(&a, "waiting:pass-on:lane", &mut stats);
+    let lane = Lane::take(&holder, &a, &mut stats);
     let gives_up = {
         let mutex = a.mutex(name);
         std::thread::spawn(move || mutex.try_lock_for(Duration::from_millis(800)).map(drop))
@@ -333,8 +349,7 @@ fn a_wake_up_popped_for_a_call_that_gave_up_is_passed_on() {
         "the wake-up A popped after its call gave up never reached the other waiter"
     );
     proxy.set_mode(Mode::Pass);
-    lane.unlock().unwrap();
-    lane_waiter.join().unwrap();
+    lane.release();
 }
 
 /// A call interrupted right after a release woke it (its interrupt check says stop before its
@@ -346,9 +361,8 @@ fn a_call_interrupted_after_its_wake_up_passes_it_on() {
     let name = "waiting:interrupted-pass-on";
     let holder = Client::open(&server.url()).unwrap();
     let guard = holder.mutex(name).lock().unwrap();
-    let lane = holder.mutex("waiting:interrupted:lane").lock().unwrap();
     let a = Client::open(&server.url()).unwrap();
-    let lane_waiter = take_the_lane(&a, "waiting:interrupted:lane", &mut stats);
+    let lane = Lane::take(&holder, &a, &mut stats);
     let released = Arc::new(AtomicBool::new(false));
     let interrupted = {
         let mutex = a.mutex(name);
@@ -372,6 +386,5 @@ fn a_call_interrupted_after_its_wake_up_passes_it_on() {
         other.join().unwrap(),
         "the wake-up of the interrupted call never reached the other waiter"
     );
-    lane.unlock().unwrap();
-    lane_waiter.join().unwrap();
+    lane.release();
 }
