@@ -255,9 +255,10 @@ return -1
 
 /// Passes on a wake-up signal that a client took off the list but has no use for: its
 /// shared waiting connection popped it just after the call it was for ended (see
-/// `net/hub.rs`). Without this, the waiters of other clients blocked behind that connection
-/// would learn of the release only when their own waits ran out (up to the wait cap), with
-/// the lock lying free meanwhile.
+/// `net/hub.rs`), or it woke a call that was interrupted before its round (see
+/// `lock/wait.rs`, `withdraw`). Without this, the waiters of other clients blocked behind
+/// that one would learn of the release only when their own waits ran out (up to the wait
+/// cap), with the lock lying free meanwhile.
 ///
 /// It does what a release with waiters does to the list: one signal, when a waiter's
 /// announcement is still live (the one that ends last), kept until it ends; nothing when
