@@ -62,8 +62,8 @@ impl Plan {
         if let Lane::Shared(hub, endpoint) = &lane {
             let woken = net::has_wake_fd().then_some(&net::woken_now as &dyn Fn() -> bool);
             let until = Instant::now() + block;
-            let pass: net::Pass = Arc::new(pass_on_call(spec));
-            let on = (&spec.keys.wake[..], &pass);
+            let pass = || -> net::Pass { Arc::new(pass_on_call(spec)) };
+            let on = (&spec.keys.wake[..], &pass as &dyn Fn() -> net::Pass);
             if let Some(woken) = net::wait_shared((hub, endpoint), on, until, woken) {
                 return Ok(WaitEnd::Ended { woken });
             }
@@ -145,14 +145,16 @@ impl Plan {
     /// blocked behind this one learns of the release now rather than when its wait runs out.
     #[cold]
     pub(super) fn withdraw(&self, id: &[u8], unused: Option<usize>) {
-        let calls = withdraw_calls(&self.spec, id);
-        let mut passing = withdraw_calls(&self.spec, id);
-        passing.push(pass_on_call(&self.spec));
+        let mut calls = withdraw_calls(&self.spec, id);
+        let withdrawal = calls.len();
+        if unused.is_some() {
+            calls.push(pass_on_call(&self.spec));
+        }
         let nodes = &self.voters.nodes;
         let per_node: Vec<&[_]> = (0..nodes.len())
             .map(|i| match unused == Some(i) {
-                true => &passing[..],
-                false => &calls[..],
+                true => &calls[..],
+                false => &calls[..withdrawal],
             })
             .collect();
         let deadline = Instant::now() + self.spec.node_timeout;

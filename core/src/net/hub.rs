@@ -184,13 +184,14 @@ pub(crate) fn lane(hub: &Arc<Hub>, endpoint: &Arc<Endpoint>) -> Lane {
 
 /// Waits on the endpoint's shared connection for an element of the list `key` until
 /// `until`, or until `woken` says the thread's wake-up descriptor is readable (asked every
-/// [`LOOK`]); `pass` passes on an element popped after the call ended. `Some(true)`: an
+/// [`LOOK`]); `pass` makes what passes on an element popped after the call ended (made only
+/// when the hub has none for the key yet). `Some(true)`: an
 /// element came (a release); `Some(false)`: the wait ended without one; `None`: the hub
 /// cannot take this wait (another wait of the client is on the key, or the hub's thread
 /// could not start): wait on a connection of its own.
 pub(crate) fn wait_shared(
     (hub, endpoint): (&Arc<Hub>, &Arc<Endpoint>),
-    (key, pass): (&[u8], &Pass),
+    (key, pass): (&[u8], &dyn Fn() -> Pass),
     until: Instant,
     woken: Option<&dyn Fn() -> bool>,
 ) -> Option<bool> {
@@ -200,7 +201,7 @@ pub(crate) fn wait_shared(
     }
     st.ended.remove(key);
     if !st.passes.contains_key(key) {
-        st.passes.insert(key.to_vec(), Arc::clone(pass));
+        st.passes.insert(key.to_vec(), pass());
     }
     if st.popped.remove(key).is_some_and(|at| at.elapsed() < KEEP) {
         return Some(true);
