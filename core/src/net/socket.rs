@@ -11,12 +11,69 @@ use std::time::Duration;
 
 use super::wake;
 
-/// A connection's socket, TCP or Unix, with the read timeout it was last given.
+/// A connection's socket, TCP or Unix, with the timeouts it was last given.
+///
+/// A timeout reaches the kernel (`setsockopt`, a system call) only when a read or write
+/// must wait, and only when it differs from the one the kernel has: the caller sets a
+/// timeout before every request, but most writes go out at once (a request of a few hundred
+/// bytes into an empty send buffer), and a read often finds its reply already received (the
+/// acquire pipelined behind a wait comes with the wait's own reply). On the hand-off's path
+/// that saved the releaser and the woken waiter one system call each.
 pub(crate) struct Socket {
     stream: Stream,
     /// The read timeout set last, in ns ([`NO_TIMEOUT`]: none): a watched read bounds its
     /// wait by it, and asking the kernel (`getsockopt`) would cost a system call per read.
-    read_timeout: AtomicU64,
+    read_timeout: Timeout,
+    write_timeout: Timeout,
+}
+
+/// A timeout as set (`wanted`) and as the kernel has it (`applied`), in ns ([`NO_TIMEOUT`]:
+/// none, as a new socket has).
+struct Timeout {
+    wanted: AtomicU64,
+    applied: AtomicU64,
+}
+
+impl Timeout {
+    fn new() -> Timeout {
+        Timeout {
+            wanted: AtomicU64::new(NO_TIMEOUT),
+            applied: AtomicU64::new(NO_TIMEOUT),
+        }
+    }
+
+    /// Records `dur` for the next wait. Refuses a zero duration, as the kernel's setter does.
+    fn set(&self, dur: Option<Duration>) -> io::Result<()> {
+        if dur == Some(Duration::ZERO) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot set a 0 duration timeout",
+            ));
+        }
+        // A timeout of 2^64 ns or more (585 years) is as good as none.
+        let ns = dur.map_or(NO_TIMEOUT, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(NO_TIMEOUT)
+        });
+        self.wanted.store(ns, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn get(&self) -> Option<Duration> {
+        match self.wanted.load(Ordering::Relaxed) {
+            NO_TIMEOUT => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Gives the kernel the timeout set last, before a wait, unless it has it already.
+    fn apply(&self, set: impl FnOnce(Option<Duration>) -> io::Result<()>) -> io::Result<()> {
+        let wanted = self.wanted.load(Ordering::Relaxed);
+        if self.applied.load(Ordering::Relaxed) != wanted {
+            set(self.get())?;
+            self.applied.store(wanted, Ordering::Relaxed);
+        }
+        Ok(())
+    }
 }
 
 /// [`Socket::read_timeout`] when reads have no timeout.
@@ -32,7 +89,8 @@ impl Socket {
     fn new(stream: Stream) -> Socket {
         Socket {
             stream,
-            read_timeout: AtomicU64::new(NO_TIMEOUT),
+            read_timeout: Timeout::new(),
+            write_timeout: Timeout::new(),
         }
     }
 
@@ -61,34 +119,63 @@ impl Socket {
         }
     }
 
+    /// Bounds each wait of a read that follows (until set again).
     pub(crate) fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+        self.read_timeout.set(dur)
+    }
+
+    /// The read timeout set last.
+    fn read_timeout(&self) -> Option<Duration> {
+        self.read_timeout.get()
+    }
+
+    /// Bounds each wait of a write that follows (until set again).
+    pub(crate) fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+        self.write_timeout.set(dur)
+    }
+
+    /// The read timeout the kernel has.
+    #[cfg(test)]
+    pub(super) fn kernel_read_timeout(&self) -> io::Result<Option<Duration>> {
         match &self.stream {
+            Stream::Tcp(s) => s.read_timeout(),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.read_timeout(),
+        }
+    }
+
+    /// Gives the kernel the read timeout, before a read that may wait.
+    fn apply_read_timeout(&self) -> io::Result<()> {
+        self.read_timeout.apply(|dur| match &self.stream {
             Stream::Tcp(s) => s.set_read_timeout(dur),
             #[cfg(unix)]
             Stream::Unix(s) => s.set_read_timeout(dur),
-        }?;
-        // A timeout of 2^64 ns or more (585 years) is as good as none.
-        let ns = dur.map_or(NO_TIMEOUT, |d| {
-            u64::try_from(d.as_nanos()).unwrap_or(NO_TIMEOUT)
-        });
-        self.read_timeout.store(ns, Ordering::Relaxed);
-        Ok(())
+        })
     }
 
-    /// The read timeout set last (the kernel's, without asking it).
-    fn read_timeout(&self) -> Option<Duration> {
-        match self.read_timeout.load(Ordering::Relaxed) {
-            NO_TIMEOUT => None,
-            ns => Some(Duration::from_nanos(ns)),
-        }
-    }
-
-    pub(crate) fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
-        match &self.stream {
+    /// Gives the kernel the write timeout, before a write that may wait.
+    fn apply_write_timeout(&self) -> io::Result<()> {
+        self.write_timeout.apply(|dur| match &self.stream {
             Stream::Tcp(s) => s.set_write_timeout(dur),
             #[cfg(unix)]
             Stream::Unix(s) => s.set_write_timeout(dur),
+        })
+    }
+
+    /// Writes what the send buffer takes now, without waiting; `None` when it takes nothing
+    /// yet (or where this is not done), and the write must wait.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn write_now(&self, buf: &[u8]) -> Option<io::Result<usize>> {
+        use rustix::net::{SendFlags, send};
+        match send(self, buf, SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
+            Err(rustix::io::Errno::AGAIN) => None,
+            sent => Some(sent.map_err(Into::into)),
         }
+    }
+
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    fn write_now(&self, _: &[u8]) -> Option<io::Result<usize>> {
+        None
     }
 
     pub(crate) fn shutdown(&self) -> io::Result<()> {
@@ -106,6 +193,7 @@ impl Read for &Socket {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         use std::os::fd::AsFd;
         wake::ready(self.as_fd(), false, || Ok(self.read_timeout()))?;
+        self.apply_read_timeout()?;
         match &self.stream {
             Stream::Tcp(s) => (&*s).read(buf),
             #[cfg(unix)]
@@ -115,7 +203,13 @@ impl Read for &Socket {
 }
 
 impl Write for &Socket {
+    /// Without waiting when the send buffer has room (no timeout to give the kernel then);
+    /// otherwise a write that waits within the write timeout.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(sent) = self.write_now(buf) {
+            return sent;
+        }
+        self.apply_write_timeout()?;
         match &self.stream {
             Stream::Tcp(s) => (&*s).write(buf),
             #[cfg(unix)]
@@ -126,6 +220,7 @@ impl Write for &Socket {
     /// One `writev` for several buffers (rustls writes its records this way), as the streams
     /// themselves do.
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.apply_write_timeout()?;
         match &self.stream {
             Stream::Tcp(s) => (&*s).write_vectored(bufs),
             #[cfg(unix)]
@@ -177,4 +272,79 @@ pub(crate) fn connect_tcp(addr: &SocketAddr, timeout: Duration) -> io::Result<Tc
     }
     rustix::io::ioctl_fionbio(&fd, false)?;
     Ok(TcpStream::from(fd))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{ErrorKind, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::Socket;
+
+    /// A socket connected to a peer that accepts and never reads or writes.
+    fn silent_peer() -> (Socket, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sock = Socket::tcp(TcpStream::connect(listener.local_addr().unwrap()).unwrap());
+        let (peer, _) = listener.accept().unwrap();
+        (sock, peer)
+    }
+
+    /// Runs `f` on a thread and returns what it did, or fails when it did not end in 10 s
+    /// (a wait the timeout did not bound).
+    fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the wait outlived its timeout")
+    }
+
+    #[test]
+    fn a_write_that_must_wait_ends_at_its_timeout() {
+        let (sock, _peer) = silent_peer();
+        sock.set_write_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let failed = bounded(move || {
+            // Written without waiting until the buffers are full, then waited for.
+            let chunk = vec![0u8; 1 << 16];
+            loop {
+                if let Err(e) = (&sock).write(&chunk) {
+                    return e.kind();
+                }
+            }
+        });
+        assert!(
+            matches!(failed, ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "{failed:?}"
+        );
+    }
+
+    #[test]
+    fn a_read_ends_at_its_timeout_and_reads_what_comes_after() {
+        let (sock, mut peer) = silent_peer();
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let (sock, failed) = bounded(move || {
+            let failed = (&sock).read(&mut [0; 16]).map_err(|e| e.kind());
+            (sock, failed)
+        });
+        assert!(
+            matches!(failed, Err(ErrorKind::WouldBlock | ErrorKind::TimedOut)),
+            "{failed:?}"
+        );
+        peer.write_all(b"+OK\r\n").unwrap();
+        let mut buf = [0; 16];
+        let n = bounded(move || (&sock).read(&mut buf).map(|n| buf[..n].to_vec()));
+        assert_eq!(n.unwrap(), b"+OK\r\n");
+    }
+
+    #[test]
+    fn a_zero_timeout_is_refused_as_the_kernels_setter_refuses_it() {
+        let (sock, _peer) = silent_peer();
+        for set in [Socket::set_read_timeout, Socket::set_write_timeout] {
+            let e = set(&sock, Some(Duration::ZERO)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        }
+    }
 }
