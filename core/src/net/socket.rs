@@ -18,7 +18,9 @@ use super::wake;
 /// timeout before every request, but most writes go out at once (a request of a few hundred
 /// bytes into an empty send buffer), and a read often finds its reply already received (the
 /// acquire pipelined behind a wait comes with the wait's own reply). On the hand-off's path
-/// that saved the releaser and the woken waiter one system call each.
+/// that saved the releaser and the woken waiter one system call each. (The connection above
+/// rounds timeouts to whole milliseconds and passes on only a changed one, `conn.rs`, for
+/// redis-rs's connections too; what it passes on waits here until a wait needs it.)
 pub(crate) struct Socket {
     stream: Stream,
     /// The read timeout set last, in ns ([`NO_TIMEOUT`]: none): a watched read bounds its
