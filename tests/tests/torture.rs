@@ -793,11 +793,13 @@ fn random_fault_schedules() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
-/// A renewal is in the history as soon as the library made it. The lock's PTTL on the server
-/// jumps back up when a renewal runs there; the client is killed 3 ms later, before a poll of
-/// `renewals()` every 10 ms would usually have seen it. Its history must carry that renewal
-/// with the validity it set, or the checker would judge a shorter promise than the one the
-/// library made.
+/// A renewal is in the history as soon as the library made it, through the guard's
+/// `on_renewed` hook, while the process lives: the client is then killed. The lock's PTTL on
+/// the server jumps back up when a renewal runs there; the client reads no `renewals()`
+/// (`--hook-only`), so only the hook can bring that renewal into its history, and it must
+/// carry the validity the renewal set, or the checker would judge a shorter promise than the
+/// one the library made. (Killing the client a fixed 3 ms after the jump, as this test once
+/// did, raced the renew thread on a loaded machine: the thread had not yet read its reply.)
 #[test]
 fn a_renewal_is_recorded_before_the_process_can_be_killed() {
     let server = RedisServer::start();
@@ -819,6 +821,7 @@ fn a_renewal_is_recorded_before_the_process_can_be_killed() {
                 "300",
                 "--seed",
                 "7",
+                "--hook-only",
             ],
         );
         run.wait_holding("c");
@@ -842,18 +845,23 @@ fn a_renewal_is_recorded_before_the_process_can_be_killed() {
             }),
             "round {round}: no renewal seen on the server"
         );
-        std::thread::sleep(Duration::from_millis(3));
-        run.signal("c", libc::SIGKILL);
         // This renewal promised about the jump plus the lease (less the drift and the
         // request's way there); the one before it, a third of the lease less. Halfway
         // between the two tells them apart on a loaded machine.
         let promised = jump_ns + ttl_ms * 5 / 6 * 1_000_000;
-        let history = run.history_of("c");
-        let renewed = history
-            .iter()
-            .filter(|e| e.event == Kind::Renew)
-            .map(|e| e.validity_ns)
-            .max();
+        let mut renewed = None;
+        // Until just before the next renewal (a third of the lease on), which would promise
+        // more: this one's entry, not the next one's.
+        wait_until(Duration::from_millis(90), || {
+            renewed = run
+                .history_of("c")
+                .iter()
+                .filter(|e| e.event == Kind::Renew)
+                .map(|e| e.validity_ns)
+                .max();
+            renewed.is_some_and(|v| v >= promised)
+        });
+        run.signal("c", libc::SIGKILL);
         assert!(
             renewed.is_some_and(|v| v >= promised),
             "round {round}: the history's last renewal promises {:?} ms, the renewal at {:.1} ms \\

@@ -8,6 +8,7 @@
 //!         [--fenced] [--mode normal|plain-del|ignore-validity] [--pause-after-acquire-ms X]
 //!         [--no-renew] [--node-timeout-ms X] [--connect-timeout-ms X] [--wait-ms X]
 //!         [--extend-ms MIN:MAX] [--release unlock|drop|mix] [--keep-going] [--for-ms X]
+//!         [--hook-only]
 //! ```
 //!
 //! - The counter `K:counter` lives on `--data-url` (a separate server). A section reads it,
@@ -19,6 +20,9 @@
 //!   guard before using (a negative control, with `--pause-after-acquire-ms` and `--no-renew`).
 //! - `--mode exit-holding` calls `std::process::exit(0)` right after the first `use`, while
 //!   it holds the lock (no destructor runs, so the guard is never released).
+//! - `--hook-only`: renewals reach the history through the `on_renewed` hook alone (the
+//!   driver does not read `renewals()` every 10 ms while it holds), so a test can see what
+//!   the hook wrote.
 //! - `--first-hold-ms X` holds the first section X ms (later ones draw from `--hold-ms`).
 //! - `--pause-after-acquire-ms X` sleeps X ms right after each acquire.
 //! - `--connect-timeout-ms X` is the client's connect timeout, which also bounds how long a
@@ -85,6 +89,7 @@ struct Args {
     mode: Mode,
     pause_ms: u64,
     no_renew: bool,
+    hook_only: bool,
     node_timeout_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
     wait_ms: u64,
@@ -123,6 +128,7 @@ fn parse_args() -> Args {
         mode: Mode::Normal,
         pause_ms: 0,
         no_renew: false,
+        hook_only: false,
         node_timeout_ms: None,
         connect_timeout_ms: None,
         wait_ms: 30_000,
@@ -165,6 +171,7 @@ fn parse_args() -> Args {
             "--data-url" => a.data_url = val(),
             "--fenced" => a.fenced = true,
             "--no-renew" => a.no_renew = true,
+            "--hook-only" => a.hook_only = true,
             "--mode" => {
                 a.mode = match val().as_str() {
                     "normal" => Mode::Normal,
@@ -474,7 +481,9 @@ fn main() {
                 let end = Instant::now() + Duration::from_millis(hold);
                 while let Some(left) = end.checked_duration_since(Instant::now()) {
                     std::thread::sleep(left.min(Duration::from_millis(10)));
-                    grant.poll(&guard);
+                    if !a.hook_only {
+                        grant.poll(&guard);
+                    }
                     if let Some((at, ttl)) = extend
                         && Instant::now() >= at
                     {
