@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, ErrorKind, RedisConnectionInfo, RedisError, RedisResult, Value};
 
-use super::frame::frame;
+use super::frame::{frame, simple_value};
 use super::socket::Socket;
 use super::tls_session::{Config, Session};
 
@@ -206,7 +206,11 @@ impl Plain {
             if let Some(len) = frame(&self.buf[self.start..self.end])? {
                 let at = self.start;
                 self.start += len;
-                let value = self.parser.parse_value(&self.buf[at..at + len]);
+                let reply = &self.buf[at..at + len];
+                let value = match simple_value(reply) {
+                    Some(v) => Ok(v),
+                    None => self.parser.parse_value(reply),
+                };
                 if value.is_err() {
                     // What it buffered of a malformed reply must not precede the next one.
                     self.parser = redis::Parser::new();
