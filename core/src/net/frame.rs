@@ -59,7 +59,8 @@ pub(crate) fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
 /// Every reply a lock call reads is of these kinds but an error. redis-rs's parser (built
 /// with `combine`, which copies its state around) cost about 6,600 instructions a reply
 /// more: a `try_lock` + unlock, two replies, fell from 31,559 to 18,300 user-space
-/// instructions (callgrind). The two replies a woken waiter reads (its `BLPOP`'s and its
+/// instructions (callgrind). In time, on warm caches, a reply took 0.3–0.7 µs there and
+/// 0.04–0.11 µs here. The two replies a woken waiter reads (its `BLPOP`'s and its
 /// acquire's) are on the hand-off's critical path.
 pub(crate) fn simple_value(b: &[u8]) -> Option<Value> {
     match value(b, 0)? {
