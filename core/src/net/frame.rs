@@ -6,7 +6,7 @@
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 
 /// The length of the first whole reply in `b`, `None` while it has not all come. Only the
-/// framing: the reply itself is parsed by redis-rs.
+/// framing: the reply itself is read by [`simple_value`] or redis-rs's parser.
 pub(crate) fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
     let malformed = || RedisError::from((ErrorKind::Parse, "malformed reply from the server"));
     let mut pos = 0;

@@ -14,8 +14,9 @@
 //! redis-rs's does where the rest of the transport relies on it: the same handshake (`AUTH`,
 //! retried without the user name for a server that takes none, then `SELECT`), the same
 //! errors, and a reply whose read failed (a timeout, an interrupted read) is dropped when it
-//! comes, so that it is never taken for a later request's. Replies are framed here and parsed
-//! by redis-rs's own parser, one whole reply at a time.
+//! comes, so that it is never taken for a later request's. Replies are framed here and read
+//! one whole reply at a time: the kinds a lock's replies are made of by `frame.rs`'s
+//! `simple_value`, anything else (errors among them) by redis-rs's own parser.
 
 use std::io::{self, Read, Write};
 use std::net::ToSocketAddrs;
@@ -44,8 +45,8 @@ pub(crate) struct Plain {
     skip: usize,
     db: i64,
     open: bool,
-    /// redis-rs's reply parser, kept with the connection: one made per reply would allocate
-    /// and fill an 8 KiB read buffer each time.
+    /// redis-rs's reply parser, for the replies `simple_value` leaves to it, kept with the
+    /// connection: one made per reply would allocate and fill an 8 KiB read buffer each time.
     parser: redis::Parser,
 }
 
