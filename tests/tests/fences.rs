@@ -3,7 +3,8 @@
 //! - A fence write-back counts only nodes that granted the round: a node held by a concurrent
 //!   round may have run that round's `INCR` with the old counter.
 //! - A fence stays above every earlier fence of the name when a node loses its counter
-//!   (a restart without persistence, `FLUSHALL`, `DEL`).
+//!   (a restart without persistence, `FLUSHALL`, `DEL`), steps by one from a counter ahead of
+//!   the server's clock, and a counter that holds no number fails the grant as `INCR` does.
 //! - A key that vanished while held is reported as a loss by `unlock`, never as a release.
 
 use std::time::Duration;
@@ -134,6 +135,60 @@ fn fences_stay_above_every_earlier_one_when_a_node_loses_its_counter() {
     // A counter that a plain INCR left (small) jumps above every earlier fence.
     let _: () = server.conn().set("{fence:lost}:fence", 5).unwrap();
     take("a counter set back to 5");
+}
+
+/// A counter ahead of the server's clock (a failover to a node whose clock ran ahead, a counter
+/// restored from such a node) is stepped by one per grant, never set back to the time.
+#[test]
+fn a_counter_ahead_of_the_servers_time_steps_by_one() {
+    let server = RedisServer::start();
+    let client = Client::builder()
+        .nodes([server.url()])
+        .owner("fences")
+        .build()
+        .unwrap();
+    let lock = client.mutex("fence:ahead").ttl(Duration::from_secs(10));
+    let now = lock.try_lock().unwrap();
+    let ahead = now.fence() + 1_000_000_000_000;
+    now.unlock().unwrap();
+    let _: () = server.conn().set("{fence:ahead}:fence", ahead).unwrap();
+    for step in 1..=3 {
+        let guard = lock.try_lock().unwrap();
+        assert_eq!(guard.fence(), ahead + step);
+        guard.unlock().unwrap();
+    }
+}
+
+/// A counter that holds what `INCR` refuses, also what reads as a number in Lua (`1.5`, ` 7`,
+/// `0x10`, `inf`): the grant fails with `INCR`'s error, takes no lock, and the counter keeps its
+/// value. One beyond 2^53, where a Lua number is no longer exact, is stepped exactly.
+#[test]
+fn a_counter_that_holds_no_number_fails_the_grant_and_keeps_its_value() {
+    let server = RedisServer::start();
+    let client = Client::builder()
+        .nodes([server.url()])
+        .owner("fences")
+        .build()
+        .unwrap();
+    let lock = client.mutex("fence:garbage").ttl(Duration::from_secs(10));
+    for garbage in ["not a number", "1.5", " 7", "0x10", "007", "-0", "", "inf"] {
+        let _: () = server.conn().set("{fence:garbage}:fence", garbage).unwrap();
+        let err = lock.try_lock().unwrap_err();
+        let TryLockError::Error(err) = err else {
+            panic!("{garbage:?}: {err}")
+        };
+        assert_eq!(err.kind(), ErrorKind::Server, "{garbage:?}: {err}");
+        assert!(err.to_string().contains("not an integer"), "{garbage:?}: {err}");
+        let kept: String = server.conn().get("{fence:garbage}:fence").unwrap();
+        assert_eq!(kept, garbage);
+        let lock_key: Option<String> = server.conn().get("fence:garbage").unwrap();
+        assert_eq!(lock_key, None, "{garbage:?}");
+    }
+    let beyond = "9007199254740993"; // 2^53 + 1
+    let _: () = server.conn().set("{fence:garbage}:fence", beyond).unwrap();
+    let guard = lock.try_lock().unwrap();
+    assert_eq!(guard.fence(), 9_007_199_254_740_994);
+    guard.unlock().unwrap();
 }
 
 /// A key deleted from outside while held: `unlock` reports a loss, with the node's report,
