@@ -178,7 +178,10 @@ fn a_counter_that_holds_no_number_fails_the_grant_and_keeps_its_value() {
             panic!("{garbage:?}: {err}")
         };
         assert_eq!(err.kind(), ErrorKind::Server, "{garbage:?}: {err}");
-        assert!(err.to_string().contains("not an integer"), "{garbage:?}: {err}");
+        assert!(
+            err.to_string().contains("not an integer"),
+            "{garbage:?}: {err}"
+        );
         let kept: String = server.conn().get("{fence:garbage}:fence").unwrap();
         assert_eq!(kept, garbage);
         let lock_key: Option<String> = server.conn().get("fence:garbage").unwrap();
