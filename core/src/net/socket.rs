@@ -52,11 +52,7 @@ impl Timeout {
                 "cannot set a 0 duration timeout",
             ));
         }
-        // A timeout of 2^64 ns or more (585 years) is as good as none.
-        let ns = dur.map_or(NO_TIMEOUT, |d| {
-            u64::try_from(d.as_nanos()).unwrap_or(NO_TIMEOUT)
-        });
-        self.wanted.store(ns, Ordering::Relaxed);
+        self.wanted.store(ns_of(dur), Ordering::Relaxed);
         Ok(())
     }
 
@@ -69,10 +65,18 @@ impl Timeout {
 
     /// Gives the kernel the timeout set last, before a wait, unless it has it already.
     fn apply(&self, set: impl FnOnce(Option<Duration>) -> io::Result<()>) -> io::Result<()> {
-        let wanted = self.wanted.load(Ordering::Relaxed);
-        if self.applied.load(Ordering::Relaxed) != wanted {
-            set(self.get())?;
-            self.applied.store(wanted, Ordering::Relaxed);
+        self.apply_ns(self.wanted.load(Ordering::Relaxed), set)
+    }
+
+    /// Gives the kernel `ns` ([`NO_TIMEOUT`]: none), unless it has it already.
+    fn apply_ns(
+        &self,
+        ns: u64,
+        set: impl FnOnce(Option<Duration>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        if self.applied.load(Ordering::Relaxed) != ns {
+            set((ns != NO_TIMEOUT).then(|| Duration::from_nanos(ns)))?;
+            self.applied.store(ns, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -80,6 +84,14 @@ impl Timeout {
 
 /// [`Socket::read_timeout`] when reads have no timeout.
 const NO_TIMEOUT: u64 = u64::MAX;
+
+/// A timeout in ns ([`NO_TIMEOUT`]: none). A timeout of 2^64 ns or more (585 years) is as
+/// good as none.
+fn ns_of(dur: Option<Duration>) -> u64 {
+    dur.map_or(NO_TIMEOUT, |d| {
+        u64::try_from(d.as_nanos()).unwrap_or(NO_TIMEOUT)
+    })
+}
 
 enum Stream {
     Tcp(TcpStream),
@@ -146,13 +158,54 @@ impl Socket {
         }
     }
 
-    /// Gives the kernel the read timeout, before a read that may wait.
-    fn apply_read_timeout(&self) -> io::Result<()> {
-        self.read_timeout.apply(|dur| match &self.stream {
-            Stream::Tcp(s) => s.set_read_timeout(dur),
+    /// Gives the kernel `dur` as its read timeout, before a read that may wait, unless it
+    /// has it already.
+    fn apply_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+        self.read_timeout
+            .apply_ns(ns_of(dur), |dur| match &self.stream {
+                Stream::Tcp(s) => s.set_read_timeout(dur),
+                #[cfg(unix)]
+                Stream::Unix(s) => s.set_read_timeout(dur),
+            })
+    }
+
+    /// A read of the socket itself, waiting as long as the kernel's read timeout allows.
+    fn kernel_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match &self.stream {
+            Stream::Tcp(s) => (&*s).read(buf),
             #[cfg(unix)]
-            Stream::Unix(s) => s.set_read_timeout(dur),
-        })
+            Stream::Unix(s) => (&*s).read(buf),
+        }
+    }
+
+    /// A read on a thread whose wake-up setting is not armed yet (see `wake.rs`): the read
+    /// waits on the socket alone, `grace` at most, where a `poll` before it would cost one
+    /// system call more for every reply. `grace` stays the same from read to read, so the
+    /// kernel is not asked to change its timeout each time; so a read that began late in the
+    /// setting's grace may arm it up to one `grace` late. `Err` with what is left of the
+    /// read's timeout when the reply did not come within `grace`, or a signal interrupted the
+    /// read (the setting is armed then, for the signal's handler): the watched read goes on.
+    fn read_unarmed(
+        &self,
+        buf: &mut [u8],
+        grace: Duration,
+    ) -> Result<io::Result<usize>, Option<Duration>> {
+        let timeout = self.read_timeout();
+        let slice = timeout.map_or(grace, |t| t.min(grace));
+        let began = std::time::Instant::now();
+        if let Err(e) = self.apply_read_timeout(Some(slice)) {
+            return Ok(Err(e));
+        }
+        match self.kernel_read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => wake::arm_now(),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) && Some(slice) != timeout => {}
+            read => return Ok(read),
+        }
+        Err(timeout.map(|t| t.saturating_sub(began.elapsed())))
     }
 
     /// Gives the kernel the write timeout, before a write that may wait.
@@ -191,16 +244,22 @@ impl Socket {
 
 impl Read for &Socket {
     /// On a thread that watches every wait (see `wake.rs`), the read first waits for the
-    /// socket or the thread's wake-up descriptor, within the read timeout.
+    /// socket or the thread's wake-up descriptor, within the read timeout; while that
+    /// watching is not armed yet, the read waits by itself, one grace at most, and only then
+    /// watched (see `read_unarmed`).
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         use std::os::fd::AsFd;
-        wake::ready(self.as_fd(), false, || Ok(self.read_timeout()))?;
-        self.apply_read_timeout()?;
-        match &self.stream {
-            Stream::Tcp(s) => (&*s).read(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => (&*s).read(buf),
+        let mut timeout = self.read_timeout();
+        if let Some(grace) = wake::unarmed_grace().filter(|g| !g.is_zero()) {
+            match self.read_unarmed(buf, grace) {
+                Ok(read) => return read,
+                Err(left) => timeout = left,
+            }
         }
+        wake::ready(self.as_fd(), false, || Ok(timeout))?;
+        // What is left of the read's timeout after a wait in `read_unarmed`, or all of it.
+        self.apply_read_timeout(timeout)?;
+        self.kernel_read(buf)
     }
 }
 
@@ -339,6 +398,86 @@ mod tests {
         let mut buf = [0; 16];
         let n = bounded(move || (&sock).read(&mut buf).map(|n| buf[..n].to_vec()));
         assert_eq!(n.unwrap(), b"+OK\r\n");
+    }
+
+    /// Reads on a thread whose wake-up setting is not armed yet (Python's calls), with
+    /// `grace`; `true` in the flag once the setting was armed (with nothing to watch).
+    fn unarmed<T>(grace: Duration, f: impl FnOnce() -> T) -> (T, bool) {
+        let armed = std::rc::Rc::new(std::cell::Cell::new(false));
+        let seen = std::rc::Rc::clone(&armed);
+        let arm = Box::new(move || {
+            seen.set(true);
+            None
+        });
+        let out = super::wake::scoped_later(grace, arm, f);
+        (out, armed.get())
+    }
+
+    /// A reply that comes within the grace is read by one blocking read with the grace as the
+    /// kernel's timeout: no `poll` before it, and no new timeout given to the kernel per read.
+    #[test]
+    fn an_unarmed_read_waits_by_itself_within_the_grace() {
+        let (sock, mut peer) = silent_peer();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let grace = Duration::from_secs(2);
+        peer.write_all(b"+OK\r\n").unwrap();
+        let ((read, kernel), armed) = bounded(move || {
+            unarmed(grace, || {
+                let mut buf = [0; 16];
+                let read = (&sock).read(&mut buf).map(|n| buf[..n].to_vec());
+                (read, sock.kernel_read_timeout().unwrap())
+            })
+        });
+        assert_eq!(read.unwrap(), b"+OK\r\n");
+        assert_eq!(kernel, Some(grace));
+        assert!(!armed);
+    }
+
+    /// A reply that comes after the grace: the setting is armed, and the read goes on
+    /// watched, and gets the reply (sent only once the arming ran).
+    #[test]
+    fn an_unarmed_read_arms_the_setting_after_the_grace_and_gets_a_later_reply() {
+        let (sock, mut peer) = silent_peer();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (armed, arming) = mpsc::channel::<()>();
+        let writer = std::thread::spawn(move || {
+            arming.recv().unwrap();
+            peer.write_all(b"+LATE\r\n").unwrap();
+            peer
+        });
+        let read = bounded(move || {
+            let arm = Box::new(move || {
+                armed.send(()).unwrap();
+                None
+            });
+            super::wake::scoped_later(Duration::from_millis(20), arm, || {
+                let mut buf = [0; 16];
+                (&sock).read(&mut buf).map(|n| buf[..n].to_vec())
+            })
+        });
+        assert_eq!(read.unwrap(), b"+LATE\r\n");
+        writer.join().unwrap();
+    }
+
+    /// A read shorter than the grace, and one longer, end at their own timeout, as a
+    /// timeout, with nothing read.
+    #[test]
+    fn an_unarmed_read_ends_at_its_own_timeout() {
+        for (timeout, grace) in [(30, 200), (60, 20)] {
+            let (sock, _peer) = silent_peer();
+            sock.set_read_timeout(Some(Duration::from_millis(timeout)))
+                .unwrap();
+            let (failed, armed) = bounded(move || {
+                unarmed(Duration::from_millis(grace), || {
+                    (&sock).read(&mut [0; 16]).map_err(|e| e.kind())
+                })
+            });
+            assert!(
+                matches!(failed, Err(ErrorKind::WouldBlock | ErrorKind::TimedOut)),
+                "{timeout} ms, grace {grace} ms: {failed:?}"
+            );
+            assert_eq!(armed, timeout > grace, "{timeout} ms, grace {grace} ms");
+        }
     }
 
     #[test]

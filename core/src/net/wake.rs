@@ -18,8 +18,9 @@
 //!
 //! A setting of the second kind may also start **unarmed** (`scoped_later`), for a binding
 //! that must set its descriptor up for each call (Python's `signal.set_wakeup_fd`): nothing
-//! is watched, and nothing set up, until the call has lasted its grace (a read or connect
-//! then waits on its socket alone, at most until then) or until it is about to wait for
+//! is watched, and nothing set up, until the call has lasted its grace (a connect then waits
+//! on its socket alone, at most until then; a read, by itself with the grace as the kernel's
+//! timeout, so that a reply costs no `poll` before it) or until it is about to wait for
 //! anything else (a release, a pause, the threads that connect for it). Then the binding's
 //! arming sets the descriptor up, and its check runs once at once, for the signals that came
 //! before the descriptor was there. A call that ends within its grace (on a healthy server,
@@ -70,6 +71,8 @@ enum Setting {
 /// An unarmed setting: armed at `at`, or before when a wait other than a read needs it.
 struct Later {
     at: Instant,
+    /// How long after the scope began `at` is.
+    grace: Duration,
     /// Taken while arming.
     arm: Cell<Option<Arm>>,
 }
@@ -110,6 +113,7 @@ pub(crate) fn scoped<R>(fd: Arc<OwnedFd>, go_on: Option<GoOn>, f: impl FnOnce() 
 pub(crate) fn scoped_later<R>(grace: Duration, arm: Arm, f: impl FnOnce() -> R) -> R {
     let later = Later {
         at: Instant::now() + grace,
+        grace,
         arm: Cell::new(Some(arm)),
     };
     with_setting(Some(Rc::new(Setting::Later(later))), f)
@@ -221,6 +225,21 @@ pub(super) fn due() -> Option<Instant> {
         Some(Setting::Later(later)) => Some(later.at),
         _ => None,
     }
+}
+
+/// The grace of this thread's setting while it is unarmed: a read then waits on its socket
+/// alone, this long at most in one go (see `socket.rs`), before the setting is armed.
+pub(super) fn unarmed_grace() -> Option<Duration> {
+    match current().as_deref() {
+        Some(Setting::Later(later)) => Some(later.grace),
+        _ => None,
+    }
+}
+
+/// Arms this thread's setting now if it is unarmed: a signal interrupted a wait on a socket
+/// alone, and its handler may want the call to stop.
+pub(super) fn arm_now() {
+    armed();
 }
 
 /// Whether this thread watches every wait and its waits stop now: a round's reads end.
