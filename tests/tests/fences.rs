@@ -31,6 +31,15 @@ fn fence_max_sha() -> &'static [u8] {
     Box::leak(sha.into_boxed_slice())
 }
 
+/// A client of `server` alone, named `owner`.
+fn client_of(server: &RedisServer, owner: &str) -> Client {
+    Client::builder()
+        .nodes([server.url()])
+        .owner(owner)
+        .build()
+        .unwrap()
+}
+
 /// Another client's round as it reaches one node: the acquire script with `token`, fenced.
 /// Its fence.
 fn acquire_as(conn: &mut redis::Connection, name: &str, token: &str) -> u64 {
@@ -106,11 +115,7 @@ fn a_later_grant_never_gets_a_smaller_fence_when_a_write_back_is_lost() {
 #[test]
 fn fences_stay_above_every_earlier_one_when_a_node_loses_its_counter() {
     let mut server = RedisServer::start();
-    let client = Client::builder()
-        .nodes([server.url()])
-        .owner("fences")
-        .build()
-        .unwrap();
+    let client = client_of(&server, "fences");
     let lock = client.mutex("fence:lost").ttl(Duration::from_secs(10));
     let mut last = 0;
     let mut take = |what: &str| {
@@ -142,11 +147,7 @@ fn fences_stay_above_every_earlier_one_when_a_node_loses_its_counter() {
 #[test]
 fn a_counter_ahead_of_the_servers_time_steps_by_one() {
     let server = RedisServer::start();
-    let client = Client::builder()
-        .nodes([server.url()])
-        .owner("fences")
-        .build()
-        .unwrap();
+    let client = client_of(&server, "fences");
     let lock = client.mutex("fence:ahead").ttl(Duration::from_secs(10));
     let now = lock.try_lock().unwrap();
     let ahead = now.fence() + 1_000_000_000_000;
@@ -165,11 +166,7 @@ fn a_counter_ahead_of_the_servers_time_steps_by_one() {
 #[test]
 fn a_counter_that_holds_no_number_fails_the_grant_and_keeps_its_value() {
     let server = RedisServer::start();
-    let client = Client::builder()
-        .nodes([server.url()])
-        .owner("fences")
-        .build()
-        .unwrap();
+    let client = client_of(&server, "fences");
     let lock = client.mutex("fence:garbage").ttl(Duration::from_secs(10));
     for garbage in ["not a number", "1.5", " 7", "0x10", "007", "-0", "", "inf"] {
         let _: () = server.conn().set("{fence:garbage}:fence", garbage).unwrap();
@@ -199,11 +196,7 @@ fn a_counter_that_holds_no_number_fails_the_grant_and_keeps_its_value() {
 #[test]
 fn unlock_reports_a_key_that_vanished_while_held_as_lost() {
     let server = RedisServer::start();
-    let client = Client::builder()
-        .nodes([server.url()])
-        .owner("vanished")
-        .build()
-        .unwrap();
+    let client = client_of(&server, "vanished");
     let lock = client.mutex("fence:vanished").ttl(Duration::from_secs(10));
     let guard = lock.try_lock().unwrap();
     let _: () = server.conn().del("fence:vanished").unwrap();
