@@ -178,11 +178,11 @@ impl Socket {
         }
     }
 
-    /// A read on a thread whose wake-up setting is not armed yet (see `wake.rs`): the read
-    /// waits on the socket alone, `grace` at most, where a `poll` before it would cost one
-    /// system call more for every reply. `grace` stays the same from read to read, so the
-    /// kernel is not asked to change its timeout each time; so a read that began late in the
-    /// setting's grace may arm it up to one `grace` late. `Err` with what is left of the
+    /// A read on a thread whose wake-up setting is not armed yet nor due (see `wake.rs`):
+    /// the read waits on the socket alone, `grace` at most, where a `poll` before it would
+    /// cost one system call more for every reply. `grace` stays the same from read to read,
+    /// so the kernel is not asked to change its timeout each time; so a read that began late
+    /// in the setting's grace may arm it up to one `grace` late. `Err` with what is left of the
     /// read's timeout when the reply did not come within `grace`, or a signal interrupted the
     /// read (the setting is armed then, for the signal's handler): the watched read goes on.
     fn read_unarmed(

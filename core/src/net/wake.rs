@@ -227,11 +227,12 @@ pub(super) fn due() -> Option<Instant> {
     }
 }
 
-/// The grace of this thread's setting while it is unarmed: a read then waits on its socket
-/// alone, this long at most in one go (see `socket.rs`), before the setting is armed.
+/// The grace of this thread's setting while it is unarmed and not due yet: a read then waits
+/// on its socket alone, this long at most (see `socket.rs`), before the setting is armed. So
+/// the setting is armed one grace after it fell due at the latest.
 pub(super) fn unarmed_grace() -> Option<Duration> {
     match current().as_deref() {
-        Some(Setting::Later(later)) => Some(later.grace),
+        Some(Setting::Later(later)) if Instant::now() < later.at => Some(later.grace),
         _ => None,
     }
 }
