@@ -13,15 +13,13 @@ pub(crate) fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
     // Values still to read: the reply, and the elements of the aggregates met so far.
     let mut pending: usize = 1;
     while pending > 0 {
-        let Some(nl) = b[pos..].windows(2).position(|w| w == b"\r\n") else {
+        let Some((whole, rest)) = split_line(&b[pos..]) else {
             return Ok(None);
         };
-        if nl == 0 {
+        let Some((&kind, line)) = whole.split_first() else {
             return Err(malformed());
-        }
-        let kind = b[pos];
-        let line = &b[pos + 1..pos + nl];
-        pos += nl + 2;
+        };
+        pos = b.len() - rest.len();
         pending -= 1;
         let len = || -> RedisResult<i64> {
             std::str::from_utf8(line)
@@ -51,6 +49,13 @@ pub(crate) fn frame(b: &[u8]) -> RedisResult<Option<usize>> {
     Ok(Some(pos))
 }
 
+/// The first line of `b`, without its CRLF, and what follows it; `None` while it has not all
+/// come.
+fn split_line(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let nl = b.windows(2).position(|w| w == b"\r\n")?;
+    Some((&b[..nl], &b[nl + 2..]))
+}
+
 /// The value of `b`, one whole reply (as [`frame`] found it), when it is made only of
 /// integers, simple and bulk strings, nil and arrays of these: exactly the value redis-rs's
 /// parser makes of it. `None` for anything else (an error, a RESP3 kind, deep nesting, a
@@ -75,10 +80,9 @@ const MAX_DEPTH: usize = 4;
 
 /// The first value in `b` and what follows it.
 fn value(b: &[u8], depth: usize) -> Option<(Value, &[u8])> {
-    let nl = b.windows(2).position(|w| w == b"\r\n")?;
-    let (&kind, line) = b[..nl].split_first()?;
+    let (whole, rest) = split_line(b)?;
+    let (&kind, line) = whole.split_first()?;
     let line = std::str::from_utf8(line).ok()?;
-    let rest = &b[nl + 2..];
     let len = || line.trim().parse::<i64>().ok();
     match kind {
         b'+' if line == "OK" => Some((Value::Okay, rest)),

@@ -182,19 +182,14 @@ impl Socket {
     /// the read waits on the socket alone, `grace` at most, where a `poll` before it would
     /// cost one system call more for every reply. `grace` stays the same from read to read,
     /// so the kernel is not asked to change its timeout each time; so a read that began late
-    /// in the setting's grace may arm it up to one `grace` late. `Err` with what is left of the
-    /// read's timeout when the reply did not come within `grace`, or a signal interrupted the
+    /// in the setting's grace may arm it up to one `grace` late. `None` when the reply did
+    /// not come within `grace` (short of the read's own timeout), or a signal interrupted the
     /// read (the setting is armed then, for the signal's handler): the watched read goes on.
-    fn read_unarmed(
-        &self,
-        buf: &mut [u8],
-        grace: Duration,
-    ) -> Result<io::Result<usize>, Option<Duration>> {
+    fn read_unarmed(&self, buf: &mut [u8], grace: Duration) -> Option<io::Result<usize>> {
         let timeout = self.read_timeout();
         let slice = timeout.map_or(grace, |t| t.min(grace));
-        let began = std::time::Instant::now();
         if let Err(e) = self.apply_read_timeout(Some(slice)) {
-            return Ok(Err(e));
+            return Some(Err(e));
         }
         match self.kernel_read(buf) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => wake::arm_now(),
@@ -203,9 +198,9 @@ impl Socket {
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) && Some(slice) != timeout => {}
-            read => return Ok(read),
+            read => return Some(read),
         }
-        Err(timeout.map(|t| t.saturating_sub(began.elapsed())))
+        None
     }
 
     /// Gives the kernel the write timeout, before a write that may wait.
@@ -250,11 +245,12 @@ impl Read for &Socket {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         use std::os::fd::AsFd;
         let mut timeout = self.read_timeout();
-        if let Some(grace) = wake::unarmed_grace().filter(|g| !g.is_zero()) {
-            match self.read_unarmed(buf, grace) {
-                Ok(read) => return read,
-                Err(left) => timeout = left,
+        if let Some(grace) = wake::unarmed_grace() {
+            let began = std::time::Instant::now();
+            if let Some(read) = self.read_unarmed(buf, grace) {
+                return read;
             }
+            timeout = timeout.map(|t| t.saturating_sub(began.elapsed()));
         }
         wake::ready(self.as_fd(), false, || Ok(timeout))?;
         // What is left of the read's timeout after a wait in `read_unarmed`, or all of it.
